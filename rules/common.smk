@@ -1,0 +1,95 @@
+# Helpers shared by every rule file: config access, input functions and wildcard constraints.
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+
+from r2med_eval import config as r2config  # noqa: E402
+from r2med_eval.datasets import raw_files  # noqa: E402
+
+
+def validated_config(raw):
+    """Schema validation before any job runs; one message naming the key on failure."""
+    from r2med_eval.errors import ConfigError
+
+    try:
+        cfg = r2config.validate(raw, config_file=", ".join(workflow.configfiles) or "config.yaml")
+        r2config.check_paths(cfg, config_file=", ".join(workflow.configfiles) or "config.yaml")
+    except ConfigError as exc:
+        raise WorkflowError(f"r2med-eval: {exc}") from None
+    return cfg
+
+
+def _alternatives(names):
+    return "|".join(re.escape(n) for n in sorted(names)) or "(?!)"
+
+
+def benchmark_names():
+    return r2config.selected_benchmarks(CFG)
+
+
+def task_pairs():
+    return [(b, t) for b in benchmark_names() for t in CFG["benchmarks"][b]["tasks"]]
+
+
+def benchmark_constraint():
+    return _alternatives(benchmark_names())
+
+
+def task_constraint():
+    return _alternatives({t for _, t in task_pairs()})
+
+
+def model_constraint():
+    return _alternatives(r2config.selected_models(CFG))
+
+
+def models_of_type(*types):
+    return [m for m in r2config.selected_models(CFG) if CFG["models"][m]["type"] in types]
+
+
+def constraint_models(*types):
+    return _alternatives(models_of_type(*types))
+
+
+def task_spec(wildcards):
+    bench = CFG["benchmarks"][wildcards.benchmark]
+    spec = {k: v for k, v in bench.items() if k != "tasks"}
+    spec["path"] = bench["tasks"][wildcards.task]["path"]
+    return spec
+
+
+def task_raw_files(wildcards):
+    spec = task_spec(wildcards)
+    return raw_files(spec["layout"], spec["path"], spec.get("split", "test"))
+
+
+def model_spec(wildcards):
+    return CFG["models"][wildcards.model]
+
+
+def metric_files():
+    return [
+        f"results/metrics/{b}/{t}/{m}.json"
+        for b, t in task_pairs()
+        for m in r2config.selected_models(CFG)
+    ]
+
+
+def all_targets():
+    return ["results/leaderboard.csv", "results/leaderboard.md"]
+
+
+def _size_mb(path):
+    path = Path(str(path))
+    if path.is_file():
+        return path.stat().st_size / 1024**2
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1024**2
+    return 0.0
+
+
+def lucene_mem_mb(wildcards, input, attempt):
+    """JVM and Lucene: 1 GB plus a quarter of the input's size, doubled on each retry."""
+    return int((1024 + 0.25 * _size_mb(input[0])) * 2 ** (attempt - 1))

@@ -1,0 +1,24 @@
+# Stage: retrieve. First-stage runs, one TREC run file per (benchmark, task, model).
+
+
+rule retrieve_bm25_lucene:
+    input:
+        index="results/index/{benchmark}/{task}/lucene",
+        queries="results/data/{benchmark}/{task}/queries.jsonl",
+    output:
+        run="results/runs/{benchmark}/{task}/{model}.trec",
+    wildcard_constraints:
+        model=constraint_models("bm25_lucene"),
+    params:
+        model=model_spec,
+    threads: 2
+    resources:
+        mem_mb=lucene_mem_mb,
+    log:
+        "logs/retrieve_bm25_lucene/{benchmark}/{task}/{model}.log",
+    benchmark:
+        "benchmarks/retrieve_bm25_lucene/{benchmark}/{task}/{model}.tsv"
+    conda:
+        "../envs/lucene.yaml"
+    script:
+        "../scripts/retrieve_bm25_lucene.py"

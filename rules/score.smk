@@ -1,0 +1,19 @@
+# Stage: score. trec_eval measures per query and mean, under R2MED's result names.
+
+
+rule score_run:
+    input:
+        run="results/runs/{benchmark}/{task}/{model}.trec",
+        qrels="results/data/{benchmark}/{task}/qrels.tsv",
+        queries="results/data/{benchmark}/{task}/queries.jsonl",
+    output:
+        metrics="results/metrics/{benchmark}/{task}/{model}.json",
+        per_query="results/per_query/{benchmark}/{task}/{model}.tsv",
+    log:
+        "logs/score_run/{benchmark}/{task}/{model}.log",
+    benchmark:
+        "benchmarks/score_run/{benchmark}/{task}/{model}.tsv"
+    conda:
+        "../envs/core.yaml"
+    script:
+        "../scripts/score_run.py"

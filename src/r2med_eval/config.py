@@ -1,0 +1,102 @@
+"""Validation of config.yaml against ``schemas/config.schema.yaml``, with one message naming the key."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+from .errors import ConfigError
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
+
+
+def load_schema(path=SCHEMA_PATH) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def _key_path(parts) -> str:
+    return ".".join(str(p) for p in parts) or "(top level)"
+
+
+def _message(error, schema) -> str:
+    where = _key_path(error.absolute_path)
+    v = error.validator
+    if v == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        key = _key_path(list(error.absolute_path) + [extra[0]]) if extra else where
+        allowed = ", ".join(sorted(error.schema.get("properties", {})))
+        return f"unknown key {key!r} (allowed here: {allowed})."
+    if v == "enum":
+        return f"{where}: {error.instance!r} is not one of {', '.join(map(repr, error.validator_value))}."
+    if v == "required":
+        return f"{where}: {error.message}."
+    if v == "pattern" or (v == "propertyNames"):
+        return f"{where}: name {error.instance!r} must match {error.schema.get('pattern', '')} (letters, digits, '.', '-')."
+    return f"{where}: {error.message}."
+
+
+def validate(config: dict, config_file: str = "config.yaml", schema: dict | None = None) -> dict:
+    """Validate ``config`` and return a copy with defaults filled in. Raises ConfigError."""
+    import jsonschema
+
+    schema = schema or load_schema()
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(list(e.absolute_path)), str(e.absolute_path)))
+    if errors:
+        best = jsonschema.exceptions.best_match(errors)
+        # prefer the deepest error: it names the key (unknown key, misspelt type)
+        deepest = max(errors, key=lambda e: len(list(e.absolute_path)))
+        error = deepest if len(list(deepest.absolute_path)) > len(list(best.absolute_path)) else best
+        if error.validator == "propertyNames" or (error.absolute_path == best.absolute_path and best.context):
+            error = best
+        raise ConfigError(_message(error, schema), path=config_file,
+                          fix="see schemas/config.schema.yaml and the README's configuration section.")
+    cfg = copy.deepcopy(config)
+    defs = schema["$defs"]
+    for bench in cfg["benchmarks"].values():
+        _fill(bench, defs["benchmark"])
+    for model in cfg["models"].values():
+        _fill(model, defs[model["type"]])
+    cfg.setdefault("leaderboard", {})
+    _fill(cfg["leaderboard"], schema["properties"]["leaderboard"])
+    _check_selection(cfg, config_file)
+    return cfg
+
+
+def _fill(obj: dict, schema: dict) -> None:
+    for key, prop in schema.get("properties", {}).items():
+        if "default" in prop and key not in obj:
+            obj[key] = copy.deepcopy(prop["default"])
+
+
+def _check_selection(cfg: dict, config_file: str) -> None:
+    for key, registry in (("benchmarks_to_run", "benchmarks"), ("models_to_run", "models")):
+        for name in cfg.get(key, []):
+            if name not in cfg[registry]:
+                raise ConfigError(f"{key} names {name!r}, which is not in {registry} "
+                                  f"(known: {', '.join(sorted(cfg[registry]))}).", path=config_file,
+                                  fix=f"add {name!r} to {registry} or remove it from {key}.")
+
+
+def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None = None) -> None:
+    """Every task of a benchmark that will run must point at an existing folder."""
+    base = base or Path.cwd()
+    for bname in selected_benchmarks(cfg):
+        for tname, task in cfg["benchmarks"][bname]["tasks"].items():
+            path = Path(task["path"])
+            if not (path if path.is_absolute() else base / path).is_dir():
+                raise ConfigError(f"benchmarks.{bname}.tasks.{tname}.path: folder {task['path']!r} does not exist.",
+                                  path=config_file, fix="point it at the task's dataset folder.")
+
+
+def selected_benchmarks(cfg: dict) -> list[str]:
+    return list(cfg.get("benchmarks_to_run") or cfg["benchmarks"])
+
+
+def selected_models(cfg: dict) -> list[str]:
+    if cfg.get("models_to_run"):
+        return list(cfg["models_to_run"])
+    return [m for m, spec in cfg["models"].items() if spec.get("enabled", True)]

@@ -1,0 +1,106 @@
+"""BM25 through pyserini: one Lucene index per task, BM25 search with k1 and b from config."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .datasets import doc_contents, read_corpus, read_queries
+from .errors import InputError
+from .java import configure_java, java_env
+
+log = logging.getLogger(__name__)
+
+
+def build_index(corpus_path, index_dir, threads: int = 1) -> dict:
+    """Index the internal corpus with Anserini's DefaultLuceneDocumentGenerator (Porter, stopwords).
+
+    The index is built in a temporary folder beside ``index_dir`` and renamed into place.
+    """
+    index_dir = Path(index_dir)
+    corpus = read_corpus(corpus_path)
+    if not corpus:
+        raise InputError("the corpus holds no documents.", path=corpus_path, fix="check the dataset.")
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{index_dir.name}.", dir=index_dir.parent))
+    try:
+        collection = work / "collection"
+        collection.mkdir()
+        with open(collection / "docs.jsonl", "w", encoding="utf-8") as handle:
+            for doc_id, doc in corpus.items():
+                handle.write(json.dumps({"id": doc_id, "contents": doc_contents(doc)}, ensure_ascii=False) + "\n")
+        tmp_index = work / "index"
+        cmd = [sys.executable, "-m", "pyserini.index.lucene", "--collection", "JsonCollection",
+               "--input", str(collection), "--index", str(tmp_index),
+               "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(max(1, threads)),
+               "--storeDocvectors"]
+        log.info("indexing %d documents with %d threads: %s", len(corpus), threads, " ".join(cmd))
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, env=java_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        elapsed = time.perf_counter() - start
+        for line in proc.stdout.splitlines():
+            log.info("anserini: %s", line)
+        if proc.returncode != 0:
+            raise RuntimeError(f"pyserini indexing failed with exit code {proc.returncode}; see the log above.")
+        count = _index_doc_count(proc.stdout)
+        if count is not None and count != len(corpus):
+            raise RuntimeError(f"Lucene indexed {count} documents, the corpus holds {len(corpus)}.")
+        if index_dir.exists():
+            shutil.rmtree(index_dir)
+        tmp_index.rename(index_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    info = {"documents": len(corpus), "seconds": round(elapsed, 3),
+            "docs_per_second": round(len(corpus) / elapsed, 1) if elapsed > 0 else None}
+    log.info("index built: %s", info)
+    return info
+
+
+def _index_doc_count(output: str):
+    import re
+
+    for line in output.splitlines():
+        match = re.search(r"Total ([\d,]+) documents indexed", line)
+        if match:
+            return int(match.group(1).replace(",", ""))
+    return None
+
+
+def search(index_dir, queries_path, *, k1: float, b: float, k: int, threads: int = 1,
+           query_ids=None) -> dict[str, dict[str, float]]:
+    """BM25 top-``k`` per query. Ties at the cut-off are resolved by document id: we fetch a margin
+    beyond ``k`` from Lucene (whose own tie order depends on internal ids) and re-rank."""
+    configure_java()
+    from pyserini.search.lucene import LuceneSearcher
+
+    queries = read_queries(queries_path)
+    qids = list(query_ids) if query_ids is not None else list(queries)
+    searcher = LuceneSearcher(str(index_dir))
+    searcher.set_bm25(k1, b)
+    margin = max(50, k // 10)
+    start = time.perf_counter()
+    hits = searcher.batch_search([queries[q] for q in qids], qids, k=k + margin, threads=max(1, threads))
+    elapsed = time.perf_counter() - start
+    log.info("searched %d queries in %.3f s (k1=%s b=%s k=%d, %d threads)", len(qids), elapsed, k1, b, k, threads)
+    run: dict[str, dict[str, float]] = {}
+    boundary_ties = 0
+    for qid in qids:
+        scored = [(h.docid, round(float(h.score), 6)) for h in hits.get(qid, [])]
+        scored.sort(key=lambda x: (-x[1], x[0]))
+        if len(scored) > k and len(scored) == k + margin and scored[k - 1][1] == scored[-1][1]:
+            boundary_ties += 1
+        run[qid] = dict(scored[:k])
+    if boundary_ties:
+        log.warning("%d queries have a tie at rank %d that runs past the margin of %d fetched documents; "
+                    "their last ranks may depend on Lucene's internal order", boundary_ties, k, margin)
+    empty = [q for q in qids if not run[q]]
+    if empty:
+        log.warning("%d queries retrieved no document (no query term is in the index): %s", len(empty),
+                    ", ".join(empty[:20]))
+    return run

@@ -1,0 +1,79 @@
+"""The work of each Snakemake rule, as functions of the ``snakemake`` object.
+
+``scripts/*.py`` are thin adapters that call these; each function reads only
+``snakemake.input/output/params/wildcards/threads`` so it can be driven from tests too.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+log = logging.getLogger("r2med_eval")
+
+
+def prepare_task(sm) -> None:
+    from . import datasets
+
+    spec = sm.params.spec
+    log.info("loading %s/%s: layout %s from %s", sm.wildcards.benchmark, sm.wildcards.task, spec["layout"],
+             spec["path"])
+    ds = datasets.load(spec["layout"], spec["path"], split=spec.get("split", "test"),
+                       empty_text=spec.get("empty_text", "error"), unknown_qrels=spec.get("unknown_qrels", "error"),
+                       duplicate_qrels=spec.get("duplicate_qrels", "error"))
+    ds.stats.update({"benchmark": sm.wildcards.benchmark, "task": sm.wildcards.task})
+    datasets.write_internal(ds, Path(sm.output.corpus).parent)
+    st = ds.stats
+    log.info("documents %d, queries %d (judged %d, unjudged %d: %s), judgments %d by grade %s",
+             st["documents"], st["queries"], st["judged_queries"], st["unjudged_queries"],
+             ", ".join(st["unjudged_query_ids"]) or "-", st["judgments"], st["judgments_by_grade"])
+    log.info("filtered: empty documents dropped %d; duplicate judgments merged %d; judgments on unknown "
+             "queries dropped %d, on unknown documents %d, on dropped documents %d",
+             st["empty_documents_dropped"], st["qrels_duplicates_merged"], st["qrels_unknown_query_dropped"],
+             st["qrels_unknown_document_dropped"], st["qrels_on_dropped_documents"])
+
+
+def lucene_index(sm) -> None:
+    from . import io, lucene
+
+    info = lucene.build_index(sm.input.corpus, sm.output.index, threads=sm.threads)
+    io.write_json(sm.output.info, info)
+
+
+def retrieve_bm25_lucene(sm) -> None:
+    from . import lucene, runs
+
+    spec = sm.params.model
+    run = lucene.search(sm.input.index, sm.input.queries, k1=spec["k1"], b=spec["b"], k=spec["top_k"],
+                        threads=sm.threads)
+    lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model)
+    log.info("wrote %d lines for %d queries to %s", lines, len(run), sm.output.run)
+
+
+def score_run(sm) -> None:
+    from . import datasets, io, metrics, runs
+
+    run = runs.read_run(sm.input.run)
+    qrels = datasets.read_qrels(sm.input.qrels)
+    queries = datasets.read_queries(sm.input.queries)
+    result = metrics.evaluate(run, qrels, queries)
+    c = result["counts"]
+    log.info("scored %d judged queries; %d unjudged queries excluded (%s); %d judged queries with an empty "
+             "run scored 0; %d judged queries have no relevant document", c["judged_queries_scored"],
+             c["unjudged_queries_excluded"], ", ".join(c["unjudged_query_ids"]) or "-",
+             c["judged_queries_with_empty_run"], c["judged_queries_without_relevant"])
+    names = metrics.metric_names()
+    io.write_json(sm.output.metrics, {
+        "benchmark": sm.wildcards.benchmark, "task": sm.wildcards.task, "model": sm.wildcards.model,
+        "run": str(sm.input.run), "run_depth": runs.run_depth(run),
+        "metrics": {m: round(result["metrics"][m], 6) for m in names}, "counts": c,
+    })
+    io.write_text(sm.output.per_query, metrics.per_query_tsv(result["per_query"], names))
+    log.info("ndcg_at_10 = %.5f", result["metrics"]["ndcg_at_10"])
+
+
+def leaderboard(sm) -> None:
+    from . import leaderboard as lb
+
+    lb.write(list(sm.input), sm.output.csv, sm.output.md, metric=sm.params.metric)
+    log.info("leaderboard over %d metric files", len(sm.input))
