@@ -1,4 +1,4 @@
-# Helpers shared by every rule file: config access, input functions and wildcard constraints.
+# Helpers shared by the workflow files (config access, input functions, wildcard constraints).
 import re
 import sys
 from pathlib import Path
@@ -13,9 +13,10 @@ def validated_config(raw):
     """Schema validation before any job runs; one message naming the key on failure."""
     from r2med_eval.errors import ConfigError
 
+    files = ", ".join(dict.fromkeys(str(f) for f in workflow.configfiles)) or "config.yaml"
     try:
-        cfg = r2config.validate(raw, config_file=", ".join(workflow.configfiles) or "config.yaml")
-        r2config.check_paths(cfg, config_file=", ".join(workflow.configfiles) or "config.yaml")
+        cfg = r2config.validate(raw, config_file=files)
+        r2config.check_paths(cfg, config_file=files)
     except ConfigError as exc:
         raise WorkflowError(f"r2med-eval: {exc}") from None
     return cfg

@@ -1,0 +1,30 @@
+# r2med-eval. `make` sets everything up and runs the embedded default; `make test` runs the tests.
+PYTHON ?= python3
+VENV ?= .venv
+CORES ?= 8
+BIN := $(VENV)/bin
+
+.PHONY: all setup run test lint clean
+all: run
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.lock requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install torch==2.13.0
+	$(BIN)/python -m pip install -r requirements.lock
+	$(BIN)/python -m pip install --no-deps -e .
+	touch $@
+
+run: setup
+	$(BIN)/snakemake --cores $(CORES) all
+
+test: setup
+	$(BIN)/python -m pytest tests
+
+lint: setup
+	$(BIN)/snakemake --lint
+
+clean:
+	rm -rf results logs benchmarks .snakemake

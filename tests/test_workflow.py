@@ -1,0 +1,119 @@
+"""End-to-end runs of the Snakemake workflow in a temporary working directory."""
+import csv
+import re
+
+import pytest
+
+from conftest import REPO, snakemake, workflow_dir
+
+DEMO_CONFIG = f"""
+benchmarks:
+  demo:
+    layout: r2med
+    tasks:
+      demo: {{path: {REPO / 'data' / 'demo'}}}
+models:
+  bm25:
+    type: bm25_lucene
+    k1: 0.9
+    b: 0.4
+"""
+
+SECOND_BM25 = """
+  bm25-k1.2-b0.75:
+    type: bm25_lucene
+    k1: 1.2
+    b: 0.75
+"""
+
+
+def planned_jobs(proc_output: str) -> dict:
+    """The job table of a dry run: rule -> count."""
+    jobs = {}
+    in_table = False
+    for line in proc_output.splitlines():
+        if line.startswith("Job stats:"):
+            in_table = True
+            continue
+        if in_table:
+            parts = line.split()
+            if len(parts) == 2 and parts[1].isdigit() and parts[0] not in ("job", "total"):
+                jobs[parts[0]] = int(parts[1])
+            elif parts and parts[0] == "total":
+                break
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    work = workflow_dir(tmp_path_factory.mktemp("demo"), DEMO_CONFIG)
+    snakemake(work, "--cores", "2", "all")
+    return work
+
+
+def test_demo_end_to_end(demo_run):
+    board = list(csv.DictReader(open(demo_run / "results" / "leaderboard.csv")))
+    assert [row["model"] for row in board] == ["bm25"]
+    score = float(board[0]["demo/demo"])
+    assert 0.0 < score < 1.0
+    md = (demo_run / "results" / "leaderboard.md").read_text()
+    assert "| bm25 |" in md
+    run = (demo_run / "results" / "runs" / "demo" / "demo" / "bm25.trec").read_text().splitlines()
+    assert run and all(len(line.split()) == 6 for line in run)
+    log = (demo_run / "logs" / "score_run" / "demo" / "demo" / "bm25.log").read_text()
+    assert "1 unjudged queries excluded (demo-q26)" in log
+    for rule in ("prepare_task", "lucene_index", "retrieve_bm25_lucene", "score_run", "leaderboard"):
+        assert list((demo_run / "benchmarks" / rule).rglob("*.tsv")), rule
+
+
+def test_second_run_does_nothing(demo_run):
+    proc = snakemake(demo_run, "--cores", "2", "all")
+    assert "Nothing to be done" in proc.stdout
+
+
+def test_adding_a_bm25_configuration_runs_only_its_branch(demo_run):
+    (demo_run / "config.yaml").write_text(DEMO_CONFIG + SECOND_BM25)
+    proc = snakemake(demo_run, "-n", "--cores", "2", "all")
+    assert planned_jobs(proc.stdout) == {"all": 1, "leaderboard": 1, "retrieve_bm25_lucene": 1, "score_run": 1}
+    assert "bm25-k1.2-b0.75.trec" in proc.stdout
+    assert not re.search(r"runs/demo/demo/bm25\.trec\b(?!.*k1)", proc.stdout.split("Job stats:")[0].replace(
+        "input: results/runs/demo/demo/bm25.trec", ""))
+    (demo_run / "config.yaml").write_text(DEMO_CONFIG)
+
+
+def test_changing_k1_reruns_only_that_model(demo_run):
+    (demo_run / "config.yaml").write_text(DEMO_CONFIG.replace("k1: 0.9", "k1: 1.1"))
+    proc = snakemake(demo_run, "-n", "--cores", "2", "all")
+    assert planned_jobs(proc.stdout) == {"all": 1, "leaderboard": 1, "retrieve_bm25_lucene": 1, "score_run": 1}
+    (demo_run / "config.yaml").write_text(DEMO_CONFIG)
+
+
+def test_bad_config_stops_before_any_job(tmp_path):
+    work = workflow_dir(tmp_path, DEMO_CONFIG.replace("b: 0.4", "b: 0.4\n    k3: 1"))
+    proc = snakemake(work, "-n", "all", check=False)
+    assert proc.returncode != 0
+    assert "unknown key 'models.bm25.k3'" in proc.stdout
+    work2 = tmp_path / "w2"
+    work2.mkdir()
+    (work2 / "config.yaml").write_text(DEMO_CONFIG.replace("bm25_lucene", "bm25_lucen"))
+    proc = snakemake(work2, "-n", "all", check=False)
+    assert proc.returncode != 0 and "models.bm25.type: 'bm25_lucen' is not one of" in proc.stdout
+
+
+def test_bad_input_message_reaches_the_terminal(tmp_path):
+    from conftest import make_r2med
+
+    data = make_r2med(tmp_path / "data")
+    with open(data / "corpus.jsonl", "a") as handle:
+        handle.write('{"id": "d9", "text": \n')
+    work = workflow_dir(tmp_path, DEMO_CONFIG.replace(str(REPO / "data" / "demo"), str(data)))
+    proc = snakemake(work, "--cores", "1", "all", check=False)
+    assert proc.returncode != 0
+    assert "corpus.jsonl, line 4: malformed JSON" in proc.stdout
+    assert not (work / "results" / "data" / "demo" / "demo" / "corpus.jsonl").exists()
+
+
+def test_lint_is_clean():
+    proc = snakemake(REPO, "--lint", check=False)
+    assert proc.returncode == 0, proc.stdout
+    assert "Lints for" not in proc.stdout, proc.stdout
