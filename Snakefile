@@ -18,6 +18,7 @@ wildcard_constraints:
 
 include: "rules/data.smk"
 include: "rules/index.smk"
+include: "rules/encode.smk"
 include: "rules/retrieve.smk"
 include: "rules/score.smk"
 include: "rules/report.smk"

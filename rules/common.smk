@@ -94,3 +94,40 @@ def _size_mb(path):
 def lucene_mem_mb(wildcards, input, attempt):
     """JVM and Lucene: 1 GB plus a quarter of the input's size, doubled on each retry."""
     return int((1024 + 0.25 * _size_mb(input[0])) * 2 ** (attempt - 1))
+
+
+ENCODER_IRRELEVANT = ("enabled", "description", "top_k", "index", "shards")
+
+
+def encoder_spec(wildcards):
+    """The part of a dense entry that shapes its embeddings (top_k, index, shards do not)."""
+    spec = CFG["models"][wildcards.model]
+    return {k: v for k, v in spec.items() if k not in ENCODER_IRRELEVANT}
+
+
+def search_spec(wildcards):
+    spec = CFG["models"][wildcards.model]
+    return {"top_k": spec["top_k"], "index": spec["index"]}
+
+
+def embedding_shards(wildcards):
+    n = CFG["models"][wildcards.model]["shards"]
+    base = f"results/embeddings/{wildcards.benchmark}/{wildcards.task}/{wildcards.model}/shards"
+    return [f"{base}/{i}-of-{n}.npz" for i in range(1, n + 1)]
+
+
+def gpu_count(wildcards):
+    return 0 if CFG["models"][wildcards.model].get("device") == "cpu" else 1
+
+
+def encode_mem_mb(wildcards, input, attempt):
+    """Weights and activations: 2 GB plus 4x the corpus text size, doubled on each retry."""
+    return int((2048 + 4 * _size_mb(input[0])) * 2 ** (attempt - 1))
+
+
+def search_mem_mb(wildcards, input, attempt):
+    return int((1024 + 2 * _size_mb(input[0])) * 2 ** (attempt - 1))
+
+
+def embedding_storage(wildcards):
+    return CFG["models"][wildcards.model]["embedding_dtype"]

@@ -22,3 +22,30 @@ rule retrieve_bm25_lucene:
         "../envs/lucene.yaml"
     script:
         "../scripts/retrieve_bm25_lucene.py"
+
+
+rule retrieve_dense:
+    input:
+        emb="results/embeddings/{benchmark}/{task}/{model}/corpus.npy",
+        ids="results/embeddings/{benchmark}/{task}/{model}/corpus_ids.txt",
+        query_emb="results/embeddings/{benchmark}/{task}/{model}/queries.npy",
+        query_ids="results/embeddings/{benchmark}/{task}/{model}/queries_ids.txt",
+        corpus="results/data/{benchmark}/{task}/corpus.jsonl",
+    output:
+        run="results/runs/{benchmark}/{task}/{model}.trec",
+        info="results/runs/{benchmark}/{task}/{model}.search.json",
+    wildcard_constraints:
+        model=constraint_models("dense"),
+    params:
+        search=search_spec,
+    threads: 2
+    resources:
+        mem_mb=search_mem_mb,
+    log:
+        "logs/retrieve_dense/{benchmark}/{task}/{model}.log",
+    benchmark:
+        "benchmarks/retrieve_dense/{benchmark}/{task}/{model}.tsv"
+    conda:
+        "../envs/dense.yaml"
+    script:
+        "../scripts/retrieve_dense.py"

@@ -94,3 +94,8 @@ def write_jsonl(target, rows) -> int:
 def read_json(path):
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
+
+
+def read_lines(path) -> list[str]:
+    with open(path, encoding="utf-8") as handle:
+        return [line.rstrip("\n") for line in handle if line.rstrip("\n")]

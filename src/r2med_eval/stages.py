@@ -77,3 +77,44 @@ def leaderboard(sm) -> None:
 
     lb.write(list(sm.input), sm.output.csv, sm.output.md, metric=sm.params.metric)
     log.info("leaderboard over %d metric files", len(sm.input))
+
+
+def encode_corpus_shard(sm) -> None:
+    from . import dense, io
+
+    shard, nshards = int(sm.wildcards.shard), int(sm.wildcards.nshards)
+    if not 1 <= shard <= nshards:
+        raise ValueError(f"shard {shard} of {nshards} is out of range")
+    dense.encode_corpus_shard(sm.input.corpus, sm.output.shard, sm.params.model, sm.wildcards.model,
+                              sm.wildcards.task, shard - 1, nshards, threads=sm.threads)
+
+
+def gather_embeddings(sm) -> None:
+    from . import dense
+
+    info = dense.gather(list(sm.input.shards), sm.input.corpus, sm.output.emb, sm.output.ids,
+                        storage=sm.params.storage)
+    log.info("gathered %d shards: %s", len(sm.input.shards), info)
+
+
+def encode_queries(sm) -> None:
+    from . import dense
+
+    dense.encode_queries(sm.input.queries, sm.output.emb, sm.output.ids, sm.params.model, sm.wildcards.model,
+                         sm.wildcards.task, threads=sm.threads)
+
+
+def retrieve_dense(sm) -> None:
+    import numpy as np
+
+    from . import dense, io, runs
+
+    query_emb = np.load(sm.input.query_emb)
+    query_ids = io.read_lines(sm.input.query_ids)
+    corpus_emb, doc_ids = dense.load_corpus_embeddings(sm.input.emb, sm.input.ids, sm.input.corpus,
+                                                       dim=query_emb.shape[1])
+    spec = sm.params.search
+    run, info = dense.search(corpus_emb, doc_ids, query_emb, query_ids, spec["top_k"], spec["index"],
+                             threads=sm.threads)
+    runs.write_run(run, sm.output.run, tag=sm.wildcards.model, query_order=sorted(run))
+    io.write_json(sm.output.info, info)

@@ -1,0 +1,71 @@
+# Stage: encode (part of index). Dense corpus embeddings per (task, model), sharded; query embeddings.
+
+
+rule encode_corpus_shard:
+    input:
+        corpus="results/data/{benchmark}/{task}/corpus.jsonl",
+    output:
+        shard="results/embeddings/{benchmark}/{task}/{model}/shards/{shard}-of-{nshards}.npz",
+    wildcard_constraints:
+        model=constraint_models("dense"),
+        shard=r"\d+",
+        nshards=r"\d+",
+    params:
+        model=encoder_spec,
+    threads: 4
+    resources:
+        mem_mb=encode_mem_mb,
+        gpu=gpu_count,
+    log:
+        "logs/encode_corpus_shard/{benchmark}/{task}/{model}/{shard}-of-{nshards}.log",
+    benchmark:
+        "benchmarks/encode_corpus_shard/{benchmark}/{task}/{model}/{shard}-of-{nshards}.tsv"
+    conda:
+        "../envs/dense.yaml"
+    script:
+        "../scripts/encode_corpus_shard.py"
+
+
+rule gather_embeddings:
+    input:
+        corpus="results/data/{benchmark}/{task}/corpus.jsonl",
+        shards=embedding_shards,
+    output:
+        emb="results/embeddings/{benchmark}/{task}/{model}/corpus.npy",
+        ids="results/embeddings/{benchmark}/{task}/{model}/corpus_ids.txt",
+    wildcard_constraints:
+        model=constraint_models("dense"),
+    params:
+        storage=embedding_storage,
+    log:
+        "logs/gather_embeddings/{benchmark}/{task}/{model}.log",
+    benchmark:
+        "benchmarks/gather_embeddings/{benchmark}/{task}/{model}.tsv"
+    conda:
+        "../envs/dense.yaml"
+    script:
+        "../scripts/gather_embeddings.py"
+
+
+rule encode_queries:
+    input:
+        queries="results/data/{benchmark}/{task}/queries.jsonl",
+    output:
+        emb="results/embeddings/{benchmark}/{task}/{model}/queries.npy",
+        ids="results/embeddings/{benchmark}/{task}/{model}/queries_ids.txt",
+    wildcard_constraints:
+        model=constraint_models("dense"),
+    params:
+        model=encoder_spec,
+    threads: 2
+    resources:
+        mem_mb=encode_mem_mb,
+        gpu=gpu_count,
+    log:
+        "logs/encode_queries/{benchmark}/{task}/{model}.log",
+    benchmark:
+        "benchmarks/encode_queries/{benchmark}/{task}/{model}.tsv"
+    conda:
+        "../envs/dense.yaml"
+    script:
+        "../scripts/encode_queries.py"

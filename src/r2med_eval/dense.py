@@ -1,0 +1,336 @@
+"""Dense retrieval with sentence-transformers bi-encoders and FAISS.
+
+Corpus embeddings are computed once per (task, model), optionally in shards, and stored as ``.npy``
+beside the document-id order. The batch plan is global: the corpus is sorted by text length once,
+cut into batches of ``batch_size``, and shards are contiguous runs of whole batches. Every shard
+therefore encodes exactly the batches the unsharded run would, and the gathered embeddings are
+identical to the unsharded ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .datasets import doc_contents, read_corpus, read_queries
+from .errors import InputError
+
+log = logging.getLogger(__name__)
+
+TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+POOLING = {"cls": "cls", "mean": "mean", "lasttoken": "lasttoken", "max": "max"}
+
+
+# ------------------------------------------------------------------ sources
+
+def resolve_source(source: dict, model_name: str) -> tuple[str, str | None]:
+    """(name or path, revision) for a source entry: {hf, revision} | {path} | {package}."""
+    if "path" in source:
+        path = Path(source["path"]).expanduser()
+        if not path.exists():
+            raise InputError(f"model {model_name!r}: local model path {str(path)!r} does not exist.",
+                             fix=f"set models.{model_name}.source.path to a folder holding the weights.")
+        return str(path.resolve()), None
+    if "package" in source:
+        try:
+            module = importlib.import_module(source["package"])
+        except ImportError:
+            raise InputError(f"model {model_name!r}: Python package {source['package']!r} is not installed.",
+                             fix="install it (pip install ...) or use a source.path / source.hf entry.") from None
+        if hasattr(module, "get_model_path"):
+            path = Path(module.get_model_path())
+        else:
+            path = Path(module.__file__).resolve().parent / source.get("subdir", "model")
+        if not path.exists():
+            raise InputError(f"model {model_name!r}: package {source['package']!r} holds no weights at {path}.",
+                             fix="reinstall the package.")
+        return str(path), None
+    return source["hf"], source.get("revision")
+
+
+def source_fingerprint(source: dict, model_name: str) -> dict:
+    """What identifies the weights, for provenance (package version or local weight checksum)."""
+    name, revision = resolve_source(source, model_name)
+    info = {"source": source, "resolved": name, "revision": revision}
+    if "package" in source:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            info["package_version"] = version(source["package"].replace("_", "-"))
+        except PackageNotFoundError:
+            info["package_version"] = None
+    return info
+
+
+def needs_remote_code(path: str) -> bool:
+    """True when a local checkpoint's config maps its classes to custom code (``auto_map``)."""
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return False
+    try:
+        return bool(json.loads(config.read_text()).get("auto_map"))
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+# ------------------------------------------------------------------ encoder
+
+def pick_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("device: cuda was asked for, but no CUDA device is visible.",
+                         fix="set device: auto or cpu for this model, or run on a GPU node.")
+    return device
+
+
+def load_encoder(spec: dict, model_name: str, side: str = "doc"):
+    """A SentenceTransformer for one side ("query" or "doc") of a model entry."""
+    from sentence_transformers import SentenceTransformer
+
+    source = spec.get("query_source") if side == "query" and spec.get("query_source") else spec["source"]
+    name, revision = resolve_source(source, model_name)
+    trust = bool(spec.get("trust_remote_code", False))
+    if not trust and needs_remote_code(name):
+        raise InputError(f"model {model_name!r} needs remote code (its config.json has auto_map), and "
+                         "trust_remote_code is off.",
+                         fix=f"review the model's code, then set models.{model_name}.trust_remote_code: true.")
+    device = pick_device(spec.get("device", "auto"))
+    model_kwargs = {"dtype": TORCH_DTYPES[spec.get("dtype", "fp32")]}
+    common = dict(trust_remote_code=trust, revision=revision, device=device, model_kwargs=model_kwargs,
+                  token=os.environ.get("HF_TOKEN") or None)
+    pooling = spec.get("pooling", "model")
+    if pooling == "model":
+        model = SentenceTransformer(name, **common)
+    else:
+        from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+        config_kwargs = {"trust_remote_code": trust, "revision": revision}
+        transformer = Transformer(name, model_kwargs={**model_kwargs, "trust_remote_code": trust,
+                                                      "revision": revision},
+                                  processor_kwargs={"trust_remote_code": trust, "revision": revision},
+                                  config_kwargs=config_kwargs)
+        dim = transformer.get_embedding_dimension() if hasattr(transformer, "get_embedding_dimension") \
+            else transformer.get_word_embedding_dimension()
+        modules = [transformer, Pooling(dim, pooling_mode=POOLING[pooling], include_prompt=spec.get("pool_prompt", True))]
+        if spec.get("normalize", True):
+            modules.append(Normalize())
+        model = SentenceTransformer(modules=modules, device=device)
+    length = spec.get("query_max_length") if side == "query" and spec.get("query_max_length") else spec["max_length"]
+    model.max_seq_length = int(length)
+    model.eval()
+    return model
+
+
+def prompt_for(spec: dict, task: str, side: str) -> str:
+    per_task = (spec.get("task_prompts") or {}).get(task, {})
+    key = "query" if side == "query" else "doc"
+    if key in per_task:
+        return per_task[key]
+    return spec.get("query_prompt" if side == "query" else "doc_prompt", "") or ""
+
+
+def batch_plan(texts: list[str], batch_size: int) -> list[list[int]]:
+    """Indices of ``texts`` sorted by length (longest first, stable), cut into batches."""
+    order = sorted(range(len(texts)), key=lambda i: (-len(texts[i]), i))
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def shard_batches(plan: list[list[int]], shard: int, nshards: int) -> list[list[int]]:
+    """Contiguous whole batches for shard ``shard`` (0-based) of ``nshards``."""
+    if not 0 <= shard < nshards:
+        raise ValueError(f"shard {shard} out of range for {nshards} shards")
+    bounds = np.linspace(0, len(plan), nshards + 1).round().astype(int)
+    return plan[bounds[shard]:bounds[shard + 1]]
+
+
+def encode_batches(model, texts: list[str], batches: list[list[int]], *, normalize: bool,
+                   log_every: int = 20, label: str = "") -> np.ndarray:
+    """Encode ``texts`` batch by batch in the given plan; rows come back in plan order."""
+    import torch
+
+    out = []
+    done, total = 0, sum(len(b) for b in batches)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for n, batch in enumerate(batches, start=1):
+            emb = model.encode([texts[i] for i in batch], batch_size=len(batch), convert_to_numpy=True,
+                               normalize_embeddings=normalize, show_progress_bar=False)
+            out.append(np.asarray(emb, dtype=np.float32))
+            done += len(batch)
+            if n % log_every == 0 or n == len(batches):
+                rate = done / max(time.perf_counter() - start, 1e-9)
+                log.info("%s encoded %d/%d texts (%.1f texts/s)", label, done, total, rate)
+    if not out:
+        return np.zeros((0, 0), dtype=np.float32)
+    return np.concatenate(out, axis=0)
+
+
+def corpus_texts(corpus_path, spec: dict, task: str) -> tuple[list[str], list[str]]:
+    corpus = read_corpus(corpus_path)
+    if not corpus:
+        raise InputError("the corpus holds no documents.", path=corpus_path, fix="check the dataset.")
+    prompt = prompt_for(spec, task, "doc")
+    ids = list(corpus)
+    return ids, [prompt + doc_contents(corpus[d]) for d in ids]
+
+
+def encode_corpus_shard(corpus_path, out_npy, spec: dict, model_name: str, task: str, shard: int,
+                        nshards: int, threads: int = 1) -> dict:
+    _set_threads(threads)
+    ids, texts = corpus_texts(corpus_path, spec, task)
+    plan = batch_plan(texts, int(spec["batch_size"]))
+    batches = shard_batches(plan, shard, nshards)
+    model = load_encoder(spec, model_name, "doc")
+    start = time.perf_counter()
+    emb = encode_batches(model, texts, batches, normalize=bool(spec.get("normalize", True)),
+                         label=f"shard {shard + 1}/{nshards}:")
+    elapsed = time.perf_counter() - start
+    rows = np.array([i for b in batches for i in b], dtype=np.int64)
+    from .io import atomic_path
+
+    with atomic_path(out_npy, suffix=".npz") as tmp:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, rows=rows, emb=emb)
+    info = {"shard": shard, "nshards": nshards, "texts": int(len(rows)), "seconds": round(elapsed, 3),
+            "texts_per_second": round(len(rows) / elapsed, 1) if elapsed > 0 and len(rows) else None}
+    log.info("shard done: %s", info)
+    return info
+
+
+def gather(shard_files, corpus_path, out_npy, out_ids, storage: str = "float32") -> dict:
+    """Join shard outputs into corpus order; check every document is encoded exactly once."""
+    from .io import atomic_path, write_text
+
+    ids = list(read_corpus(corpus_path))
+    parts = [np.load(f) for f in shard_files]
+    rows = np.concatenate([p["rows"] for p in parts])
+    dims = {p["emb"].shape[1] for p in parts if p["emb"].size}
+    if len(dims) != 1:
+        raise InputError(f"shards disagree on the embedding dimension ({sorted(dims)}).",
+                         fix="delete the shard files of this model and rerun.")
+    dim = dims.pop()
+    if len(rows) != len(ids) or len(np.unique(rows)) != len(ids):
+        raise InputError(f"shards cover {len(np.unique(rows))} distinct of {len(ids)} documents.",
+                         fix="delete the shard files of this model and rerun.")
+    emb = np.zeros((len(ids), dim), dtype=np.float32)
+    for p in parts:
+        if p["emb"].size:
+            emb[p["rows"]] = p["emb"]
+    emb = emb.astype(np.float16 if storage == "float16" else np.float32)
+    with atomic_path(out_npy, suffix=".npy") as tmp:
+        with open(tmp, "wb") as handle:
+            np.save(handle, emb)
+    write_text(out_ids, "\n".join(ids) + "\n")
+    return {"documents": len(ids), "dim": int(dim), "dtype": str(emb.dtype)}
+
+
+def load_corpus_embeddings(npy, ids_file, corpus_path=None, dim: int | None = None):
+    emb = np.load(npy, mmap_mode="r")
+    from .io import read_lines
+
+    ids = read_lines(ids_file)
+    if emb.shape[0] != len(ids):
+        raise InputError(f"cached embeddings have {emb.shape[0]} rows for {len(ids)} document ids.", path=npy,
+                         fix="delete the cached embeddings of this model and rerun.")
+    if corpus_path is not None and ids != list(read_corpus(corpus_path)):
+        raise InputError("cached embeddings are in a different document order than the corpus.", path=ids_file,
+                         fix="delete the cached embeddings of this model and rerun.")
+    if dim is not None and emb.shape[1] != dim:
+        raise InputError(f"cached embeddings have dimension {emb.shape[1]}, the query encoder gives {dim}.",
+                         path=npy, fix="delete the cached embeddings of this model and rerun.")
+    return np.ascontiguousarray(emb, dtype=np.float32), ids
+
+
+def encode_queries(queries_path, out_npy, out_ids, spec: dict, model_name: str, task: str, threads: int = 1):
+    from .io import atomic_path, write_text
+
+    _set_threads(threads)
+    queries = read_queries(queries_path)
+    ids = list(queries)
+    prompt = prompt_for(spec, task, "query")
+    texts = [prompt + queries[q] for q in ids]
+    model = load_encoder(spec, model_name, "query")
+    emb = encode_batches(model, texts, batch_plan(texts, int(spec["batch_size"])),
+                         normalize=bool(spec.get("normalize", True)), label="queries:")
+    order = np.array([i for b in batch_plan(texts, int(spec["batch_size"])) for i in b])
+    result = np.zeros_like(emb)
+    result[order] = emb
+    with atomic_path(out_npy, suffix=".npy") as tmp:
+        with open(tmp, "wb") as handle:
+            np.save(handle, result.astype(np.float32))
+    write_text(out_ids, "\n".join(ids) + "\n")
+
+
+# ------------------------------------------------------------------ search
+
+def build_faiss(emb: np.ndarray, index_spec: dict):
+    import faiss
+
+    kind = index_spec.get("kind", "flat")
+    dim = emb.shape[1]
+    if kind == "flat":
+        index = faiss.IndexFlatIP(dim)
+    elif kind == "ivf":
+        nlist = int(index_spec.get("nlist") or max(1, int(4 * np.sqrt(len(emb)))))
+        nlist = min(nlist, len(emb))
+        quantizer = faiss.IndexFlatIP(dim)
+        index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        rng = np.random.default_rng(int(index_spec.get("seed", 0)))
+        sample = emb if len(emb) <= 256 * nlist else emb[rng.choice(len(emb), 256 * nlist, replace=False)]
+        index.cp.seed = int(index_spec.get("seed", 0))
+        index.train(sample)
+        index.nprobe = int(index_spec.get("nprobe", 16))
+    elif kind == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, int(index_spec.get("m", 32)), faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = int(index_spec.get("ef_construction", 200))
+        index.hnsw.efSearch = int(index_spec.get("ef_search", 256))
+    else:
+        raise InputError(f"unknown FAISS index kind {kind!r}.", fix="use flat, ivf or hnsw.")
+    index.add(emb)
+    return index
+
+
+def search(corpus_emb: np.ndarray, doc_ids: list[str], query_emb: np.ndarray, query_ids: list[str], k: int,
+           index_spec: dict | None = None, threads: int = 1) -> tuple[dict, dict]:
+    """Top-``k`` by inner product for all queries in one batch. Returns (run, info)."""
+    import faiss
+
+    faiss.omp_set_num_threads(max(1, threads))
+    index_spec = index_spec or {"kind": "flat"}
+    k_eff = min(len(doc_ids), k + max(10, k // 10))
+    start = time.perf_counter()
+    index = build_faiss(corpus_emb, index_spec)
+    built = time.perf_counter()
+    scores, idx = index.search(np.ascontiguousarray(query_emb, dtype=np.float32), k_eff)
+    searched = time.perf_counter()
+    info = {"kind": index_spec.get("kind", "flat"), "build_seconds": round(built - start, 4),
+            "search_seconds": round(searched - built, 4), "queries": len(query_ids), "documents": len(doc_ids)}
+    if index_spec.get("kind", "flat") != "flat":
+        exact = build_faiss(corpus_emb, {"kind": "flat"})
+        _, exact_idx = exact.search(np.ascontiguousarray(query_emb, dtype=np.float32), min(k, len(doc_ids)))
+        overlap = [len(set(a[a >= 0][:k]) & set(b[b >= 0])) / max(1, len(b[b >= 0]))
+                   for a, b in zip(idx, exact_idx)]
+        info["recall_vs_exact_at_k"] = round(float(np.mean(overlap)), 5)
+        log.info("%s search recall@%d against exact search: %.4f", info["kind"], k, info["recall_vs_exact_at_k"])
+    run: dict[str, dict[str, float]] = {}
+    for qi, qid in enumerate(query_ids):
+        pairs = [(doc_ids[j], round(float(s), 6)) for s, j in zip(scores[qi], idx[qi]) if j >= 0]
+        pairs.sort(key=lambda x: (-x[1], x[0]))
+        run[qid] = dict(pairs[:k])
+    log.info("searched %d queries over %d documents: %s", len(query_ids), len(doc_ids), info)
+    return run, info
+
+
+def _set_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(max(1, int(threads)))
