@@ -20,6 +20,8 @@ include: "rules/data.smk"
 include: "rules/index.smk"
 include: "rules/encode.smk"
 include: "rules/retrieve.smk"
+include: "rules/rerank.smk"
+include: "rules/fuse.smk"
 include: "rules/score.smk"
 include: "rules/report.smk"
 

@@ -43,7 +43,58 @@ def task_constraint():
 
 
 def model_constraint():
-    return _alternatives(r2config.selected_models(CFG))
+    return _alternatives(r2config.all_runs(CFG))
+
+
+def rerank_jobs():
+    return {n: d for n, d in r2config.derived_runs(CFG).items() if d["kind"] == "rerank"}
+
+
+def fusion_jobs():
+    return {n: d for n, d in r2config.derived_runs(CFG).items() if d["kind"] == "fusion"}
+
+
+def rerank_constraint():
+    return _alternatives(rerank_jobs())
+
+
+def fusion_constraint():
+    return _alternatives(fusion_jobs())
+
+
+def rerank_inputs(wildcards):
+    """The run to re-score and the task; a dense re-scorer also reuses its cached embeddings."""
+    job = rerank_jobs()[wildcards.model]
+    base = f"results/data/{wildcards.benchmark}/{wildcards.task}"
+    inputs = {
+        "run": f"results/runs/{wildcards.benchmark}/{wildcards.task}/{job['run']}.trec",
+        "queries": f"{base}/queries.jsonl",
+        "corpus": f"{base}/corpus.jsonl",
+    }
+    if CFG["models"][job["reranker"]]["type"] == "dense":
+        emb = f"results/embeddings/{wildcards.benchmark}/{wildcards.task}/{job['reranker']}"
+        inputs.update(emb=f"{emb}/corpus.npy", ids=f"{emb}/corpus_ids.txt", query_emb=f"{emb}/queries.npy",
+                      query_ids=f"{emb}/queries_ids.txt")
+    return inputs
+
+
+def rerank_params(wildcards):
+    job = rerank_jobs()[wildcards.model]
+    return {**job, "reranker_spec": CFG["models"][job["reranker"]]}
+
+
+def fusion_inputs(wildcards):
+    job = fusion_jobs()[wildcards.model]
+    return [f"results/runs/{wildcards.benchmark}/{wildcards.task}/{r}.trec" for r in job["runs"]]
+
+
+def fusion_params(wildcards):
+    return fusion_jobs()[wildcards.model]
+
+
+def rerank_gpu(wildcards):
+    spec = CFG["models"][rerank_jobs()[wildcards.model]["reranker"]]
+    return 0 if spec.get("device") == "cpu" else 1
 
 
 def models_of_type(*types):
@@ -51,7 +102,11 @@ def models_of_type(*types):
 
 
 def constraint_models(*types):
-    return _alternatives(models_of_type(*types))
+    """Models of these types that run, as retrievers or as dense re-scorers."""
+    names = set(models_of_type(*types))
+    if "dense" in types:
+        names |= {j["reranker"] for j in CFG.get("rerank", []) if CFG["models"][j["reranker"]]["type"] == "dense"}
+    return _alternatives(names)
 
 
 def task_spec(wildcards):
@@ -74,7 +129,7 @@ def metric_files():
     return [
         f"results/metrics/{b}/{t}/{m}.json"
         for b, t in task_pairs()
-        for m in r2config.selected_models(CFG)
+        for m in r2config.all_runs(CFG)
     ]
 
 

@@ -62,8 +62,61 @@ def validate(config: dict, config_file: str = "config.yaml", schema: dict | None
         _fill(model, defs[model["type"]])
     cfg.setdefault("leaderboard", {})
     _fill(cfg["leaderboard"], schema["properties"]["leaderboard"])
+    cfg.setdefault("rerank", [])
+    for job in cfg["rerank"]:
+        job.setdefault("depths", [10, 100])
+    cfg.setdefault("fusion", {})
+    for spec in cfg["fusion"].values():
+        spec.setdefault("k", 60)
     _check_selection(cfg, config_file)
+    _check_derived(cfg, config_file)
     return cfg
+
+
+RETRIEVER_TYPES = ("bm25_lucene", "dense")
+RERANKER_TYPES = ("cross_encoder", "dense")
+
+
+def rerank_name(run: str, reranker: str, depth: int) -> str:
+    return f"{run}--{reranker}@{depth}"
+
+
+def derived_runs(cfg: dict) -> dict[str, dict]:
+    """Every derived run name -> its lineage, in dependency order."""
+    out: dict[str, dict] = {}
+    for job in cfg.get("rerank", []):
+        for depth in job["depths"]:
+            out[rerank_name(job["run"], job["reranker"], depth)] = {
+                "kind": "rerank", "run": job["run"], "reranker": job["reranker"], "depth": depth}
+    for name, spec in cfg.get("fusion", {}).items():
+        out[name] = {"kind": "fusion", **spec}
+    return out
+
+
+def _check_derived(cfg: dict, config_file: str) -> None:
+    retrievers = set(selected_models(cfg))
+    derived = derived_runs(cfg)
+    known = retrievers | set(derived)
+    for i, job in enumerate(cfg.get("rerank", [])):
+        if job["run"] not in known:
+            raise ConfigError(f"rerank[{i}].run names {job['run']!r}, which is not a configured run "
+                              f"(known: {', '.join(sorted(known))}).", path=config_file,
+                              fix="name an enabled retriever or a derived run.")
+        model = cfg["models"].get(job["reranker"])
+        if model is None or model["type"] not in RERANKER_TYPES:
+            raise ConfigError(f"rerank[{i}].reranker names {job['reranker']!r}, which is not a cross_encoder or "
+                              "dense entry in models.", path=config_file, fix="add it to models.")
+    for name, spec in cfg.get("fusion", {}).items():
+        if name in cfg["models"]:
+            raise ConfigError(f"fusion.{name}: the name is also a model.", path=config_file, fix="rename it.")
+        for run in spec["runs"]:
+            if run not in known or run == name:
+                raise ConfigError(f"fusion.{name}.runs names {run!r}, which is not a configured run "
+                                  f"(known: {', '.join(sorted(known - {name}))}).", path=config_file,
+                                  fix="name enabled retrievers or derived runs.")
+        if "weights" in spec and len(spec["weights"]) != len(spec["runs"]):
+            raise ConfigError(f"fusion.{name}.weights has {len(spec['weights'])} values for {len(spec['runs'])} runs.",
+                              path=config_file, fix="give one weight per run.")
 
 
 def _fill(obj: dict, schema: dict) -> None:
@@ -97,6 +150,10 @@ def selected_benchmarks(cfg: dict) -> list[str]:
 
 
 def selected_models(cfg: dict) -> list[str]:
-    if cfg.get("models_to_run"):
-        return list(cfg["models_to_run"])
-    return [m for m, spec in cfg["models"].items() if spec.get("enabled", True)]
+    """First-stage retrievers that run (rerankers only run through ``rerank``)."""
+    names = cfg.get("models_to_run") or [m for m, spec in cfg["models"].items() if spec.get("enabled", True)]
+    return [m for m in names if cfg["models"][m]["type"] in RETRIEVER_TYPES]
+
+
+def all_runs(cfg: dict) -> list[str]:
+    return selected_models(cfg) + list(derived_runs(cfg))

@@ -118,3 +118,43 @@ def retrieve_dense(sm) -> None:
                              threads=sm.threads)
     runs.write_run(run, sm.output.run, tag=sm.wildcards.model, query_order=sorted(run))
     io.write_json(sm.output.info, info)
+
+
+def rerank_run(sm) -> None:
+    from . import datasets, io, rerank, runs
+
+    job = sm.params.job
+    spec = job["reranker_spec"]
+    run = runs.read_run(sm.input.run)
+    rerank.check_depth(run, int(job["depth"]), job["run"])
+    if spec["type"] == "cross_encoder":
+        scorer = rerank.cross_encoder_scorer(spec, job["reranker"])
+    else:
+        scorer = rerank.cached_embedding_scorer(sm.input.emb, sm.input.ids, sm.input.query_emb,
+                                                sm.input.query_ids, sm.input.corpus)
+    queries = datasets.read_queries(sm.input.queries)
+    corpus = datasets.read_corpus(sm.input.corpus)
+    merged, raw, info = rerank.rerank_run(run, int(job["depth"]), scorer, queries, corpus,
+                                          batch_size=int(spec.get("batch_size", 32)))
+    runs.write_run(merged, sm.output.run, tag=sm.wildcards.model)
+    lines = ["query_id\tdoc_id\tscore"] + [f"{q}\t{d}\t{s:.6f}" for q in sorted(raw) for d, s in
+                                           sorted(raw[q].items(), key=lambda x: (-x[1], x[0]))]
+    io.write_text(sm.output.scores, "\n".join(lines) + "\n")
+    io.write_json(sm.output.info, {"kind": "rerank", "input_run": job["run"], "reranker": job["reranker"],
+                                   "depth": int(job["depth"]), "reranker_type": spec["type"], **info})
+
+
+def fuse_runs(sm) -> None:
+    from . import fusion, io, runs
+
+    job = sm.params.job
+    inputs = [runs.read_run(p) for p in sm.input.runs]
+    if job["method"] == "rrf":
+        fused = fusion.rrf(inputs, k=int(job["k"]), depth=job.get("depth"))
+    else:
+        weights = job.get("weights") or [1.0] * len(inputs)
+        fused = fusion.linear(inputs, weights, how=job["method"], depth=job.get("depth"))
+    runs.write_run(fused, sm.output.run, tag=sm.wildcards.model, decimals=8)
+    io.write_json(sm.output.info, {"kind": "fusion", "method": job["method"], "inputs": job["runs"],
+                                   **{k: v for k, v in job.items() if k in ("k", "weights", "depth")}})
+    log.info("fused %s with %s into %d queries", ", ".join(job["runs"]), job["method"], len(fused))

@@ -1,0 +1,61 @@
+"""Rank fusion of runs: reciprocal rank fusion and linear fusion of normalised scores."""
+
+from __future__ import annotations
+
+import math
+
+from .runs import ranked
+
+
+def rrf(runs: list[dict], k: int = 60, depth: int | None = None) -> dict:
+    """Reciprocal rank fusion (Cormack et al. 2009): score(d) = sum over runs of 1 / (k + rank(d)).
+
+    Ranks are 1-based and taken from each run's own order (score descending, ties by doc id)."""
+    fused: dict[str, dict[str, float]] = {}
+    for run in runs:
+        for qid, docs in run.items():
+            out = fused.setdefault(qid, {})
+            for rank, (did, _) in enumerate(ranked(docs, decimals=12), start=1):
+                if depth is not None and rank > depth:
+                    break
+                out[did] = out.get(did, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def _normalise(docs: dict[str, float], how: str) -> dict[str, float]:
+    if not docs:
+        return {}
+    values = list(docs.values())
+    if how == "minmax":
+        lo, hi = min(values), max(values)
+        span = hi - lo
+        return {d: (s - lo) / span if span > 0 else 1.0 for d, s in docs.items()}
+    if how == "zscore":
+        mean = math.fsum(values) / len(values)
+        std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
+        return {d: (s - mean) / std if std > 0 else 0.0 for d, s in docs.items()}
+    raise ValueError(f"unknown normalisation {how!r}")
+
+
+def linear(runs: list[dict], weights: list[float], how: str = "minmax", depth: int | None = None) -> dict:
+    """Weighted sum of per-query normalised scores; a document missing from a run gets that run's
+    minimum normalised score for the query (0 for min-max)."""
+    fused: dict[str, dict[str, float]] = {}
+    qids = sorted({q for run in runs for q in run})
+    for qid in qids:
+        parts = []
+        for run in runs:
+            docs = run.get(qid, {})
+            if depth is not None:
+                docs = dict(ranked(docs, decimals=12)[:depth])
+            parts.append(_normalise(docs, how))
+        all_docs = sorted({d for p in parts for d in p})
+        out = {}
+        for did in all_docs:
+            total = 0.0
+            for w, p in zip(weights, parts):
+                floor = min(p.values()) if p else 0.0
+                total += w * p.get(did, floor)
+            out[did] = total
+        fused[qid] = out
+    return fused
