@@ -19,6 +19,10 @@ def validated_config(raw):
         r2config.check_paths(cfg, config_file=files)
     except ConfigError as exc:
         raise WorkflowError(f"r2med-eval: {exc}") from None
+    skipped = r2config.skipped_derived(cfg)
+    if skipped:
+        print(f"r2med-eval: skipping derived runs whose inputs are not selected: {', '.join(skipped)}",
+              file=sys.stderr)
     return cfg
 
 

@@ -63,3 +63,42 @@ def test_bad_values_and_selection():
     cfg["models"]["bad/name"] = {"type": "bm25_lucene"}
     with pytest.raises(ConfigError, match="bad/name"):
         check(cfg)
+
+
+def test_rerank_and_fusion_must_name_configured_runs():
+    cfg = copy.deepcopy(BASE)
+    cfg["rerank"] = [{"run": "bm26", "reranker": "minilm"}]
+    with pytest.raises(ConfigError, match=r"rerank\[0\]\.run names 'bm26', which is not a configured run"):
+        check(cfg)
+    cfg = copy.deepcopy(BASE)
+    cfg["rerank"] = [{"run": "bm25", "reranker": "bm25"}]
+    with pytest.raises(ConfigError, match=r"rerank\[0\]\.reranker names 'bm25'"):
+        check(cfg)
+    cfg = copy.deepcopy(BASE)
+    cfg["fusion"] = {"f": {"method": "rrf", "runs": ["bm25", "nope"]}}
+    with pytest.raises(ConfigError, match=r"fusion\.f\.runs names 'nope'"):
+        check(cfg)
+    cfg = copy.deepcopy(BASE)
+    cfg["fusion"] = {"f": {"method": "minmax", "runs": ["bm25", "minilm"], "weights": [1.0]}}
+    with pytest.raises(ConfigError, match="weights has 1 values for 2 runs"):
+        check(cfg)
+
+
+def test_derived_runs_and_skipping():
+    cfg = check(BASE)
+    assert list(config.derived_runs(cfg)) == ["bm25--minilm@100", "rrf-bm25-minilm"]
+    narrowed = copy.deepcopy(BASE)
+    narrowed["models_to_run"] = ["bm25"]
+    cfg = check(narrowed)
+    assert config.skipped_derived(cfg) == ["rrf-bm25-minilm"]
+    assert config.all_runs(cfg) == ["bm25", "bm25--minilm@100"]
+
+
+def test_r2med_registry_fragment_is_valid():
+    merged = copy.deepcopy(BASE)
+    merged["models"].update(yaml.safe_load((REPO / "config" / "r2med_models.yaml").read_text())["models"])
+    cfg = check(merged)
+    assert {"medcpt", "medcpt-official", "bge-large-en-v1.5", "bmretriever-7b", "nv-embed-v2"} <= set(cfg["models"])
+    assert cfg["models"]["medcpt"]["query_source"]["hf"] == "ncbi/MedCPT-Query-Encoder"
+    assert "query_source" not in cfg["models"]["medcpt-official"]
+    assert not any(cfg["models"][m]["enabled"] for m in cfg["models"] if m not in ("bm25", "minilm"))

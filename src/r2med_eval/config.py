@@ -81,8 +81,9 @@ def rerank_name(run: str, reranker: str, depth: int) -> str:
     return f"{run}--{reranker}@{depth}"
 
 
-def derived_runs(cfg: dict) -> dict[str, dict]:
-    """Every derived run name -> its lineage, in dependency order."""
+def derived_runs(cfg: dict, include_skipped: bool = False) -> dict[str, dict]:
+    """Every derived run name -> its lineage, in dependency order. Jobs whose input runs are in the
+    registry but not selected (``models_to_run``, ``enabled: false``) are skipped; see skipped_derived."""
     out: dict[str, dict] = {}
     for job in cfg.get("rerank", []):
         for depth in job["depths"]:
@@ -90,18 +91,38 @@ def derived_runs(cfg: dict) -> dict[str, dict]:
                 "kind": "rerank", "run": job["run"], "reranker": job["reranker"], "depth": depth}
     for name, spec in cfg.get("fusion", {}).items():
         out[name] = {"kind": "fusion", **spec}
-    return out
+    if include_skipped:
+        return out
+    return {n: d for n, d in out.items() if n not in skipped_derived(cfg)}
+
+
+def _inputs(job: dict) -> list[str]:
+    return [job["run"]] if job["kind"] == "rerank" else list(job["runs"])
+
+
+def skipped_derived(cfg: dict) -> list[str]:
+    everything = derived_runs(cfg, include_skipped=True)
+    available = set(selected_models(cfg))
+    changed = True
+    kept: set = set()
+    while changed:
+        changed = False
+        for name, job in everything.items():
+            if name not in kept and all(r in available or r in kept for r in _inputs(job)):
+                kept.add(name)
+                changed = True
+    return [n for n in everything if n not in kept]
 
 
 def _check_derived(cfg: dict, config_file: str) -> None:
-    retrievers = set(selected_models(cfg))
-    derived = derived_runs(cfg)
-    known = retrievers | set(derived)
+    registry = set(cfg["models"])
+    derived = derived_runs(cfg, include_skipped=True)
+    known = registry | set(derived)
     for i, job in enumerate(cfg.get("rerank", [])):
         if job["run"] not in known:
             raise ConfigError(f"rerank[{i}].run names {job['run']!r}, which is not a configured run "
                               f"(known: {', '.join(sorted(known))}).", path=config_file,
-                              fix="name an enabled retriever or a derived run.")
+                              fix="name a retriever in models or a derived run.")
         model = cfg["models"].get(job["reranker"])
         if model is None or model["type"] not in RERANKER_TYPES:
             raise ConfigError(f"rerank[{i}].reranker names {job['reranker']!r}, which is not a cross_encoder or "
@@ -113,7 +134,7 @@ def _check_derived(cfg: dict, config_file: str) -> None:
             if run not in known or run == name:
                 raise ConfigError(f"fusion.{name}.runs names {run!r}, which is not a configured run "
                                   f"(known: {', '.join(sorted(known - {name}))}).", path=config_file,
-                                  fix="name enabled retrievers or derived runs.")
+                                  fix="name retrievers in models or derived runs.")
         if "weights" in spec and len(spec["weights"]) != len(spec["runs"]):
             raise ConfigError(f"fusion.{name}.weights has {len(spec['weights'])} values for {len(spec['runs'])} runs.",
                               path=config_file, fix="give one weight per run.")

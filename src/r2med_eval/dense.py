@@ -174,22 +174,37 @@ def encode_batches(model, texts: list[str], batches: list[list[int]], *, normali
     return np.concatenate(out, axis=0)
 
 
-def corpus_texts(corpus_path, spec: dict, task: str) -> tuple[list[str], list[str]]:
+def eos_suffix(model, spec: dict) -> str:
+    """``append_eos`` (last-token pooling models such as BMRetriever): the EOS token as text, which
+    tokenizers map to the EOS id. Text longer than max_length loses it to truncation."""
+    if not spec.get("append_eos"):
+        return ""
+    token = getattr(getattr(model, "tokenizer", None), "eos_token", None)
+    if not token:
+        raise InputError("append_eos is set, but the model's tokenizer has no EOS token.",
+                         fix="set append_eos: false for this model.")
+    return token
+
+
+def corpus_texts(corpus_path, spec: dict, task: str, suffix: str = "") -> tuple[list[str], list[str]]:
     corpus = read_corpus(corpus_path)
     if not corpus:
         raise InputError("the corpus holds no documents.", path=corpus_path, fix="check the dataset.")
     prompt = prompt_for(spec, task, "doc")
     ids = list(corpus)
-    return ids, [prompt + doc_contents(corpus[d]) for d in ids]
+    return ids, [prompt + doc_contents(corpus[d]) + suffix for d in ids]
 
 
 def encode_corpus_shard(corpus_path, out_npy, spec: dict, model_name: str, task: str, shard: int,
                         nshards: int, threads: int = 1) -> dict:
     _set_threads(threads)
-    ids, texts = corpus_texts(corpus_path, spec, task)
+    ids, texts = corpus_texts(corpus_path, spec, task)  # checks the corpus before loading any weights
+    model = load_encoder(spec, model_name, "doc")
+    suffix = eos_suffix(model, spec)
+    if suffix:
+        texts = [t + suffix for t in texts]
     plan = batch_plan(texts, int(spec["batch_size"]))
     batches = shard_batches(plan, shard, nshards)
-    model = load_encoder(spec, model_name, "doc")
     start = time.perf_counter()
     emb = encode_batches(model, texts, batches, normalize=bool(spec.get("normalize", True)),
                          label=f"shard {shard + 1}/{nshards}:")
@@ -257,8 +272,8 @@ def encode_queries(queries_path, out_npy, out_ids, spec: dict, model_name: str, 
     queries = read_queries(queries_path)
     ids = list(queries)
     prompt = prompt_for(spec, task, "query")
-    texts = [prompt + queries[q] for q in ids]
     model = load_encoder(spec, model_name, "query")
+    texts = [prompt + queries[q] + eos_suffix(model, spec) for q in ids]
     emb = encode_batches(model, texts, batch_plan(texts, int(spec["batch_size"])),
                          normalize=bool(spec.get("normalize", True)), label="queries:")
     order = np.array([i for b in batch_plan(texts, int(spec["batch_size"])) for i in b])
