@@ -77,7 +77,10 @@ def cross_encoder_scorer(spec: dict, name: str):
     batch = int(spec["batch_size"])
 
     def score(pairs, qid=None, doc_ids=None):
-        return model.predict(pairs, batch_size=batch, show_progress_bar=False)
+        out = np.asarray(model.predict(pairs, batch_size=batch, show_progress_bar=False), dtype=np.float64)
+        if out.ndim == 2 and out.shape[1] == 2:  # two-class heads (monoBERT): relevant minus not relevant
+            return out[:, 1] - out[:, 0]
+        return out.reshape(-1)
 
     return score
 
