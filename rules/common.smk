@@ -125,15 +125,63 @@ def task_raw_files(wildcards):
     return raw_files(spec["layout"], spec["path"], spec.get("split", "test"))
 
 
+def variant_of(run):
+    return r2config.variant_runs(CFG).get(run)
+
+
 def model_spec(wildcards):
-    return CFG["models"][wildcards.model]
+    """A retriever's entry; for a query-variant run, its model's entry and the variant."""
+    variant = variant_of(wildcards.model)
+    if variant is None:
+        return CFG["models"][wildcards.model]
+    return {**CFG["models"][variant["model"]], "variant": variant}
+
+
+def constraint_runs(model_type):
+    """First-stage run names of one retriever type, query-variant runs included."""
+    names = set(models_of_type(model_type))
+    names |= {n for n, v in r2config.variant_runs(CFG).items() if CFG["models"][v["model"]]["type"] == model_type}
+    return _alternatives(names)
+
+
+def variant_file(wildcards):
+    path = task_spec(wildcards)["path"]
+    return f"{path}/{wildcards.method}/{wildcards.llm}/query_with_hydoc.jsonl"
+
+
+def query_file(wildcards):
+    base = f"results/data/{wildcards.benchmark}/{wildcards.task}"
+    variant = variant_of(wildcards.model)
+    if variant is None:
+        return {"queries": f"{base}/queries.jsonl"}
+    return {"queries": f"{base}/queries.jsonl",
+            "variant": f"{base}/variants/{variant['method']}--{variant['llm']}.jsonl"}
+
+
+def bm25_inputs(wildcards):
+    return {"index": f"results/index/{wildcards.benchmark}/{wildcards.task}/lucene", **query_file(wildcards)}
+
+
+def dense_inputs(wildcards):
+    variant = variant_of(wildcards.model)
+    model = variant["model"] if variant else wildcards.model
+    emb = f"results/embeddings/{wildcards.benchmark}/{wildcards.task}/{model}"
+    query = f"{emb}/variants/{variant['method']}--{variant['llm']}" if variant else f"{emb}/queries"
+    return {"emb": f"{emb}/corpus.npy", "ids": f"{emb}/corpus_ids.txt", "query_emb": f"{query}.npy",
+            "query_ids": f"{query}_ids.txt",
+            "corpus": f"results/data/{wildcards.benchmark}/{wildcards.task}/corpus.jsonl"}
+
+
+def search_spec(wildcards):
+    spec = model_spec(wildcards)
+    return {"top_k": spec["top_k"], "index": spec["index"]}
 
 
 def metric_files():
     return [
         f"results/metrics/{b}/{t}/{m}.json"
         for b, t in task_pairs()
-        for m in r2config.all_runs(CFG)
+        for m in r2config.runs_for_benchmark(CFG, b)
     ]
 
 
@@ -162,11 +210,6 @@ def encoder_spec(wildcards):
     """The part of a dense entry that shapes its embeddings (top_k, index, shards do not)."""
     spec = CFG["models"][wildcards.model]
     return {k: v for k, v in spec.items() if k not in ENCODER_IRRELEVANT}
-
-
-def search_spec(wildcards):
-    spec = CFG["models"][wildcards.model]
-    return {"top_k": spec["top_k"], "index": spec["index"]}
 
 
 def embedding_shards(wildcards):

@@ -19,3 +19,22 @@ rule prepare_task:
         "../envs/core.yaml"
     script:
         "../scripts/prepare_task.py"
+
+
+rule prepare_query_variant:
+    input:
+        variant=variant_file,
+        queries="results/data/{benchmark}/{task}/queries.jsonl",
+    output:
+        "results/data/{benchmark}/{task}/variants/{method}--{llm}.jsonl",
+    wildcard_constraints:
+        method="hyde|query2doc|lamer",
+        llm=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+    log:
+        "logs/prepare_query_variant/{benchmark}/{task}/{method}--{llm}.log",
+    benchmark:
+        "benchmarks/prepare_query_variant/{benchmark}/{task}/{method}--{llm}.tsv"
+    conda:
+        "../envs/core.yaml"
+    script:
+        "../scripts/prepare_query_variant.py"

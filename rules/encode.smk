@@ -69,3 +69,30 @@ rule encode_queries:
         "../envs/dense.yaml"
     script:
         "../scripts/encode_queries.py"
+
+
+rule encode_query_variant:
+    input:
+        queries="results/data/{benchmark}/{task}/queries.jsonl",
+        variant="results/data/{benchmark}/{task}/variants/{method}--{llm}.jsonl",
+    output:
+        emb="results/embeddings/{benchmark}/{task}/{model}/variants/{method}--{llm}.npy",
+        ids="results/embeddings/{benchmark}/{task}/{model}/variants/{method}--{llm}_ids.txt",
+    wildcard_constraints:
+        model=constraint_models("dense"),
+        method="hyde|query2doc|lamer",
+        llm=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+    params:
+        model=encoder_spec,
+    threads: 2
+    resources:
+        mem_mb=encode_mem_mb,
+        gpu=gpu_count,
+    log:
+        "logs/encode_query_variant/{benchmark}/{task}/{model}/{method}--{llm}.log",
+    benchmark:
+        "benchmarks/encode_query_variant/{benchmark}/{task}/{model}/{method}--{llm}.tsv"
+    conda:
+        "../envs/dense.yaml"
+    script:
+        "../scripts/encode_query_variant.py"

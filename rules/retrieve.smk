@@ -3,12 +3,11 @@
 
 rule retrieve_bm25_lucene:
     input:
-        index="results/index/{benchmark}/{task}/lucene",
-        queries="results/data/{benchmark}/{task}/queries.jsonl",
+        unpack(bm25_inputs),
     output:
         run="results/runs/{benchmark}/{task}/{model}.trec",
     wildcard_constraints:
-        model=constraint_models("bm25_lucene"),
+        model=constraint_runs("bm25_lucene"),
     params:
         model=model_spec,
     threads: 2
@@ -26,16 +25,12 @@ rule retrieve_bm25_lucene:
 
 rule retrieve_dense:
     input:
-        emb="results/embeddings/{benchmark}/{task}/{model}/corpus.npy",
-        ids="results/embeddings/{benchmark}/{task}/{model}/corpus_ids.txt",
-        query_emb="results/embeddings/{benchmark}/{task}/{model}/queries.npy",
-        query_ids="results/embeddings/{benchmark}/{task}/{model}/queries_ids.txt",
-        corpus="results/data/{benchmark}/{task}/corpus.jsonl",
+        unpack(dense_inputs),
     output:
         run="results/runs/{benchmark}/{task}/{model}.trec",
         info="results/runs/{benchmark}/{task}/{model}.search.json",
     wildcard_constraints:
-        model=constraint_models("dense"),
+        model=constraint_runs("dense"),
     params:
         search=search_spec,
     threads: 2

@@ -68,9 +68,40 @@ def validate(config: dict, config_file: str = "config.yaml", schema: dict | None
     cfg.setdefault("fusion", {})
     for spec in cfg["fusion"].values():
         spec.setdefault("k", 60)
+    cfg.setdefault("query_variants", [])
     _check_selection(cfg, config_file)
+    _check_variants(cfg, config_file)
     _check_derived(cfg, config_file)
     return cfg
+
+
+def variant_name(model: str, method: str, llm: str) -> str:
+    return f"{model}+{method}-{llm}"
+
+
+def variant_runs(cfg: dict, benchmark: str | None = None) -> dict[str, dict]:
+    """GAR run name -> {model, method, llm, benchmark} for selected models (and benchmark)."""
+    selected = set(selected_models(cfg))
+    out = {}
+    for v in cfg.get("query_variants", []):
+        if benchmark is not None and v["benchmark"] != benchmark:
+            continue
+        for m in v["models"]:
+            if m in selected:
+                out[variant_name(m, v["method"], v["llm"])] = {"model": m, "method": v["method"], "llm": v["llm"],
+                                                              "benchmark": v["benchmark"]}
+    return out
+
+
+def _check_variants(cfg: dict, config_file: str) -> None:
+    for i, v in enumerate(cfg.get("query_variants", [])):
+        if v["benchmark"] not in cfg["benchmarks"]:
+            raise ConfigError(f"query_variants[{i}].benchmark names {v['benchmark']!r}, which is not in benchmarks.",
+                              path=config_file, fix="name a configured benchmark.")
+        for m in v["models"]:
+            if m not in cfg["models"] or cfg["models"][m]["type"] not in RETRIEVER_TYPES:
+                raise ConfigError(f"query_variants[{i}].models names {m!r}, which is not a retriever in models.",
+                                  path=config_file, fix="name bm25_lucene or dense entries.")
 
 
 RETRIEVER_TYPES = ("bm25_lucene", "dense")
@@ -102,7 +133,7 @@ def _inputs(job: dict) -> list[str]:
 
 def skipped_derived(cfg: dict) -> list[str]:
     everything = derived_runs(cfg, include_skipped=True)
-    available = set(selected_models(cfg))
+    available = set(selected_models(cfg)) | set(variant_runs(cfg))
     changed = True
     kept: set = set()
     while changed:
@@ -115,7 +146,7 @@ def skipped_derived(cfg: dict) -> list[str]:
 
 
 def _check_derived(cfg: dict, config_file: str) -> None:
-    registry = set(cfg["models"])
+    registry = set(cfg["models"]) | set(variant_runs(cfg))
     derived = derived_runs(cfg, include_skipped=True)
     known = registry | set(derived)
     for i, job in enumerate(cfg.get("rerank", [])):
@@ -177,4 +208,16 @@ def selected_models(cfg: dict) -> list[str]:
 
 
 def all_runs(cfg: dict) -> list[str]:
-    return selected_models(cfg) + list(derived_runs(cfg))
+    return selected_models(cfg) + list(variant_runs(cfg)) + list(derived_runs(cfg))
+
+
+def runs_for_benchmark(cfg: dict, benchmark: str) -> list[str]:
+    """Runs that exist for one benchmark (GAR runs only where their variant files are configured);
+    derived runs only where all their inputs exist."""
+    base = set(selected_models(cfg)) | set(variant_runs(cfg, benchmark))
+    kept = []
+    for name, job in derived_runs(cfg).items():
+        if all(r in base for r in _inputs(job)):
+            base.add(name)
+            kept.append(name)
+    return selected_models(cfg) + list(variant_runs(cfg, benchmark)) + kept

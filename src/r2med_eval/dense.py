@@ -285,6 +285,41 @@ def encode_queries(queries_path, out_npy, out_ids, spec: dict, model_name: str, 
     write_text(out_ids, "\n".join(ids) + "\n")
 
 
+def _encode_in_order(model, texts: list[str], spec: dict, label: str) -> np.ndarray:
+    plan = batch_plan(texts, int(spec["batch_size"]))
+    emb = encode_batches(model, texts, plan, normalize=bool(spec.get("normalize", True)), label=label)
+    result = np.zeros_like(emb)
+    result[np.array([i for b in plan for i in b], dtype=np.int64)] = emb
+    return result
+
+
+def encode_query_variant(variant_path, out_npy, out_ids, spec: dict, model_name: str, task: str, method: str,
+                         threads: int = 1) -> None:
+    """Query embeddings for a generation-augmented variant, combined as R2MED's dense code does
+    (see r2med_eval.gar)."""
+    from .io import atomic_path, iter_jsonl, write_text
+
+    _set_threads(threads)
+    rows = [obj for _, obj in iter_jsonl(variant_path)]
+    ids = [r["id"] for r in rows]
+    model = load_encoder(spec, model_name, "query")
+    prompt, eos = prompt_for(spec, task, "query"), eos_suffix(model, spec)
+    if method == "query2doc":
+        emb = _encode_in_order(model, [prompt + r["text"] + "[SEP]" + r["hy_doc"] + eos for r in rows], spec,
+                               "query2doc:")
+    else:
+        base = _encode_in_order(model, [prompt + r["text"] + eos for r in rows], spec, "queries:")
+        hyp = _encode_in_order(model, [r["hy_doc"] + eos for r in rows], spec, f"{method} documents:")
+        emb = (base + hyp) / 2
+        if spec.get("normalize", True):
+            norms = np.linalg.norm(emb, axis=1, keepdims=True)
+            emb = emb / np.where(norms > 0, norms, 1.0)
+    with atomic_path(out_npy, suffix=".npy") as tmp:
+        with open(tmp, "wb") as handle:
+            np.save(handle, emb.astype(np.float32))
+    write_text(out_ids, "\n".join(ids) + "\n")
+
+
 # ------------------------------------------------------------------ search
 
 def build_faiss(emb: np.ndarray, index_spec: dict):

@@ -44,8 +44,21 @@ def retrieve_bm25_lucene(sm) -> None:
     from . import lucene, runs
 
     spec = sm.params.model
-    run = lucene.search(sm.input.index, sm.input.queries, k1=spec["k1"], b=spec["b"], k=spec["top_k"],
+    queries_path = sm.input.queries
+    if spec.get("variant"):
+        from . import datasets, gar, io
+
+        queries = datasets.read_queries(sm.input.queries)
+        hy = {obj["id"]: obj["hy_doc"] for _, obj in io.iter_jsonl(sm.input.variant)}
+        method = spec["variant"]["method"]
+        queries_path = Path(sm.output.run).with_suffix(".queries.jsonl")
+        io.write_jsonl(queries_path, ({"id": q, "text": gar.lexical_query(method, t, hy[q])}
+                                      for q, t in queries.items()))
+        log.info("query variant %s/%s, combined as the official BM25 code does", method, spec["variant"]["llm"])
+    run = lucene.search(sm.input.index, queries_path, k1=spec["k1"], b=spec["b"], k=spec["top_k"],
                         threads=sm.threads)
+    if queries_path != sm.input.queries:
+        Path(queries_path).unlink()
     lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model)
     log.info("wrote %d lines for %d queries to %s", lines, len(run), sm.output.run)
 
@@ -158,3 +171,19 @@ def fuse_runs(sm) -> None:
     io.write_json(sm.output.info, {"kind": "fusion", "method": job["method"], "inputs": job["runs"],
                                    **{k: v for k, v in job.items() if k in ("k", "weights", "depth")}})
     log.info("fused %s with %s into %d queries", ", ".join(job["runs"]), job["method"], len(fused))
+
+
+def prepare_query_variant(sm) -> None:
+    from . import datasets, gar, io
+
+    queries = datasets.read_queries(sm.input.queries)
+    hy = gar.read_variant(sm.input.variant, queries)
+    n = io.write_jsonl(sm.output[0], ({"id": q, "text": queries[q], "hy_doc": hy[q]} for q in queries))
+    log.info("query variant %s/%s: %d queries", sm.wildcards.method, sm.wildcards.llm, n)
+
+
+def encode_query_variant(sm) -> None:
+    from . import dense
+
+    dense.encode_query_variant(sm.input.variant, sm.output.emb, sm.output.ids, sm.params.model,
+                               sm.wildcards.model, sm.wildcards.task, sm.wildcards.method, threads=sm.threads)
