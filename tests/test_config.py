@@ -91,7 +91,8 @@ def test_derived_runs_and_skipping():
     narrowed["models_to_run"] = ["bm25"]
     cfg = check(narrowed)
     assert config.skipped_derived(cfg) == ["rrf-bm25-minilm"]
-    assert config.all_runs(cfg) == ["bm25", "bm25--minilm@100"]
+    assert config.all_runs(cfg) == ["bm25", "bm25+hyde-handwritten", "bm25--minilm@100"]
+    assert list(config.variant_runs(cfg)) == ["bm25+hyde-handwritten"]
 
 
 def test_r2med_registry_fragment_is_valid():
