@@ -274,11 +274,7 @@ def encode_queries(queries_path, out_npy, out_ids, spec: dict, model_name: str, 
     prompt = prompt_for(spec, task, "query")
     model = load_encoder(spec, model_name, "query")
     texts = [prompt + queries[q] + eos_suffix(model, spec) for q in ids]
-    emb = encode_batches(model, texts, batch_plan(texts, int(spec["batch_size"])),
-                         normalize=bool(spec.get("normalize", True)), label="queries:")
-    order = np.array([i for b in batch_plan(texts, int(spec["batch_size"])) for i in b])
-    result = np.zeros_like(emb)
-    result[order] = emb
+    result = _encode_in_order(model, texts, spec, "queries:")
     with atomic_path(out_npy, suffix=".npy") as tmp:
         with open(tmp, "wb") as handle:
             np.save(handle, result.astype(np.float32))

@@ -73,13 +73,14 @@ def _index_doc_count(output: str):
 
 
 def search(index_dir, queries_path, *, k1: float, b: float, k: int, threads: int = 1,
-           query_ids=None) -> dict[str, dict[str, float]]:
+           query_ids=None, queries: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
     """BM25 top-``k`` per query. Ties at the cut-off are resolved by document id: we fetch a margin
     beyond ``k`` from Lucene (whose own tie order depends on internal ids) and re-rank."""
     configure_java()
     from pyserini.search.lucene import LuceneSearcher
 
-    queries = read_queries(queries_path)
+    if queries is None:
+        queries = read_queries(queries_path)
     qids = list(query_ids) if query_ids is not None else list(queries)
     searcher = LuceneSearcher(str(index_dir))
     searcher.set_bm25(k1, b)

@@ -44,21 +44,16 @@ def retrieve_bm25_lucene(sm) -> None:
     from . import lucene, runs
 
     spec = sm.params.model
-    queries_path = sm.input.queries
+    queries = None
     if spec.get("variant"):
         from . import datasets, gar, io
 
-        queries = datasets.read_queries(sm.input.queries)
         hy = {obj["id"]: obj["hy_doc"] for _, obj in io.iter_jsonl(sm.input.variant)}
         method = spec["variant"]["method"]
-        queries_path = Path(sm.output.run).with_suffix(".queries.jsonl")
-        io.write_jsonl(queries_path, ({"id": q, "text": gar.lexical_query(method, t, hy[q])}
-                                      for q, t in queries.items()))
+        queries = {q: gar.lexical_query(method, t, hy[q]) for q, t in datasets.read_queries(sm.input.queries).items()}
         log.info("query variant %s/%s, combined as the official BM25 code does", method, spec["variant"]["llm"])
-    run = lucene.search(sm.input.index, queries_path, k1=spec["k1"], b=spec["b"], k=spec["top_k"],
-                        threads=sm.threads)
-    if queries_path != sm.input.queries:
-        Path(queries_path).unlink()
+    run = lucene.search(sm.input.index, sm.input.queries, k1=spec["k1"], b=spec["b"], k=spec["top_k"],
+                        threads=sm.threads, queries=queries)
     lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model)
     log.info("wrote %d lines for %d queries to %s", lines, len(run), sm.output.run)
 
