@@ -11,6 +11,7 @@ table { border-collapse: collapse; margin: 1em 0; }
 caption { caption-side: top; text-align: left; font-weight: 600; padding-bottom: .4em; }
 th, td { border: 1px solid #ccc; padding: .3em .7em; }
 th { background: #f0f0f0; }
+th.model { text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.best { font-weight: 700; background: #e8f4e8; }
 td.missing { color: #999; }
