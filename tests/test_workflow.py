@@ -186,6 +186,11 @@ def test_shipped_default_config_end_to_end(tmp_path):
     snakemake(work2, "--cores", "2", "all")
     for run in runs.glob("*.trec"):
         assert run.read_bytes() == (work2 / "results" / "runs" / "demo" / "demo" / run.name).read_bytes(), run.name
+    # the report stage too: tables and plots byte-identical (provenance.json holds timings, so it is not)
+    report_files = ["leaderboard.html", "significance.csv", "significance.md", "leaderboards/demo.csv"]
+    report_files += [f"plots/demo/{n}.{e}" for n in ("by_task", "heatmap", "rerank_depth", "scatter") for e in ("png", "svg")]
+    for name in report_files:
+        assert (work / "results" / name).read_bytes() == (work2 / "results" / name).read_bytes(), name
 
 
 def test_report_outputs(demo_run):
