@@ -93,8 +93,8 @@ def heatmap(table: dict, benchmark: str, metric: str, png, svg) -> None:
     plt = _pyplot()
     models, tasks = _models_tasks(table, benchmark)
     grid = np.array([[table[m].get((benchmark, t), math.nan) for t in tasks] for m in models], dtype=float)
-    order = sorted(range(len(models)), key=lambda i: (-np.nan_to_num(np.nanmean(grid[i]), nan=-1.0)
-                                                      if not np.all(np.isnan(grid[i])) else 1.0, models[i]))
+    means = [float(np.mean(row[np.isfinite(row)])) if np.isfinite(row).any() else -math.inf for row in grid]
+    order = sorted(range(len(models)), key=lambda i: (-means[i], models[i]))
     grid = grid[order]
     models = [models[i] for i in order]
     fig, ax = plt.subplots(figsize=(max(4.0, 1.8 + 0.9 * len(tasks)), max(2.5, 0.9 + 0.35 * len(models))))
