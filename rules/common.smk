@@ -186,7 +186,7 @@ def metric_files():
 
 
 def all_targets():
-    return ["results/leaderboard.csv", "results/leaderboard.md"]
+    return ["results/leaderboard.csv", "results/leaderboard.md"] + report_targets()
 
 
 def _size_mb(path):
@@ -233,3 +233,105 @@ def search_mem_mb(wildcards, input, attempt):
 
 def embedding_storage(wildcards):
     return CFG["models"][wildcards.model]["embedding_dtype"]
+
+
+# ---------------------------------------------------------------- report (rules/report.smk)
+
+
+def per_query_files():
+    return [
+        f"results/per_query/{b}/{t}/{m}.tsv"
+        for b, t in task_pairs()
+        for m in r2config.runs_for_benchmark(CFG, b)
+    ]
+
+
+def benchmark_tasks(benchmark):
+    return [t for b, t in task_pairs() if b == benchmark]
+
+
+def benchmark_metric_files(wildcards):
+    runs = r2config.runs_for_benchmark(CFG, wildcards.benchmark)
+    return [f"results/metrics/{wildcards.benchmark}/{t}/{m}.json" for t in benchmark_tasks(wildcards.benchmark)
+            for m in runs]
+
+
+def report_params():
+    rep = CFG["report"]
+    return {"baseline": r2config.report_baseline(CFG), "metric": CFG["leaderboard"]["metric"],
+            "permutations": rep["permutations"], "bootstrap": rep["bootstrap"], "seed": rep["seed"],
+            "alpha": rep["alpha"]}
+
+
+def has_rerank_runs(benchmark):
+    return any(r in rerank_jobs() for r in r2config.runs_for_benchmark(CFG, benchmark))
+
+
+def scatter_runs(benchmark):
+    pair = r2config.report_scatter(CFG)
+    runs = r2config.runs_for_benchmark(CFG, benchmark)
+    return pair if pair and all(r in runs for r in pair) else []
+
+
+def scatter_inputs(wildcards):
+    a, b = scatter_runs(wildcards.benchmark)
+    return {
+        "a": [f"results/per_query/{wildcards.benchmark}/{t}/{a}.tsv" for t in benchmark_tasks(wildcards.benchmark)],
+        "b": [f"results/per_query/{wildcards.benchmark}/{t}/{b}.tsv" for t in benchmark_tasks(wildcards.benchmark)],
+    }
+
+
+def scatter_params(wildcards):
+    a, b = scatter_runs(wildcards.benchmark)
+    return {"a": a, "b": b, "metric": CFG["leaderboard"]["metric"]}
+
+
+def plot_notes(wildcards):
+    """Why optional plots of a benchmark are not drawn (written to the plot_leaderboard log)."""
+    notes = []
+    if not has_rerank_runs(wildcards.benchmark):
+        notes.append("reranking-depth plot skipped: no runs named <run>--<reranker>@<k> on this benchmark")
+    if not scatter_runs(wildcards.benchmark):
+        notes.append("per-query scatter skipped: report.scatter (or the first two runs) not all run here")
+    return notes
+
+
+def cliniq_benchmarks():
+    return [b for b in benchmark_names() if CFG["benchmarks"][b]["layout"] == "cliniq"]
+
+
+def cliniq_breakdowns(wildcards):
+    """The CliniQ breakdown tables of a CliniQ benchmark (long format: model,setting,group,metric,value,
+    n_queries); {} for any other benchmark."""
+    if wildcards.benchmark not in cliniq_benchmarks():
+        return {}
+    base = f"results/cliniq/{wildcards.benchmark}"
+    return {"match_type": f"{base}/by_match_type.csv", "query_type": f"{base}/by_query_type.csv"}
+
+
+def cliniq_plot_targets():
+    """The CliniQ plots when a benchmark with layout: cliniq is selected; [] otherwise."""
+    return [f"results/plots/{b}/cliniq_by_{kind}.{ext}" for b in cliniq_benchmarks()
+            for kind in ("match_type", "query_type") for ext in ("png", "svg")]
+
+
+def provenance_inputs():
+    pairs = [(b, t, m) for b, t in task_pairs() for m in r2config.runs_for_benchmark(CFG, b)]
+    return {
+        "metrics": [f"results/metrics/{b}/{t}/{m}.json" for b, t, m in pairs],
+        "runs": [f"results/runs/{b}/{t}/{m}.trec" for b, t, m in pairs],
+        "stats": [f"results/data/{b}/{t}/stats.json" for b, t in task_pairs()],
+    }
+
+
+def report_targets():
+    targets = ["results/leaderboard.html", "results/significance.csv", "results/significance.md",
+               "results/provenance.json"]
+    for b in benchmark_names():
+        targets += [f"results/leaderboards/{b}.{ext}" for ext in ("csv", "md", "html")]
+        targets += [f"results/plots/{b}/{name}.{ext}" for name in ("by_task", "heatmap") for ext in ("png", "svg")]
+        if has_rerank_runs(b):
+            targets += [f"results/plots/{b}/rerank_depth.{ext}" for ext in ("png", "svg")]
+        if scatter_runs(b):
+            targets += [f"results/plots/{b}/scatter.{ext}" for ext in ("png", "svg")]
+    return targets + cliniq_plot_targets()

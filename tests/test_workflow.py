@@ -51,6 +51,11 @@ def planned_jobs(proc_output: str) -> dict:
     return jobs
 
 
+# the report stage re-runs whenever a score changes (plot_scatter too when one of its two runs changes)
+REPORT_JOBS = {"all": 1, "leaderboard": 1, "leaderboard_benchmark": 1, "significance": 1, "plot_leaderboard": 1,
+               "provenance": 1}
+
+
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
     work = workflow_dir(tmp_path_factory.mktemp("demo"), DEMO_CONFIG)
@@ -82,7 +87,7 @@ def test_second_run_does_nothing(demo_run):
 def test_adding_a_bm25_configuration_runs_only_its_branch(demo_run):
     (demo_run / "config.yaml").write_text(DEMO_CONFIG + SECOND_BM25)
     proc = snakemake(demo_run, "-n", "--cores", "2", "all")
-    assert planned_jobs(proc.stdout) == {"all": 1, "leaderboard": 1, "retrieve_bm25_lucene": 1, "score_run": 1}
+    assert planned_jobs(proc.stdout) == {**REPORT_JOBS, "retrieve_bm25_lucene": 1, "score_run": 1}
     assert "bm25-k1.2-b0.75.trec" in proc.stdout
     assert not re.search(r"runs/demo/demo/bm25\.trec\b(?!.*k1)", proc.stdout.split("Job stats:")[0].replace(
         "input: results/runs/demo/demo/bm25.trec", ""))
@@ -92,18 +97,18 @@ def test_adding_a_bm25_configuration_runs_only_its_branch(demo_run):
 def test_changing_k1_reruns_only_that_model(demo_run):
     (demo_run / "config.yaml").write_text(DEMO_CONFIG.replace("k1: 0.9", "k1: 1.1"))
     proc = snakemake(demo_run, "-n", "--cores", "2", "all")
-    assert planned_jobs(proc.stdout) == {"all": 1, "leaderboard": 1, "retrieve_bm25_lucene": 1, "score_run": 1}
+    assert planned_jobs(proc.stdout) == {**REPORT_JOBS, "plot_scatter": 1, "retrieve_bm25_lucene": 1, "score_run": 1}
     (demo_run / "config.yaml").write_text(DEMO_CONFIG)
 
 
-DENSE_BRANCH = {"all": 1, "leaderboard": 1, "encode_corpus_shard": 1, "gather_embeddings": 1, "encode_queries": 1,
+DENSE_BRANCH = {**REPORT_JOBS, "encode_corpus_shard": 1, "gather_embeddings": 1, "encode_queries": 1,
                 "retrieve_dense": 1, "score_run": 1}
 
 
 def test_changing_max_length_reruns_only_that_model(demo_run):
     (demo_run / "config.yaml").write_text(DEMO_CONFIG.replace("max_length: 256", "max_length: 128"))
     proc = snakemake(demo_run, "-n", "--cores", "2", "all")
-    assert planned_jobs(proc.stdout) == DENSE_BRANCH
+    assert planned_jobs(proc.stdout) == {**DENSE_BRANCH, "plot_scatter": 1}
     assert "bm25.trec" not in proc.stdout.split("Job stats:")[0].replace("results/runs/demo/demo/bm25.trec,", "")
     (demo_run / "config.yaml").write_text(DEMO_CONFIG)
 
@@ -111,7 +116,7 @@ def test_changing_max_length_reruns_only_that_model(demo_run):
 def test_changing_top_k_reuses_embeddings(demo_run):
     (demo_run / "config.yaml").write_text(DEMO_CONFIG.replace("device: cpu", "device: cpu\n    top_k: 100"))
     proc = snakemake(demo_run, "-n", "--cores", "2", "all")
-    assert planned_jobs(proc.stdout) == {"all": 1, "leaderboard": 1, "retrieve_dense": 1, "score_run": 1}
+    assert planned_jobs(proc.stdout) == {**REPORT_JOBS, "plot_scatter": 1, "retrieve_dense": 1, "score_run": 1}
     (demo_run / "config.yaml").write_text(DEMO_CONFIG)
 
 
@@ -181,3 +186,45 @@ def test_shipped_default_config_end_to_end(tmp_path):
     snakemake(work2, "--cores", "2", "all")
     for run in runs.glob("*.trec"):
         assert run.read_bytes() == (work2 / "results" / "runs" / "demo" / "demo" / run.name).read_bytes(), run.name
+    # the report stage too: tables and plots byte-identical (provenance.json holds timings, so it is not)
+    report_files = ["leaderboard.html", "significance.csv", "significance.md", "leaderboards/demo.csv"]
+    report_files += [f"plots/demo/{n}.{e}" for n in ("by_task", "heatmap", "rerank_depth", "scatter") for e in ("png", "svg")]
+    for name in report_files:
+        assert (work / "results" / name).read_bytes() == (work2 / "results" / name).read_bytes(), name
+
+
+def test_report_outputs(demo_run):
+    """The report stage on the demo: leaderboards, significance, plots, provenance, per-query TSVs, and
+    `snakemake --report`."""
+    from r2med_eval import metrics
+
+    (demo_run / "config.yaml").write_text(DEMO_CONFIG)
+    snakemake(demo_run, "--cores", "2", "all")
+    res = demo_run / "results"
+    html = (res / "leaderboard.html").read_text()
+    assert "<table" in html and "| bm25 |" not in html and ">bm25</th>" in html and ">minilm</th>" in html
+    assert (res / "leaderboards" / "demo.html").is_file() and (res / "leaderboards" / "demo.md").is_file()
+    sig = list(csv.DictReader(open(res / "significance.csv")))
+    assert [(r["model"], r["baseline"], r["n_queries"]) for r in sig] == [("bm25", "bm25", "25"),
+                                                                            ("minilm", "bm25", "25")]
+    assert float(sig[1]["p_ttest"]) > 0 and float(sig[1]["ci_low"]) < float(sig[1]["mean"]) < float(sig[1]["ci_high"])
+    plots = sorted(p.name for p in (res / "plots" / "demo").iterdir())
+    assert plots == ["by_task.png", "by_task.svg", "heatmap.png", "heatmap.svg", "scatter.png", "scatter.svg"]
+    assert "reranking-depth plot skipped" in (demo_run / "logs" / "plot_leaderboard" / "demo.log").read_text()
+    prov = json.loads((res / "provenance.json").read_text())
+    assert {r["run"] for r in prov["runs"]} == {"bm25", "minilm"}
+    for r in prov["runs"]:
+        assert len(r["config_sha256"]) == 64 and r["resources"]["jobs_missing_benchmark"] == 0
+        assert r["resources"]["wall_s_sum"] > 0 and r["resources"]["max_rss_mb_max"] > 0
+    assert prov["datasets"]["demo/demo"]["files"]["corpus"]["sha256"]
+    # per-query TSVs: every judged query, every metric
+    judged = {line.split()[0] for line in (res / "data" / "demo" / "demo" / "qrels.tsv").read_text().splitlines()}
+    for model in ("bm25", "minilm"):
+        rows = list(csv.reader(open(res / "per_query" / "demo" / "demo" / f"{model}.tsv"), delimiter="\t"))
+        assert rows[0] == ["query_id"] + metrics.metric_names()
+        assert {r[0] for r in rows[1:]} == judged and len(rows) - 1 == len(judged)
+    proc = snakemake(demo_run, "--report", str(demo_run / "report.html"))
+    report = (demo_run / "report.html").read_text()
+    assert "Report created" in proc.stdout and len(report) > 100_000
+    for name in ("leaderboard.html", "significance.csv", "by_task.png", "heatmap.png", "provenance.json"):
+        assert name in report, name

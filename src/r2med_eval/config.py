@@ -72,6 +72,7 @@ def validate(config: dict, config_file: str = "config.yaml", schema: dict | None
     _check_selection(cfg, config_file)
     _check_variants(cfg, config_file)
     _check_derived(cfg, config_file)
+    _check_report(cfg, config_file, schema)
     return cfg
 
 
@@ -221,3 +222,47 @@ def runs_for_benchmark(cfg: dict, benchmark: str) -> list[str]:
             base.add(name)
             kept.append(name)
     return selected_models(cfg) + list(variant_runs(cfg, benchmark)) + kept
+
+
+def _check_report(cfg: dict, config_file: str, schema: dict) -> None:
+    """The report section: defaults filled; the leaderboard metric must be one score_run computes; the
+    baseline and the scatter runs must be configured runs (the baseline also selected)."""
+    from .metrics import metric_names
+
+    metric = cfg["leaderboard"]["metric"]
+    if metric not in metric_names():
+        raise ConfigError(f"leaderboard.metric {metric!r} is not a computed metric "
+                          f"(computed: {', '.join(metric_names())}).", path=config_file,
+                          fix="name one of the computed metrics.")
+    cfg.setdefault("report", {})
+    _fill(cfg["report"], schema["properties"]["report"])
+    report = cfg["report"]
+    registry = set(cfg["models"]) | set(derived_runs(cfg, include_skipped=True)) | {
+        variant_name(m, v["method"], v["llm"]) for v in cfg.get("query_variants", []) for m in v["models"]}
+    runs = all_runs(cfg)
+    for key, names in (("baseline", [report["baseline"]] if "baseline" in report else []),
+                       ("scatter", report.get("scatter", []))):
+        for name in names:
+            if name not in registry:
+                raise ConfigError(f"report.{key} names {name!r}, which is not a configured run "
+                                  f"(runs: {', '.join(runs)}).", path=config_file,
+                                  fix="name a model, query-variant, rerank or fusion run.")
+    if "baseline" in report and report["baseline"] not in runs:
+        raise ConfigError(f"report.baseline {report['baseline']!r} is configured but not among the runs that "
+                          f"will run ({', '.join(runs)}).", path=config_file,
+                          fix="select it (models_to_run, enabled) or set report.baseline to a selected run, "
+                              "e.g. --config 'report={baseline: <run>}'.")
+
+
+def report_baseline(cfg: dict) -> str | None:
+    """The configured baseline, else the first selected run."""
+    runs = all_runs(cfg)
+    return cfg.get("report", {}).get("baseline") or (runs[0] if runs else None)
+
+
+def report_scatter(cfg: dict) -> list[str]:
+    """The two runs of the per-query scatter (configured, else the first two runs); [] when either is not
+    selected."""
+    runs = all_runs(cfg)
+    pair = cfg.get("report", {}).get("scatter") or runs[:2]
+    return list(pair) if len(pair) == 2 and all(r in runs for r in pair) else []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from .errors import InputError
 from .io import read_json, write_text
 
 
@@ -14,7 +15,8 @@ def collect(metric_files, metric: str = "ndcg_at_10") -> dict:
     for path in metric_files:
         data = read_json(path)
         if metric not in data["metrics"]:
-            raise KeyError(f"{path}: metric {metric!r} is not computed (have: {', '.join(sorted(data['metrics']))}).")
+            raise InputError(f"metric {metric!r} is not computed (have: {', '.join(sorted(data['metrics']))}).",
+                             path=path, fix="set leaderboard.metric in config.yaml to one of those names.")
         table.setdefault(data["model"], {})[(data["benchmark"], data["task"])] = data["metrics"][metric]
     return table
 
@@ -47,23 +49,105 @@ def to_csv(header, rows) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_markdown(header, rows, metric: str = "ndcg_at_10") -> str:
+def best_per_column(header, rows) -> dict:
     best = {}
     for j in range(1, len(header)):
         vals = [r[j] for r in rows if r[j] is not None]
         best[j] = max(vals) if vals else None
-    lines = [f"# Leaderboard ({metric} x 100; best per column in bold; empty = not run)", "",
+    return best
+
+
+def to_markdown(header, rows, metric: str = "ndcg_at_10", cell_marks: dict | None = None,
+                legend: str | None = None, title: str = "Leaderboard") -> str:
+    best = best_per_column(header, rows)
+    cell_marks = cell_marks or {}
+    lines = [f"# {title} ({metric} x 100; best per column in bold; empty = not run)", "",
              "| " + " | ".join(header) + " |", "|" + "---|" + "---:|" * (len(header) - 1)]
     for r in rows:
         cells = [r[0]]
         for j, v in enumerate(r[1:], start=1):
             text = _fmt(v, 100.0)
-            cells.append(f"**{text}**" if v is not None and v == best[j] and len(rows) > 1 else text)
+            text = f"**{text}**" if v is not None and v == best[j] and len(rows) > 1 else text
+            cells.append(text + cell_marks.get((r[0], j), ""))
         lines.append("| " + " | ".join(cells) + " |")
+    if legend:
+        lines += ["", legend]
     return "\n".join(lines) + "\n"
 
 
-def write(metric_files, csv_path, md_path, metric: str = "ndcg_at_10") -> None:
+def write(metric_files, csv_path, md_path, metric: str = "ndcg_at_10", html_path=None, significance=None,
+          legend: str | None = None) -> None:
+    """The leaderboard over every benchmark; ``significance``: {(benchmark, task): {model: marker}}."""
     header, rows = build(collect(metric_files, metric), metric)
+    cell_marks = column_marks(header, significance or {})
     write_text(Path(csv_path), to_csv(header, rows))
-    write_text(Path(md_path), to_markdown(header, rows, metric))
+    write_text(Path(md_path), to_markdown(header, rows, metric, cell_marks, legend))
+    if html_path is not None:
+        write_text(Path(html_path), to_html(header, rows, metric, cell_marks, legend, title="Leaderboard",
+                                            table_id="leaderboard"))
+
+
+# ---------------------------------------------------------------- significance marks, HTML, per benchmark
+
+def column_marks(header, significance: dict, benchmark: str | None = None) -> dict:
+    """{(model, column index): marker} for the task columns of ``header`` (``b/t``, or ``t`` when the table
+    is one benchmark's)."""
+    out = {}
+    for j, name in enumerate(header[1:], start=1):
+        key = (benchmark, name) if benchmark is not None else tuple(name.split("/", 1))
+        for model, mark in significance.get(key, {}).items():
+            out[(model, j)] = mark
+    return out
+
+
+def to_html(header, rows, metric: str, cell_marks: dict | None = None, legend: str | None = None,
+            title: str = "Leaderboard", table_id: str = "leaderboard", notes=()) -> str:
+    from . import htmlreport as h
+
+    caption = f"{metric} x 100; best per column in bold; a dash = not run"
+    parts = [h.table(header, rows, table_id=table_id, caption=caption, best=best_per_column(header, rows),
+                     marks=cell_marks)]
+    if legend:
+        parts.append(h.paragraph(legend, "legend"))
+    parts += [h.paragraph(n) for n in notes]
+    return h.page(title, parts)
+
+
+def build_benchmark(table: dict, benchmark: str) -> tuple[list[str], list[list]]:
+    """One benchmark's table: a column per task, then the average over its tasks; best average first."""
+    tasks = sorted({t for row in table.values() for b, t in row if b == benchmark})
+    if not tasks:
+        raise ValueError(f"no scored runs for benchmark {benchmark!r}")
+    header = ["model"] + tasks + ["avg"]
+    rows = []
+    for model in sorted(table):
+        values = [table[model].get((benchmark, t)) for t in tasks]
+        if all(v is None for v in values):
+            continue
+        avg = None if any(v is None for v in values) else math.fsum(values) / len(values)
+        rows.append([model] + values + [avg])
+    rows.sort(key=lambda r: (-(r[-1] if r[-1] is not None else -1.0), r[0]))
+    return header, rows
+
+
+def benchmark_csv(header, rows, cell_marks: dict) -> str:
+    """Values with 5 decimals; after them one ``<task> sig`` column per task with the markers."""
+    tasks = header[1:-1]
+    lines = [",".join(header + [f"{t} sig" for t in tasks])]
+    for r in rows:
+        vals = ["" if v is None else f"{v:.5f}" for v in r[1:]]
+        sig = [cell_marks.get((r[0], j), "") for j in range(1, len(tasks) + 1)]
+        lines.append(",".join([r[0]] + vals + sig))
+    return "\n".join(lines) + "\n"
+
+
+def write_benchmark(metric_files, benchmark: str, csv_path, md_path, html_path, metric: str = "ndcg_at_10",
+                    significance=None, legend: str | None = None, notes=()) -> None:
+    header, rows = build_benchmark(collect(metric_files, metric), benchmark)
+    cell_marks = column_marks(header, significance or {}, benchmark=benchmark)
+    title = f"Leaderboard: {benchmark}"
+    write_text(Path(csv_path), benchmark_csv(header, rows, cell_marks))
+    md = to_markdown(header, rows, metric, cell_marks, legend, title=title)
+    write_text(Path(md_path), md + "".join(f"\n{n}\n" for n in notes))
+    write_text(Path(html_path), to_html(header, rows, metric, cell_marks, legend, title=title,
+                                        table_id=f"leaderboard-{benchmark}", notes=notes))

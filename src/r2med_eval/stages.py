@@ -82,9 +82,13 @@ def score_run(sm) -> None:
 
 def leaderboard(sm) -> None:
     from . import leaderboard as lb
+    from . import significance as sig
 
-    lb.write(list(sm.input), sm.output.csv, sm.output.md, metric=sm.params.metric)
-    log.info("leaderboard over %d metric files", len(sm.input))
+    rep = sm.params.report
+    marks = sig.marks(sig.read_csv(sm.input.significance))
+    lb.write(list(sm.input.metrics), sm.output.csv, sm.output.md, metric=sm.params.metric, html_path=sm.output.html,
+             significance=marks, legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"]))
+    log.info("leaderboard over %d metric files", len(sm.input.metrics))
 
 
 def encode_corpus_shard(sm) -> None:
@@ -182,3 +186,108 @@ def encode_query_variant(sm) -> None:
 
     dense.encode_query_variant(sm.input.variant, sm.output.emb, sm.output.ids, sm.params.model,
                                sm.wildcards.model, sm.wildcards.task, sm.wildcards.method, threads=sm.threads)
+
+
+# ---------------------------------------------------------------- report
+
+
+def significance(sm) -> None:
+    from . import io
+    from . import significance as sig
+
+    rep = sm.params.report
+    rows = sig.compute(list(sm.input), rep["baseline"], metric=rep["metric"], permutations=rep["permutations"],
+                       resamples=rep["bootstrap"], seed=rep["seed"], alpha=rep["alpha"])
+    io.write_text(sm.output.csv, sig.to_csv(rows))
+    io.write_text(sm.output.md, sig.to_markdown(rows, rep["baseline"], rep["alpha"], rep["permutations"],
+                                                rep["bootstrap"]))
+    tested = [r for r in rows if r.get("p_ttest") is not None]
+    log.info("%d runs x tasks, %d compared with %s (Holm over %d comparisons); significant: t-test %d, "
+             "randomization %d", len(rows), len(tested), rep["baseline"], len(tested),
+             sum(1 for r in tested if sig.MARK_TTEST in r["significant"]),
+             sum(1 for r in tested if sig.MARK_RANDOMIZATION in r["significant"]))
+
+
+def leaderboard_benchmark(sm) -> None:
+    from . import leaderboard as lb
+    from . import significance as sig
+
+    rep = sm.params.report
+    rows = sig.read_csv(sm.input.significance)
+    bench = sm.wildcards.benchmark
+    notes = sorted({f"{r['task']}/{r['model']}: {r['note']}" for r in rows
+                    if r["benchmark"] == bench and r["note"] and r["note"] != "baseline"})
+    n = sorted({(r["task"], r["n_queries"]) for r in rows if r["benchmark"] == bench and r["note"] == "baseline"})
+    notes = [f"Queries compared per task: {', '.join(f'{t} {k}' for t, k in n)}."] + notes if n else notes
+    lb.write_benchmark(list(sm.input.metrics), bench, sm.output.csv, sm.output.md, sm.output.html,
+                       metric=rep["metric"], significance=sig.marks(rows),
+                       legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"]), notes=notes)
+    log.info("leaderboard of %s over %d metric files", bench, len(sm.input.metrics))
+
+
+def plot_leaderboard(sm) -> None:
+    from . import leaderboard as lb
+    from . import plots
+
+    table = lb.collect(list(sm.input), sm.params.metric)
+    bench = sm.wildcards.benchmark
+    plots.by_task(table, bench, sm.params.metric, sm.output.by_task_png, sm.output.by_task_svg)
+    plots.heatmap(table, bench, sm.params.metric, sm.output.heatmap_png, sm.output.heatmap_svg)
+    for note in sm.params.notes:
+        log.info("note: %s", note)
+
+
+def plot_rerank_depth(sm) -> None:
+    from . import leaderboard as lb
+    from . import plots
+
+    table = lb.collect(list(sm.input), sm.params.metric)
+    if not plots.rerank_depth(table, sm.wildcards.benchmark, sm.params.metric, sm.output.png, sm.output.svg):
+        from .errors import InputError
+
+        raise InputError(f"no reranked runs (<run>--<reranker>@<k>) on benchmark {sm.wildcards.benchmark}.",
+                         fix="configure a rerank job, or do not ask for this plot.")
+
+
+def plot_scatter(sm) -> None:
+    from pathlib import Path
+
+    from . import plots
+    from . import significance as sig
+
+    pair = sm.params.pair
+    per_task = {}
+    for a, b in zip(sm.input.a, sm.input.b):
+        per_task[Path(a).parent.name] = (sig.read_per_query(a, pair["metric"]), sig.read_per_query(b, pair["metric"]))
+    counts = plots.scatter(per_task, pair["a"], pair["b"], sm.wildcards.benchmark, pair["metric"], sm.output.png,
+                           sm.output.svg)
+    log.info("scatter %s vs %s: %s", pair["a"], pair["b"], counts)
+    if counts["only_one"]:
+        log.warning("%d queries judged for only one of the two runs are not drawn", counts["only_one"])
+
+
+def plot_cliniq(sm) -> None:
+    from . import plots
+
+    plots.cliniq_breakdown(sm.input.match_type, "match_type", sm.wildcards.benchmark, sm.output.match_png,
+                           sm.output.match_svg)
+    plots.cliniq_breakdown(sm.input.query_type, "query_type", sm.wildcards.benchmark, sm.output.query_png,
+                           sm.output.query_svg)
+
+
+def provenance(sm) -> None:
+    from pathlib import Path
+
+    from . import io
+    from . import provenance as prov
+
+    stats = {Path(p).parent.relative_to(Path(p).parents[2]).as_posix(): p for p in sm.input.stats}
+    entries = []
+    for metrics, run in zip(sm.input.metrics, sm.input.runs):
+        m = Path(metrics)
+        bench, task, model = m.parts[-3], m.parts[-2], m.name[: -len(".json")]
+        entries.append({"benchmark": bench, "task": task, "model": model, "metrics": metrics, "run": run,
+                        "stats": stats[f"{bench}/{task}"]})
+    doc = prov.collect(sm.params.config, entries, sm.params.repo)
+    io.write_json(sm.output[0], doc)
+    log.info("provenance of %d runs; git %s", len(entries), doc["git"])

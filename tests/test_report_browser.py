@@ -1,0 +1,122 @@
+"""The HTML leaderboard rendered by a real browser (Debian's headless Chromium).
+
+Skips with the reason when ``chromium`` is not installed; ``R2MED_EVAL_REQUIRE_BROWSER=1`` (set by
+``.ci/run`` under CI=true, which also installs it) turns the skip into a failure.
+"""
+import os
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import pytest
+
+from r2med_eval import leaderboard, significance
+
+MODELS = {"bm25": (0.31, 0.52), "minilm": (0.44, 0.21), "bm25--minilm@100": (0.40, 0.50),
+          "rrf-bm25-minilm": (0.45, 0.55), "minilm+hyde-handwritten": (0.29, None)}
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    reason = "Debian's chromium is not installed (apt-get install -y chromium; .ci/run does it under CI=true)"
+    if os.environ.get("R2MED_EVAL_REQUIRE_BROWSER") == "1":
+        pytest.fail(reason + "; R2MED_EVAL_REQUIRE_BROWSER=1 makes this a failure")
+    pytest.skip(reason)
+
+
+def run_chromium(binary, tmp_path, *args):
+    profile = tmp_path / "profile"
+    profile.mkdir(exist_ok=True)
+    cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           "--disable-dev-shm-usage", f"--user-data-dir={profile}", *args]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+class TableReader(HTMLParser):
+    """Row header texts and cell texts of the table with a given id, as the browser's DOM holds them."""
+
+    def __init__(self, table_id):
+        super().__init__()
+        self.table_id, self.inside, self.rows, self.cell, self.caption = table_id, False, [], None, ""
+        self.in_caption = False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table" and attrs.get("id") == self.table_id:
+            self.inside = True
+        elif self.inside and tag == "tr":
+            self.rows.append([])
+        elif self.inside and tag in ("td", "th"):
+            self.cell = {"tag": tag, "class": attrs.get("class", ""), "text": ""}
+        elif self.inside and tag == "caption":
+            self.in_caption = True
+
+    def handle_endtag(self, tag):
+        if tag == "table" and self.inside:
+            self.inside = False
+        elif self.inside and tag in ("td", "th") and self.cell is not None:
+            self.rows[-1].append(self.cell)
+            self.cell = None
+        elif tag == "caption":
+            self.in_caption = False
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell["text"] += data
+        elif self.in_caption:
+            self.caption += data
+
+
+@pytest.fixture
+def page(tmp_path):
+    import json
+
+    files = []
+    for model, values in MODELS.items():
+        for task, v in zip(("hard", "easy"), values):
+            if v is None:
+                continue
+            path = tmp_path / "metrics" / "r2med" / task / f"{model}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"benchmark": "r2med", "task": task, "model": model,
+                                        "metrics": {"ndcg_at_10": v}}))
+            files.append(path)
+    html = tmp_path / "leaderboard.html"
+    marks = {("r2med", "hard"): {"rrf-bm25-minilm": "*\u2020"}}
+    leaderboard.write(files, tmp_path / "l.csv", tmp_path / "l.md", html_path=html, significance=marks,
+                      legend=significance.legend(0.05, "bm25", 10000))
+    return html
+
+
+def test_leaderboard_page_in_headless_chromium(page, tmp_path):
+    binary = chromium()
+    dom = run_chromium(binary, tmp_path, "--dump-dom", page.as_uri())
+    reader = TableReader("leaderboard")
+    reader.feed(dom)
+    header = [c["text"] for c in reader.rows[0]]
+    assert header == ["model", "r2med/easy", "r2med/hard", "r2med/avg", "avg"]
+    body = {r[0]["text"]: r[1:] for r in reader.rows[1:]}
+    assert set(body) == set(MODELS)  # every model is shown
+    assert [c["text"] for c in body["rrf-bm25-minilm"]] == ["55.00", "45.00*\u2020", "50.00", "50.00"]
+    assert "best" in body["rrf-bm25-minilm"][0]["class"] and "best" in body["rrf-bm25-minilm"][3]["class"]
+    assert body["minilm+hyde-handwritten"][0]["text"] == "\u2013"  # not run on that task: a dash
+    assert "best per column in bold" in reader.caption
+    assert "paired randomization test" in dom
+
+    shot = tmp_path / "leaderboard.png"
+    run_chromium(binary, tmp_path, f"--screenshot={shot}", "--window-size=900,500", "--hide-scrollbars",
+                 page.as_uri())
+    from PIL import Image
+
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (900, 500)
+    colours = image.getcolors(maxcolors=1 << 20)
+    assert colours is not None and len(colours) > 20  # text and shading were drawn, not a blank page
+    best_green = (0xe8, 0xf4, 0xe8)
+    assert any(c == best_green for _, c in colours)  # the best cells' background is painted
