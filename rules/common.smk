@@ -186,7 +186,7 @@ def metric_files():
 
 
 def all_targets():
-    return ["results/leaderboard.csv", "results/leaderboard.md"]
+    return ["results/leaderboard.csv", "results/leaderboard.md"] + cliniq_targets()
 
 
 def _size_mb(path):
@@ -233,3 +233,89 @@ def search_mem_mb(wildcards, input, attempt):
 
 def embedding_storage(wildcards):
     return CFG["models"][wildcards.model]["embedding_dtype"]
+
+
+# ---------------------------------------------------------------- CliniQ (rules/chunk.smk, rules/cliniq.smk)
+
+
+def cliniq_benchmarks():
+    return [b for b in benchmark_names() if CFG["benchmarks"][b]["layout"] == "cliniq"]
+
+
+def cliniq_benchmark_constraint():
+    return _alternatives(cliniq_benchmarks())
+
+
+def generic_benchmark_constraint():
+    return _alternatives(set(benchmark_names()) - set(cliniq_benchmarks()))
+
+
+def cliniq_spec(wildcards):
+    return r2config.cliniq_settings(CFG["benchmarks"][wildcards.benchmark])
+
+
+def cliniq_annotation_dir(wildcards):
+    return CFG["benchmarks"][wildcards.benchmark]["tasks"][wildcards.task]["path"]
+
+
+def cliniq_chunk_inputs(wildcards):
+    return {"notes": CFG["benchmarks"][wildcards.benchmark]["noteevents"],
+            "hadm_ids": f"{cliniq_annotation_dir(wildcards)}/test_hadm_ids.txt"}
+
+
+def cliniq_prepare_inputs(wildcards):
+    from r2med_eval.cliniq_corpus import ANNOTATION_FILES
+
+    folder = cliniq_annotation_dir(wildcards)
+    inputs = {"corpus": f"resources/cliniq/{wildcards.benchmark}/{wildcards.task}/corpus.jsonl",
+              "ids": f"results/data/{wildcards.benchmark}/{wildcards.task}/chunk_ids.txt",
+              "hadm_ids": f"{folder}/test_hadm_ids.txt",
+              "annotations": [f"{folder}/{name}" for name in ANNOTATION_FILES]}
+    extra = cliniq_spec(wildcards)["new_judgments"]
+    if extra:
+        inputs["new_judgments"] = extra
+    return inputs
+
+
+def cliniq_download_dirs():
+    return {CFG["benchmarks"][b]["tasks"][t]["path"].rstrip("/"): b for b in cliniq_benchmarks()
+            for t in CFG["benchmarks"][b]["tasks"] if cliniq_settings_of(b)["download"]}
+
+
+def cliniq_settings_of(benchmark):
+    return r2config.cliniq_settings(CFG["benchmarks"][benchmark])
+
+
+def cliniq_download_constraint():
+    return _alternatives(cliniq_download_dirs())
+
+
+def cliniq_download_spec(wildcards):
+    return cliniq_settings_of(cliniq_download_dirs()[wildcards.anndir])
+
+
+def cliniq_task(benchmark):
+    return next(iter(CFG["benchmarks"][benchmark]["tasks"]))
+
+
+def cliniq_models(wildcards):
+    return r2config.runs_for_benchmark(CFG, wildcards.benchmark)
+
+
+def cliniq_report_inputs(wildcards):
+    b, t = wildcards.benchmark, cliniq_task(wildcards.benchmark)
+    models = cliniq_models(wildcards)
+    return {"metrics": [f"results/cliniq/{b}/{t}/{m}.json" for m in models],
+            "runs": [f"results/runs/{b}/{t}/{m}.trec" for m in models],
+            "cliniq_qrels": f"results/data/{b}/{t}/cliniq_qrels.tsv",
+            "query_types": f"results/data/{b}/{t}/query_types.tsv"}
+
+
+def cliniq_pool_depth(wildcards):
+    return cliniq_settings_of(wildcards.benchmark)["pool_depth"]
+
+
+def cliniq_targets():
+    return [f"results/cliniq/{b}/{name}" for b in cliniq_benchmarks()
+            for name in ("by_match_type.csv", "by_match_type.md", "by_query_type.csv", "by_query_type.md",
+                         "pool.tsv")]

@@ -182,3 +182,33 @@ def encode_query_variant(sm) -> None:
 
     dense.encode_query_variant(sm.input.variant, sm.output.emb, sm.output.ids, sm.params.model,
                                sm.wildcards.model, sm.wildcards.task, sm.wildcards.method, threads=sm.threads)
+
+
+def download_cliniq_annotations(sm) -> None:
+    from . import cliniq_pipeline
+
+    cliniq_pipeline.download_annotations(sm)
+
+
+def chunk_cliniq(sm) -> None:
+    from . import cliniq_pipeline
+
+    cliniq_pipeline.chunk(sm)
+
+
+def prepare_cliniq(sm) -> None:
+    from . import cliniq_pipeline
+
+    cliniq_pipeline.prepare(sm)
+
+
+def score_cliniq(sm) -> None:
+    from . import cliniq_pipeline
+
+    cliniq_pipeline.score(sm)
+
+
+def report_cliniq(sm) -> None:
+    from . import cliniq_pipeline
+
+    cliniq_pipeline.report(sm)
