@@ -65,6 +65,18 @@ def _link(target: Path, link: Path) -> None:
     os.replace(tmp, link)
 
 
+DERIVED_DIRS = ("results/index", "results/embeddings")
+
+
+def protect_derived(benchmark: str, root: Path = Path(".")) -> None:
+    """The Lucene index (and its temporary copy of the text) and the embeddings are derived from MIMIC
+    text: their benchmark folders are created owner-only (0700) before any rule writes there."""
+    for base in DERIVED_DIRS:
+        folder = root / base / benchmark
+        folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)
+
+
 def prepare(sm) -> None:
     spec = sm.params.spec
     folder = Path(sm.input.hadm_ids).parent
@@ -78,6 +90,7 @@ def prepare(sm) -> None:
     ids = read_lines(sm.input.ids)
     stats.update(cc.check_chunks(rows, set(ids), spec["missing_chunk_qrels_max"], folder / "qrels_*.tsv"))
     all_rows = rows + new
+    protect_derived(sm.wildcards.benchmark)
     _link(Path(sm.input.corpus), Path(sm.output.corpus))
     write_jsonl(sm.output.queries, ({"id": q, "text": t} for q, t in queries.items()))
     write_text(sm.output.query_types, "".join(f"{q}\t{t}\n" for q, t in qtypes.items()))
@@ -193,7 +206,7 @@ def report(sm) -> None:
             ("by_query_type", sm.output.query_csv, sm.output.query_md, "CliniQ by query type")):
         rows = [r for m in models for r in cliniq.table_rows(m, _nan(results[m]), grouping)]
         write_text(csv_out, _csv(rows))
-        write_text(md_out, _markdown(rows, f"{title} ({sm.wildcards.benchmark})") + _completeness(models, results))
+        write_text(md_out, _markdown(rows, f"{title} ({sm.wildcards.benchmark})") + "\n" + _completeness(models, results))
     rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)
     judged: dict[str, set] = {}
     for q, c, _ in rows:
