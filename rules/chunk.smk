@@ -36,7 +36,7 @@ rule chunk_cliniq:
     wildcard_constraints:
         benchmark=cliniq_benchmark_constraint(),
     params:
-        spec=cliniq_spec,
+        spec=cliniq_chunk_spec,
     resources:
         mem_mb=4096,
     log:

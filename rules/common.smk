@@ -254,6 +254,17 @@ def cliniq_spec(wildcards):
     return r2config.cliniq_settings(CFG["benchmarks"][wildcards.benchmark])
 
 
+def cliniq_chunk_spec(wildcards):
+    """Only what shapes the corpus (new judgments or pool depth do not re-chunk)."""
+    spec = cliniq_spec(wildcards)
+    return {k: spec[k] for k in ("expected_chunks", "allow_missing_notes")}
+
+
+def cliniq_judgment_spec(wildcards):
+    spec = cliniq_spec(wildcards)
+    return {k: spec[k] for k in ("new_judgments", "missing_chunk_qrels_max")}
+
+
 def cliniq_annotation_dir(wildcards):
     return CFG["benchmarks"][wildcards.benchmark]["tasks"][wildcards.task]["path"]
 
@@ -263,12 +274,18 @@ def cliniq_chunk_inputs(wildcards):
             "hadm_ids": f"{cliniq_annotation_dir(wildcards)}/test_hadm_ids.txt"}
 
 
+def cliniq_query_inputs(wildcards):
+    from r2med_eval.cliniq_corpus import QUERY_TYPES
+
+    folder = cliniq_annotation_dir(wildcards)
+    return {"queries": [f"{folder}/queries_{t}.jsonl" for t in QUERY_TYPES]}
+
+
 def cliniq_prepare_inputs(wildcards):
     from r2med_eval.cliniq_corpus import ANNOTATION_FILES
 
     folder = cliniq_annotation_dir(wildcards)
-    inputs = {"corpus": f"resources/cliniq/{wildcards.benchmark}/{wildcards.task}/corpus.jsonl",
-              "ids": f"results/data/{wildcards.benchmark}/{wildcards.task}/chunk_ids.txt",
+    inputs = {"ids": f"results/data/{wildcards.benchmark}/{wildcards.task}/chunk_ids.txt",
               "hadm_ids": f"{folder}/test_hadm_ids.txt",
               "annotations": [f"{folder}/{name}" for name in ANNOTATION_FILES]}
     extra = cliniq_spec(wildcards)["new_judgments"]

@@ -77,6 +77,20 @@ def protect_derived(benchmark: str, root: Path = Path(".")) -> None:
         os.chmod(folder, 0o700)
 
 
+def link_corpus(sm) -> None:
+    """The retrievers' corpus.jsonl: a relative symlink to the owner-only chunks under resources/."""
+    protect_derived(sm.wildcards.benchmark)
+    _link(Path(sm.input.corpus), Path(sm.output.corpus))
+    log.info("linked %s -> %s", sm.output.corpus, sm.input.corpus)
+
+
+def prepare_queries(sm) -> None:
+    queries, qtypes = cc.read_queries(Path(sm.input.queries[0]).parent)
+    write_jsonl(sm.output.queries, ({"id": q, "text": t} for q, t in queries.items()))
+    write_text(sm.output.query_types, "".join(f"{q}\t{t}\n" for q, t in qtypes.items()))
+    log.info("queries %d: %s", len(queries), {t: sum(1 for v in qtypes.values() if v == t) for t in cc.QUERY_TYPES})
+
+
 def prepare(sm) -> None:
     spec = sm.params.spec
     folder = Path(sm.input.hadm_ids).parent
@@ -90,10 +104,6 @@ def prepare(sm) -> None:
     ids = read_lines(sm.input.ids)
     stats.update(cc.check_chunks(rows, set(ids), spec["missing_chunk_qrels_max"], folder / "qrels_*.tsv"))
     all_rows = rows + new
-    protect_derived(sm.wildcards.benchmark)
-    _link(Path(sm.input.corpus), Path(sm.output.corpus))
-    write_jsonl(sm.output.queries, ({"id": q, "text": t} for q, t in queries.items()))
-    write_text(sm.output.query_types, "".join(f"{q}\t{t}\n" for q, t in qtypes.items()))
     write_text(sm.output.cliniq_qrels, "".join(f"{q}\t{c}\t{t}\n" for q, c, t in all_rows))
     binary: dict[str, dict[str, int]] = {}
     for q, c, t in all_rows:

@@ -212,3 +212,15 @@ def report_cliniq(sm) -> None:
     from . import cliniq_pipeline
 
     cliniq_pipeline.report(sm)
+
+
+def link_cliniq_corpus(sm) -> None:
+    from . import cliniq_pipeline
+
+    cliniq_pipeline.link_corpus(sm)
+
+
+def prepare_cliniq_queries(sm) -> None:
+    from . import cliniq_pipeline
+
+    cliniq_pipeline.prepare_queries(sm)
