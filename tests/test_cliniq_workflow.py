@@ -215,3 +215,29 @@ def test_shipped_cliniq_config_validates():
     assert cfg["benchmarks"]["cliniq"]["tasks"]["cliniq"]["path"].endswith(cc.PINNED_COMMIT)
     with pytest.raises(ConfigError, match="physionet"):  # the placeholder path is not a file here
         r2config.check_paths(cfg)
+
+
+@pytest.mark.slow
+def test_download_rule_fetches_pinned_annotations_then_prepares(tmp_path):
+    """annotations: {download: true} with a file:// mirror laid out as raw GitHub (<commit>/benchmark/...)."""
+    mirror = tmp_path / "mirror"
+    src = mirror / cc.PINNED_COMMIT / "benchmark"
+    src.mkdir(parents=True)
+    for name in cc.ANNOTATION_FILES:
+        (src / name).write_bytes((DEMO / name).read_bytes())
+    config = CONFIG.replace(f"      cliniq: {{path: {DEMO}}}",
+                            f"      cliniq: {{path: resources/cliniq/annotations/{cc.PINNED_COMMIT}}}")
+    config = config.replace("    expected_chunks: 203\n", "    expected_chunks: 203\n    annotations: {download: true, "
+                            f"base_url: '{mirror.as_uri()}'}}\n")
+    work = workflow_dir(tmp_path, config)
+    target = "results/data/cliniq-demo/cliniq/cliniq_qrels.tsv"
+    jobs = planned_jobs(snakemake(work, "-n", "--cores", "1", target).stdout)
+    assert jobs == {"download_cliniq_annotations": 1, "chunk_cliniq": 1, "prepare_cliniq": 1}
+    snakemake(work, "--cores", "1", target)
+    folder = work / "resources" / "cliniq" / "annotations" / cc.PINNED_COMMIT
+    assert (folder / "SHA256SUMS").read_text().count("\n") == len(cc.ANNOTATION_FILES)
+    judged = sum(len((DEMO / f"qrels_{t}.tsv").read_text().splitlines()) for t in cc.QUERY_TYPES)
+    assert len((work / target).read_text().splitlines()) == judged
+    stats = json.loads((work / "results/data/cliniq-demo/cliniq/stats.json").read_text())
+    assert stats["files"]["qrels_drug.tsv"]["sha256"] == cc.sha256_file(DEMO / "qrels_drug.tsv")
+    assert stats["judgments_on_absent_chunks"] == 0 and stats["documents"] == 203
