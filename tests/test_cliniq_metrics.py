@@ -139,6 +139,8 @@ def test_judged_at_10_and_pool():
     assert [(p["chunk_id"], p["best_rank"], p["systems"]) for p in pooled] == [
         ("c", 1, ["m2"]), ("b", 2, ["m1"]), ("d", 2, ["m2"])]
     assert cliniq.pool(runs, {"q": {"a"}}, depth=1)[0]["systems"] == ["m2"]
+    # a query without any judgment is pooled when listed
+    assert [p["chunk_id"] for p in cliniq.pool(runs, {"q": {"a"}}, 1, queries=["q", "other"])] == ["z", "c"]
     both = cliniq.pool({"m1": {"q": {"b": 1.0}}, "m2": {"q": {"b": 1.0}}}, {"q": set()}, depth=1)
     assert both == [{"query_id": "q", "chunk_id": "b", "best_rank": 1, "systems": ["m1", "m2"]}]
 

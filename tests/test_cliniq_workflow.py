@@ -129,7 +129,10 @@ def test_no_note_text_outside_resources(cliniq_run):
 def test_new_judgments_recompute_every_metric_and_nothing_else(cliniq_run, tmp_path):
     base = cliniq_run / "results" / "cliniq" / "cliniq-demo"
     before = {m: json.loads((base / "cliniq" / f"{m}.json").read_text()) for m in MODELS}
-    pool = [line.split("\t") for line in (base / "pool.tsv").read_text().splitlines()[1:]]
+    everything = [line.split("\t") for line in (base / "pool.tsv").read_text().splitlines()[1:]]
+    # the query without judgments (drug-5) is pooled too; judge the others' pooled chunks
+    assert {p[0] for p in everything if p[0] == "drug-5"} == {"drug-5"}
+    pool = [p for p in everything if p[0] != "drug-5"]
     new = tmp_path / "new.tsv"
     # judge every pooled chunk: the first half relevant (synonym), the rest not relevant
     half = len(pool) // 2
@@ -152,7 +155,8 @@ def test_new_judgments_recompute_every_metric_and_nothing_else(cliniq_run, tmp_p
         assert after["judged_at_10"]["all"]["judged_at_10"] == pytest.approx(full, abs=1e-6)
         assert after["judged_at_10"]["all"]["judged_at_10"] > before[m]["judged_at_10"]["all"]["judged_at_10"]
         assert after["multi"]["all"] != before[m]["multi"]["all"]
-    assert (base / "pool.tsv").read_text().count("\n") == 1  # everything in the pool is judged now
+    left = (base / "pool.tsv").read_text().splitlines()[1:]
+    assert left and {line.split("\t")[0] for line in left} == {"drug-5"}  # the rest of the pool is judged now
     stats = json.loads((cliniq_run / "results/data/cliniq-demo/cliniq/stats.json").read_text())
     assert stats["new_judgments"] == len(pool)
 

@@ -224,7 +224,8 @@ def report(sm) -> None:
     for q, c in irrelevant:
         judged.setdefault(q, set()).add(c)
     qtypes = read_query_types(sm.input.query_types)
-    pooled = cliniq.pool({m: runs.read_run(p) for m, p in zip(models, sm.input.runs)}, judged, sm.params.depth)
+    pooled = cliniq.pool({m: runs.read_run(p) for m, p in zip(models, sm.input.runs)}, judged, sm.params.depth,
+                         queries=qtypes)
     lines = ["query_id\tchunk_id\tquery_type\tbest_rank\tn_systems\tsystems"]
     lines += [f"{p['query_id']}\t{p['chunk_id']}\t{qtypes[p['query_id']]}\t{p['best_rank']}\t{len(p['systems'])}\t"
               f"{','.join(p['systems'])}" for p in pooled]
