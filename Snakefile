@@ -24,6 +24,8 @@ include: "rules/rerank.smk"
 include: "rules/fuse.smk"
 include: "rules/score.smk"
 include: "rules/report.smk"
+include: "rules/chunk.smk"
+include: "rules/cliniq.smk"
 
 
 rule all:

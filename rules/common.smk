@@ -186,7 +186,7 @@ def metric_files():
 
 
 def all_targets():
-    return ["results/leaderboard.csv", "results/leaderboard.md"] + report_targets()
+    return ["results/leaderboard.csv", "results/leaderboard.md"] + report_targets() + cliniq_targets()
 
 
 def _size_mb(path):
@@ -294,6 +294,7 @@ def plot_notes(wildcards):
     if not scatter_runs(wildcards.benchmark):
         notes.append("per-query scatter skipped: report.scatter (or the first two runs) not all run here")
     return notes
+# ---------------------------------------------------------------- CliniQ (rules/chunk.smk, rules/cliniq.smk)
 
 
 def cliniq_benchmarks():
@@ -335,3 +336,97 @@ def report_targets():
         if scatter_runs(b):
             targets += [f"results/plots/{b}/scatter.{ext}" for ext in ("png", "svg")]
     return targets + cliniq_plot_targets()
+def cliniq_benchmark_constraint():
+    return _alternatives(cliniq_benchmarks())
+
+
+def generic_benchmark_constraint():
+    return _alternatives(set(benchmark_names()) - set(cliniq_benchmarks()))
+
+
+def cliniq_spec(wildcards):
+    return r2config.cliniq_settings(CFG["benchmarks"][wildcards.benchmark])
+
+
+def cliniq_chunk_spec(wildcards):
+    """Only what shapes the corpus (new judgments or pool depth do not re-chunk)."""
+    spec = cliniq_spec(wildcards)
+    return {k: spec[k] for k in ("expected_chunks", "allow_missing_notes")}
+
+
+def cliniq_judgment_spec(wildcards):
+    spec = cliniq_spec(wildcards)
+    return {k: spec[k] for k in ("new_judgments", "missing_chunk_qrels_max")}
+
+
+def cliniq_annotation_dir(wildcards):
+    return CFG["benchmarks"][wildcards.benchmark]["tasks"][wildcards.task]["path"]
+
+
+def cliniq_chunk_inputs(wildcards):
+    return {"notes": CFG["benchmarks"][wildcards.benchmark]["noteevents"],
+            "hadm_ids": f"{cliniq_annotation_dir(wildcards)}/test_hadm_ids.txt"}
+
+
+def cliniq_query_inputs(wildcards):
+    from r2med_eval.cliniq_corpus import QUERY_TYPES
+
+    folder = cliniq_annotation_dir(wildcards)
+    return {"queries": [f"{folder}/queries_{t}.jsonl" for t in QUERY_TYPES]}
+
+
+def cliniq_prepare_inputs(wildcards):
+    from r2med_eval.cliniq_corpus import ANNOTATION_FILES
+
+    folder = cliniq_annotation_dir(wildcards)
+    inputs = {"ids": f"results/data/{wildcards.benchmark}/{wildcards.task}/chunk_ids.txt",
+              "hadm_ids": f"{folder}/test_hadm_ids.txt",
+              "annotations": [f"{folder}/{name}" for name in ANNOTATION_FILES]}
+    extra = cliniq_spec(wildcards)["new_judgments"]
+    if extra:
+        inputs["new_judgments"] = extra
+    return inputs
+
+
+def cliniq_download_dirs():
+    return {CFG["benchmarks"][b]["tasks"][t]["path"].rstrip("/"): b for b in cliniq_benchmarks()
+            for t in CFG["benchmarks"][b]["tasks"] if cliniq_settings_of(b)["download"]}
+
+
+def cliniq_settings_of(benchmark):
+    return r2config.cliniq_settings(CFG["benchmarks"][benchmark])
+
+
+def cliniq_download_constraint():
+    return _alternatives(cliniq_download_dirs())
+
+
+def cliniq_download_spec(wildcards):
+    return cliniq_settings_of(cliniq_download_dirs()[wildcards.anndir])
+
+
+def cliniq_task(benchmark):
+    return next(iter(CFG["benchmarks"][benchmark]["tasks"]))
+
+
+def cliniq_models(wildcards):
+    return r2config.runs_for_benchmark(CFG, wildcards.benchmark)
+
+
+def cliniq_report_inputs(wildcards):
+    b, t = wildcards.benchmark, cliniq_task(wildcards.benchmark)
+    models = cliniq_models(wildcards)
+    return {"metrics": [f"results/cliniq/{b}/{t}/{m}.json" for m in models],
+            "runs": [f"results/runs/{b}/{t}/{m}.trec" for m in models],
+            "cliniq_qrels": f"results/data/{b}/{t}/cliniq_qrels.tsv",
+            "query_types": f"results/data/{b}/{t}/query_types.tsv"}
+
+
+def cliniq_pool_depth(wildcards):
+    return cliniq_settings_of(wildcards.benchmark)["pool_depth"]
+
+
+def cliniq_targets():
+    return [f"results/cliniq/{b}/{name}" for b in cliniq_benchmarks()
+            for name in ("by_match_type.csv", "by_match_type.md", "by_query_type.csv", "by_query_type.md",
+                         "pool.tsv")]

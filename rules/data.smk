@@ -9,6 +9,8 @@ rule prepare_task:
         queries="results/data/{benchmark}/{task}/queries.jsonl",
         qrels="results/data/{benchmark}/{task}/qrels.tsv",
         stats="results/data/{benchmark}/{task}/stats.json",
+    wildcard_constraints:
+        benchmark=generic_benchmark_constraint(),
     params:
         spec=task_spec,
     log:

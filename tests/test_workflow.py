@@ -171,6 +171,7 @@ def test_lint_is_clean():
 def test_shipped_default_config_end_to_end(tmp_path):
     """README command 1's job: the shipped config.yaml on the embedded demo, every stage."""
     text = (REPO / "config.yaml").read_text().replace("path: data/demo", f"path: {REPO / 'data' / 'demo'}")
+    text = text.replace("data/cliniq-demo", str(REPO / "data" / "cliniq-demo"))
     work = workflow_dir(tmp_path, text)
     snakemake(work, "--cores", "2", "all")
     board = {row["model"]: float(row["demo/demo"]) for row in csv.DictReader(open(work / "results" / "leaderboard.csv"))}
@@ -186,6 +187,10 @@ def test_shipped_default_config_end_to_end(tmp_path):
     snakemake(work2, "--cores", "2", "all")
     for run in runs.glob("*.trec"):
         assert run.read_bytes() == (work2 / "results" / "runs" / "demo" / "demo" / run.name).read_bytes(), run.name
+    cliniq = sorted(p.relative_to(work) for p in (work / "results" / "cliniq").rglob("*") if p.is_file())
+    assert len(cliniq) >= 9  # 4 runs' metrics, 4 tables, the pool
+    for rel in cliniq:
+        assert (work / rel).read_bytes() == (work2 / rel).read_bytes(), rel
     # the report stage too: tables and plots byte-identical (provenance.json holds timings, so it is not)
     report_files = ["leaderboard.html", "significance.csv", "significance.md", "leaderboards/demo.csv"]
     report_files += [f"plots/demo/{n}.{e}" for n in ("by_task", "heatmap", "rerank_depth", "scatter") for e in ("png", "svg")]

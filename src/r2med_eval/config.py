@@ -70,6 +70,7 @@ def validate(config: dict, config_file: str = "config.yaml", schema: dict | None
         spec.setdefault("k", 60)
     cfg.setdefault("query_variants", [])
     _check_selection(cfg, config_file)
+    check_layout_keys(cfg, config_file)
     _check_variants(cfg, config_file)
     _check_derived(cfg, config_file)
     _check_report(cfg, config_file, schema)
@@ -191,6 +192,9 @@ def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None =
     """Every task of a benchmark that will run must point at an existing folder."""
     base = base or Path.cwd()
     for bname in selected_benchmarks(cfg):
+        if cfg["benchmarks"][bname]["layout"] == "cliniq":
+            check_cliniq(cfg["benchmarks"][bname], bname, config_file, base)
+            continue
         for tname, task in cfg["benchmarks"][bname]["tasks"].items():
             path = Path(task["path"])
             if not (path if path.is_absolute() else base / path).is_dir():
@@ -266,3 +270,56 @@ def report_scatter(cfg: dict) -> list[str]:
     runs = all_runs(cfg)
     pair = cfg.get("report", {}).get("scatter") or runs[:2]
     return list(pair) if len(pair) == 2 and all(r in runs for r in pair) else []
+CLINIQ_KEYS = ("noteevents", "annotations", "expected_chunks", "allow_missing_notes", "missing_chunk_qrels_max",
+               "new_judgments", "pool_depth")
+
+
+def cliniq_settings(bench: dict) -> dict:
+    """A cliniq benchmark's settings with their defaults (kept out of the schema's defaults so that
+    other layouts' parameters do not change)."""
+    from .cliniq_corpus import EXPECTED_CHUNKS, GITHUB_RAW, PINNED_COMMIT
+
+    ann = bench.get("annotations", {})
+    return {"download": bool(ann.get("download", False)), "commit": ann.get("commit", PINNED_COMMIT),
+            "base_url": ann.get("base_url", GITHUB_RAW), "sha256": dict(ann.get("sha256", {})),
+            "expected_chunks": bench.get("expected_chunks", EXPECTED_CHUNKS),
+            "allow_missing_notes": bool(bench.get("allow_missing_notes", False)),
+            "missing_chunk_qrels_max": float(bench.get("missing_chunk_qrels_max", 0.001)),
+            "new_judgments": bench.get("new_judgments", ""), "pool_depth": int(bench.get("pool_depth", 10))}
+
+
+def check_cliniq(bench: dict, name: str, config_file: str = "config.yaml", base: Path | None = None) -> None:
+    """A cliniq benchmark: one task (its path CliniQ's benchmark/ folder), and an existing NOTEEVENTS file."""
+    from .cliniq_corpus import MIMIC_ACCESS
+
+    base = base or Path.cwd()
+
+    def exists(p, kind):
+        p = Path(p)
+        p = p if p.is_absolute() else base / p
+        return p.is_file() if kind == "file" else p.is_dir()
+
+    if len(bench["tasks"]) != 1:
+        raise ConfigError(f"benchmarks.{name}.tasks: a cliniq benchmark has exactly one task (found "
+                          f"{len(bench['tasks'])}).", path=config_file, fix="keep one task, e.g. cliniq.")
+    settings = cliniq_settings(bench)
+    tname, task = next(iter(bench["tasks"].items()))
+    if not settings["download"] and not exists(task["path"], "dir"):
+        raise ConfigError(f"benchmarks.{name}.tasks.{tname}.path: folder {task['path']!r} does not exist.",
+                          path=config_file, fix="point it at CliniQ's benchmark/ folder, or set "
+                          f"benchmarks.{name}.annotations: {{download: true}} to fetch it there.")
+    notes = bench.get("noteevents")
+    if not notes or not exists(notes, "file"):
+        raise ConfigError(f"benchmarks.{name}.noteevents: MIMIC-III NOTEEVENTS file {notes!r} not found.",
+                          path=config_file, fix=MIMIC_ACCESS)
+    if settings["new_judgments"] and not exists(settings["new_judgments"], "file"):
+        raise ConfigError(f"benchmarks.{name}.new_judgments: file {settings['new_judgments']!r} not found.",
+                          path=config_file, fix="point it at a TSV of query_id, chunk_id, label.")
+
+
+def check_layout_keys(cfg: dict, config_file: str = "config.yaml") -> None:
+    for bname, bench in cfg["benchmarks"].items():
+        extra = [k for k in CLINIQ_KEYS if k in bench]
+        if bench["layout"] != "cliniq" and extra:
+            raise ConfigError(f"benchmarks.{bname}.{extra[0]}: only a cliniq benchmark takes this key.",
+                              path=config_file, fix="remove it or set layout: cliniq.")

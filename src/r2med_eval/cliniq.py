@@ -1,0 +1,275 @@
+"""CliniQ metrics: multi-patient and single-patient retrieval, per query type and per match type.
+
+Pure functions over rankings (lists of chunk ids, best first) and judgments. The formulas follow the
+official ``eval.py`` of github.com/zhao-zy15/CliniQ (commit pinned in ``cliniq_corpus``):
+
+* ``mrr``: reciprocal rank of the first relevant chunk (0 when none is ranked).
+* ``ndcg_cliniq``: eval.py's nDCG@k, binary gains; its ideal DCG sorts the relevances *of the
+  retrieved top k*, so it only asks where in the top k the retrieved relevant chunks sit (1.0 when
+  they fill the first places), not how many of all relevant chunks were found; 0 when none is there.
+* ``ndcg_standard``: trec_eval's ``ndcg_cut_k`` with binary gains: the ideal DCG puts every judged
+  relevant chunk first (min(k, number of relevant chunks) ones).
+* ``recall_at_k``: relevant chunks in the top k over the number of judgment rows (eval.py divides by
+  the length of its list of relevant chunks, which repeats a chunk judged under two match types).
+* ``average_precision``: eval.py's, divided by the same list length.
+
+Single-patient retrieval (eval.py's "inner" metrics): for each query and each note (HADM_ID) holding
+a relevant chunk, the note's chunks are ranked in the order of the corpus-wide ranking; the note is
+skipped when it has fewer than 5 chunks, or when it has as many relevant entries as chunks (all
+relevant); otherwise MRR, nDCG over the whole list (``ndcg_cliniq`` at k = list length, which equals
+the standard one there) and AP are scored. Per match type, within a note that was scored: skip the
+type when no relevant chunk of the note has it; remove the note's relevant chunks of other types;
+skip when what remains is all relevant; else score the same three.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from .cliniq_corpus import MATCH_TYPES, QUERY_TYPES
+
+MIN_NOTE_CHUNKS = 5
+MULTI_METRICS = ("mrr", "ndcg_at_10", "ndcg_at_10_cliniq", "recall_at_100")
+SINGLE_METRICS = ("mrr", "ndcg", "map")
+
+
+def note_of(chunk_id: str) -> str:
+    """The note (HADM_ID) of a chunk id ``{HADM_ID}_{i}``, as eval.py takes it (text before the first '_')."""
+    return chunk_id.split("_")[0]
+
+
+def mrr(ranking, relevant) -> float:
+    rel = set(relevant)
+    for i, d in enumerate(ranking):
+        if d in rel:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+def _dcg(gains) -> float:
+    return sum(g / math.log2(i + 2) for i, g in enumerate(gains))
+
+
+def ndcg_cliniq(ranking, relevant, k: int) -> float:
+    rel = set(relevant)
+    gains = [1 if d in rel else 0 for d in ranking[:k]]
+    if 1 not in gains:
+        return 0.0
+    return _dcg(gains) / _dcg(sorted(gains, reverse=True))
+
+
+def ndcg_standard(ranking, relevant, k: int) -> float:
+    rel = set(relevant)
+    if not rel:
+        return 0.0
+    gains = [1 if d in rel else 0 for d in ranking[:k]]
+    return _dcg(gains) / _dcg([1] * min(k, len(rel)))
+
+
+def recall_at_k(ranking, relevant_list, k: int) -> float:
+    if not relevant_list:
+        return 0.0
+    rel = set(relevant_list)
+    return sum(1 for d in ranking[:k] if d in rel) / len(relevant_list)
+
+
+def average_precision(ranking, relevant_list) -> float:
+    if not relevant_list:
+        return 0.0
+    rel = set(relevant_list)
+    hits, score = 0, 0.0
+    for i, d in enumerate(ranking):
+        if d in rel:
+            hits += 1
+            score += hits / (i + 1)
+    return score / len(relevant_list)
+
+
+def multi_metrics(ranking, relevant_list) -> dict:
+    return {"mrr": mrr(ranking, relevant_list), "ndcg_at_10": ndcg_standard(ranking, relevant_list, 10),
+            "ndcg_at_10_cliniq": ndcg_cliniq(ranking, relevant_list, 10),
+            "recall_at_100": recall_at_k(ranking, relevant_list, 100)}
+
+
+def single_metrics(ranking, relevant_list) -> dict:
+    return {"mrr": mrr(ranking, relevant_list), "ndcg": ndcg_cliniq(ranking, relevant_list, len(ranking)),
+            "map": average_precision(ranking, relevant_list)}
+
+
+def note_ranking(note_chunks, rank_of: dict) -> tuple[list[str], int]:
+    """A note's chunks in the corpus-wide order; chunks the run did not retrieve follow, in chunk order.
+    Returns the list and how many were not retrieved."""
+    inf = math.inf
+    order = sorted(range(len(note_chunks)), key=lambda i: (rank_of.get(note_chunks[i], inf), i))
+    return [note_chunks[i] for i in order], sum(1 for c in note_chunks if c not in rank_of)
+
+
+def single_patient(rank_of: dict, rows, chunks_by_note: dict) -> tuple[list[dict], dict, dict]:
+    """eval.py's single-patient evaluation of one query.
+
+    ``rows``: the query's judgments as (chunk id, match type) in file order (repeats kept).
+    Returns (scored notes: dicts with the three metrics, ``note``), per match type lists of scored
+    dicts, and counts of skips and of chunks the run did not rank.
+    """
+    relevant = [c for c, _ in rows]
+    by_type: dict[str, list[str]] = defaultdict(list)
+    for c, t in rows:
+        by_type[t].append(c)
+    counts = {"skipped_fewer_than_5_chunks": 0, "skipped_all_relevant": 0, "type_skipped_all_relevant": 0,
+              "unranked_chunks": 0}
+    scored, per_type = [], defaultdict(list)
+    for note in sorted({note_of(c) for c in relevant}):
+        pred, unranked = note_ranking(chunks_by_note.get(note, []), rank_of)
+        corr = [c for c in relevant if note_of(c) == note]
+        if len(pred) < MIN_NOTE_CHUNKS:
+            counts["skipped_fewer_than_5_chunks"] += 1
+            continue
+        if len(pred) == len(corr):
+            counts["skipped_all_relevant"] += 1
+            continue
+        counts["unranked_chunks"] += unranked
+        scored.append({"note": note, **single_metrics(pred, corr)})
+        corr_set = set(corr)
+        for typ in MATCH_TYPES:
+            typ_corr = [c for c in by_type.get(typ, []) if c in corr_set]
+            if not typ_corr:
+                continue
+            keep = set(typ_corr)
+            remove = {c for c in corr if c not in keep}
+            typ_pred = [c for c in pred if c not in remove]
+            if len(typ_pred) == len(typ_corr):
+                counts["type_skipped_all_relevant"] += 1
+                continue
+            per_type[typ].append({"note": note, **single_metrics(typ_pred, typ_corr)})
+    return scored, dict(per_type), counts
+
+
+def multi_by_match_type(ranking, rows) -> dict[str, dict]:
+    """Multi-patient per match type (our extension, mirroring the single-patient rule): for each type
+    the query has, rank without the relevant chunks of other types and score against that type's."""
+    out = {}
+    for typ in MATCH_TYPES:
+        typ_rel = [c for c, t in rows if t == typ]
+        if not typ_rel:
+            continue
+        keep = set(typ_rel)
+        remove = {c for c, t in rows if c not in keep}
+        out[typ] = multi_metrics([d for d in ranking if d not in remove], typ_rel)
+    return out
+
+
+def judged_at_k(ranking, judged: set, k: int = 10) -> float:
+    return sum(1 for d in ranking[:k] if d in judged) / k
+
+
+def ranking_of(docs: dict[str, float]) -> list[str]:
+    """Score descending, ties by chunk id: the order of our run files."""
+    return [d for d, _ in sorted(docs.items(), key=lambda x: (-x[1], x[0]))]
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else float("nan")
+
+
+def _summary(items: list[dict], names) -> dict:
+    out = {m: _mean(x[m] for x in items) for m in names}
+    out["n"] = len(items)
+    return out
+
+
+def evaluate(run: dict, rows, query_types: dict[str, str], chunk_ids: list[str],
+             irrelevant: set | None = None) -> dict:
+    """Every CliniQ measure for one run.
+
+    ``run``: qid -> {chunk: score}. ``rows``: (query id, chunk id, match type) judgments of relevance,
+    repeats kept. ``irrelevant``: (query id, chunk id) judged not relevant (new judgments).
+    Queries without a relevance judgment are counted and excluded.
+    """
+    irrelevant = irrelevant or set()
+    judged_rows: dict[str, list] = defaultdict(list)
+    for q, c, t in rows:
+        judged_rows[q].append((c, t))
+    judged_sets: dict[str, set] = defaultdict(set)
+    for q, c, _ in rows:
+        judged_sets[q].add(c)
+    for q, c in irrelevant:
+        judged_sets[q].add(c)
+    chunks_by_note: dict[str, list[str]] = defaultdict(list)
+    for c in chunk_ids:
+        chunks_by_note[note_of(c)].append(c)
+
+    multi, multi_type = [], defaultdict(list)
+    single, single_type = [], defaultdict(list)
+    condensed, judged10 = [], []
+    counts = defaultdict(int)
+    unjudged = sorted(q for q in query_types if q not in judged_rows)
+    for q in sorted(judged_rows):
+        qtype = query_types[q]
+        docs = run.get(q, {})
+        if not docs:
+            counts["judged_queries_with_empty_run"] += 1
+        ranking = ranking_of(docs)
+        relevant = [c for c, _ in judged_rows[q]]
+        multi.append({"query": q, "query_type": qtype, **multi_metrics(ranking, relevant)})
+        for typ, m in multi_by_match_type(ranking, judged_rows[q]).items():
+            multi_type[typ].append({"query": q, **m})
+        judged10.append({"query": q, "query_type": qtype, "judged_at_10": judged_at_k(ranking, judged_sets[q])})
+        cond = [d for d in ranking if d in judged_sets[q]]
+        condensed.append({"query": q, "query_type": qtype, **multi_metrics(cond, relevant)})
+        rank_of = {d: i for i, d in enumerate(ranking)}
+        scored, per_type, c = single_patient(rank_of, judged_rows[q], chunks_by_note)
+        for key, value in c.items():
+            counts[key] += value
+        single.extend({"query": q, "query_type": qtype, **s} for s in scored)
+        for typ, items in per_type.items():
+            single_type[typ].extend(items)
+
+    def by_qtype(items, names):
+        return {t: _summary([x for x in items if x["query_type"] == t], names) for t in QUERY_TYPES}
+
+    return {
+        "multi": {"all": _summary(multi, MULTI_METRICS), "by_query_type": by_qtype(multi, MULTI_METRICS),
+                  "by_match_type": {t: _summary(multi_type.get(t, []), MULTI_METRICS) for t in MATCH_TYPES}},
+        "single": {"all": _summary(single, SINGLE_METRICS), "by_query_type": by_qtype(single, SINGLE_METRICS),
+                   "by_match_type": {t: _summary(single_type.get(t, []), SINGLE_METRICS) for t in MATCH_TYPES}},
+        "condensed": {"all": _summary(condensed, MULTI_METRICS), "by_query_type": by_qtype(condensed, MULTI_METRICS)},
+        "judged_at_10": {"all": _summary(judged10, ("judged_at_10",)),
+                         "by_query_type": by_qtype(judged10, ("judged_at_10",))},
+        "counts": {"queries": len(query_types), "judged_queries": len(judged_rows), "unjudged_queries": len(unjudged),
+                   "unjudged_query_ids": unjudged, "single_patient_notes_scored": len(single), **dict(counts)},
+        "per_query": multi,
+    }
+
+
+def table_rows(model: str, result: dict, grouping: str) -> list[dict]:
+    """Long-format rows ``model,setting,group,metric,value,n_queries`` for ``by_match_type`` or
+    ``by_query_type`` (each with the ``all`` group)."""
+    rows = []
+    for setting, names in (("multi", MULTI_METRICS), ("single", SINGLE_METRICS)):
+        groups = {"all": result[setting]["all"], **result[setting][grouping]}
+        for group, summary in groups.items():
+            for metric in names:
+                value = summary[metric]
+                rows.append({"model": model, "setting": setting, "group": group, "metric": metric,
+                             "value": None if value != value else round(value, 6), "n_queries": summary["n"]})
+    return rows
+
+
+def pool(runs: dict[str, dict], judged: dict[str, set], depth: int, queries=None) -> list[dict]:
+    """Unjudged chunks in the top ``depth`` of any run, per query of ``queries`` (default: the judged
+    ones; queries without any judgment are pooled too when listed): best rank and which systems."""
+    queries = set(judged if queries is None else queries)
+    found: dict[tuple[str, str], dict] = {}
+    for name in sorted(runs):
+        for q, docs in runs[name].items():
+            if q not in queries:
+                continue
+            for rank, d in enumerate(ranking_of(docs)[:depth], start=1):
+                if d in judged.get(q, ()):
+                    continue
+                entry = found.setdefault((q, d), {"query_id": q, "chunk_id": d, "best_rank": rank, "systems": []})
+                entry["best_rank"] = min(entry["best_rank"], rank)
+                entry["systems"].append(name)
+    return [found[key] for key in sorted(found, key=lambda k: (k[0], found[k]["best_rank"], k[1]))]
