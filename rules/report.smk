@@ -17,3 +17,22 @@ rule leaderboard:
         "../envs/core.yaml"
     script:
         "../scripts/leaderboard.py"
+
+
+rule r2med_vs_paper:
+    input:
+        metrics=metric_files(),
+        stats=stats_files(),
+        table="data/reference/r2med_paper_ndcg10.tsv",
+    output:
+        "results/r2med_vs_paper.md",
+    params:
+        report=r2med_report_params(),
+    log:
+        "logs/r2med_vs_paper/r2med_vs_paper.log",
+    benchmark:
+        "benchmarks/r2med_vs_paper/r2med_vs_paper.tsv"
+    conda:
+        "../envs/core.yaml"
+    script:
+        "../scripts/r2med_vs_paper.py"

@@ -26,7 +26,7 @@ from .io import iter_jsonl, read_json, write_json, write_jsonl, atomic_path
 log = logging.getLogger(__name__)
 
 LAYOUTS = ("r2med", "beir")
-POLICIES = ("error", "drop")
+POLICIES = ("error", "drop", "keep")
 
 
 @dataclass
@@ -226,6 +226,12 @@ def _check_qrels(qrels, seen, corpus, queries, path, unknown_qrels: str, stats: 
             path=path, line=seen[(qid, did)],
             fix="use the qrels that belong to this corpus, or set unknown_qrels: drop for this benchmark in config.yaml.",
         )
+    kept = unknown_d if unknown_qrels == "keep" else []
+    if kept:  # as R2MED's code: a judged document missing from the corpus stays relevant, never retrieved
+        unknown_d = []
+        stats["qrels_unknown_document_kept"] = len(kept)
+        log.warning("%s: kept %d judgments naming documents that are not in the corpus (unknown_qrels: keep; "
+                    "they count as relevant documents no run can retrieve)", path, len(kept))
     for qid, did in unknown_q + unknown_d:
         del qrels[qid][did]
     # judgments on documents dropped for empty text go with them, counted
