@@ -309,3 +309,7 @@ def r2med_report_params():
 
     runs = sorted({m for b in benchmark_names() for m in r2config.runs_for_benchmark(CFG, b)})
     return {"keys": r2med.paper_keys(CFG, runs), "tasks": r2med.paper_tasks(CFG, benchmark_names())}
+
+
+def paper_table():
+    return str(Path(workflow.basedir) / "data" / "reference" / "r2med_paper_ndcg10.tsv")

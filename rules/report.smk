@@ -23,7 +23,7 @@ rule r2med_vs_paper:
     input:
         metrics=metric_files(),
         stats=stats_files(),
-        table="data/reference/r2med_paper_ndcg10.tsv",
+        table=paper_table(),
     output:
         "results/r2med_vs_paper.md",
     params:

@@ -197,8 +197,8 @@ def to_markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def write_report(metric_files, stats_files, keys, tasks, target) -> dict:
-    result = compare(metric_files, stats_files, keys, tasks)
+def write_report(metric_files, stats_files, keys, tasks, target, table_path=PAPER_TABLE) -> dict:
+    result = compare(metric_files, stats_files, keys, tasks, table=read_paper_table(table_path))
     write_text(target, to_markdown(result))
     return result
 

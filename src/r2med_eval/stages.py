@@ -275,7 +275,8 @@ def r2med_vs_paper(sm) -> None:
     from . import r2med
 
     p = sm.params.report
-    result = r2med.write_report(list(sm.input.metrics), list(sm.input.stats), p["keys"], p["tasks"], sm.output[0])
+    result = r2med.write_report(list(sm.input.metrics), list(sm.input.stats), p["keys"], p["tasks"], sm.output[0],
+                                table_path=sm.input.table)
     flagged = [r for r in result["rows"] if r["flag"]]
     for c in result["checks"]:
         if not c["match"]:
