@@ -32,6 +32,7 @@ import logging
 import math
 import time
 from collections import Counter
+from itertools import chain
 
 import numpy as np
 
@@ -110,28 +111,30 @@ class BM25Paper:
         n_docs = len(doc_tokens)
         if n_docs == 0:
             raise ValueError("the corpus holds no documents")
-        vocab: dict[str, int] = {}
-        temp_ids: list[int] = []
-        lengths = np.zeros(n_docs, dtype=np.int64)
-        new_ranges = []  # (first temp id, end) of the terms each document adds
-        for d, toks in enumerate(doc_tokens):
-            before = len(vocab)
-            temp_ids.extend([vocab.setdefault(t, len(vocab)) for t in toks])
-            lengths[d] = len(toks)
-            if len(vocab) > before:
-                new_ranges.append((before, len(vocab)))
-        terms_by_temp = list(vocab)
-        # gensim's Dictionary numbers the new terms of each document in string order
-        remap = np.empty(len(vocab), dtype=np.int64)
-        for lo, hi in new_ranges:
-            order = sorted(range(lo, hi), key=terms_by_temp.__getitem__)
-            remap[order] = np.arange(lo, hi)
-        self.terms = [None] * len(vocab)
+        lengths = np.fromiter((len(t) for t in doc_tokens), dtype=np.int64, count=n_docs)
+        # temporary ids in order of first appearance (dict keys keep insertion order)
+        terms_by_temp = list(dict.fromkeys(chain.from_iterable(doc_tokens)))
+        temp_of = {t: i for i, t in enumerate(terms_by_temp)}
+        temp_ids = np.fromiter(map(temp_of.__getitem__, chain.from_iterable(doc_tokens)), dtype=np.int64,
+                               count=int(lengths.sum()))
+        rows = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
+        # gensim's Dictionary numbers the new terms of each document in string order: temporary ids appear
+        # first in increasing order, so each document's new terms are one contiguous range of them
+        remap = np.arange(len(terms_by_temp), dtype=np.int64)
+        if len(temp_ids):
+            first_pos = np.flatnonzero(np.r_[True, temp_ids[1:] > np.maximum.accumulate(temp_ids)[:-1]])
+            first_doc = rows[first_pos]
+            bounds = np.flatnonzero(np.r_[True, first_doc[1:] != first_doc[:-1], True])
+            for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+                if hi - lo > 1:
+                    order = sorted(range(lo, hi), key=terms_by_temp.__getitem__)
+                    remap[order] = np.arange(lo, hi)
+        vocab = temp_of
+        self.terms: list = [None] * len(vocab)
         for temp, final in enumerate(remap.tolist()):
             self.terms[final] = terms_by_temp[temp]
         self.term_ids = {t: i for i, t in enumerate(self.terms)}
-        rows = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
-        cols = remap[np.asarray(temp_ids, dtype=np.int64)] if temp_ids else np.zeros(0, dtype=np.int64)
+        cols = remap[temp_ids]
         tf = sp.csr_matrix((np.ones(len(cols), dtype=np.int64), (rows, cols)), shape=(n_docs, len(vocab)))
         tf.sum_duplicates()
         tf.sort_indices()
@@ -197,6 +200,10 @@ class BM25Paper:
                 idx, val = s.indices[row].astype(np.int64), s.data[row]
                 keep = val != 0
                 idx, val = idx[keep], val[keep]
+                if len(val) > k:  # candidates: every score >= the k-th largest (ties at the cut kept)
+                    kth = np.partition(val, len(val) - k)[len(val) - k]
+                    cand = val >= kth
+                    idx, val = idx[cand], val[cand]
                 order = np.lexsort((idx, -val))[:k]
                 idx, val = idx[order], val[order]
                 if fill_zero and len(idx) < k:
