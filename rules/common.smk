@@ -313,3 +313,8 @@ def r2med_report_params():
 
 def paper_table():
     return str(Path(workflow.basedir) / "data" / "reference" / "r2med_paper_ndcg10.tsv")
+
+
+def bm25_paper_mem_mb(wildcards, input, attempt):
+    """JVM, token lists and the sparse index: 1 GB plus 20x the corpus size, doubled on each retry."""
+    return int((1024 + 20 * _size_mb(input[0])) * 2 ** (attempt - 1))

@@ -58,7 +58,7 @@ rule retrieve_bm25_paper:
         model=model_spec,
     threads: 2
     resources:
-        mem_mb=lucene_mem_mb,
+        mem_mb=bm25_paper_mem_mb,
     log:
         "logs/retrieve_bm25_paper/{benchmark}/{task}/{model}.log",
     benchmark:

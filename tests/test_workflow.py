@@ -82,7 +82,7 @@ def test_second_run_does_nothing(demo_run):
 def test_adding_a_bm25_configuration_runs_only_its_branch(demo_run):
     (demo_run / "config.yaml").write_text(DEMO_CONFIG + SECOND_BM25)
     proc = snakemake(demo_run, "-n", "--cores", "2", "all")
-    assert planned_jobs(proc.stdout) == {"all": 1, "leaderboard": 1, "retrieve_bm25_lucene": 1, "score_run": 1}
+    assert planned_jobs(proc.stdout) == {"all": 1, "leaderboard": 1, "r2med_vs_paper": 1, "retrieve_bm25_lucene": 1, "score_run": 1}
     assert "bm25-k1.2-b0.75.trec" in proc.stdout
     assert not re.search(r"runs/demo/demo/bm25\.trec\b(?!.*k1)", proc.stdout.split("Job stats:")[0].replace(
         "input: results/runs/demo/demo/bm25.trec", ""))
@@ -92,11 +92,11 @@ def test_adding_a_bm25_configuration_runs_only_its_branch(demo_run):
 def test_changing_k1_reruns_only_that_model(demo_run):
     (demo_run / "config.yaml").write_text(DEMO_CONFIG.replace("k1: 0.9", "k1: 1.1"))
     proc = snakemake(demo_run, "-n", "--cores", "2", "all")
-    assert planned_jobs(proc.stdout) == {"all": 1, "leaderboard": 1, "retrieve_bm25_lucene": 1, "score_run": 1}
+    assert planned_jobs(proc.stdout) == {"all": 1, "leaderboard": 1, "r2med_vs_paper": 1, "retrieve_bm25_lucene": 1, "score_run": 1}
     (demo_run / "config.yaml").write_text(DEMO_CONFIG)
 
 
-DENSE_BRANCH = {"all": 1, "leaderboard": 1, "encode_corpus_shard": 1, "gather_embeddings": 1, "encode_queries": 1,
+DENSE_BRANCH = {"all": 1, "leaderboard": 1, "r2med_vs_paper": 1, "encode_corpus_shard": 1, "gather_embeddings": 1, "encode_queries": 1,
                 "retrieve_dense": 1, "score_run": 1}
 
 
@@ -111,7 +111,7 @@ def test_changing_max_length_reruns_only_that_model(demo_run):
 def test_changing_top_k_reuses_embeddings(demo_run):
     (demo_run / "config.yaml").write_text(DEMO_CONFIG.replace("device: cpu", "device: cpu\n    top_k: 100"))
     proc = snakemake(demo_run, "-n", "--cores", "2", "all")
-    assert planned_jobs(proc.stdout) == {"all": 1, "leaderboard": 1, "retrieve_dense": 1, "score_run": 1}
+    assert planned_jobs(proc.stdout) == {"all": 1, "leaderboard": 1, "r2med_vs_paper": 1, "retrieve_dense": 1, "score_run": 1}
     (demo_run / "config.yaml").write_text(DEMO_CONFIG)
 
 
@@ -169,8 +169,9 @@ def test_shipped_default_config_end_to_end(tmp_path):
     work = workflow_dir(tmp_path, text)
     snakemake(work, "--cores", "2", "all")
     board = {row["model"]: float(row["demo/demo"]) for row in csv.DictReader(open(work / "results" / "leaderboard.csv"))}
-    assert set(board) == {"bm25", "minilm", "bm25--minilm@100", "rrf-bm25-minilm", "bm25+hyde-handwritten",
-                          "minilm+hyde-handwritten"}
+    assert set(board) == {"bm25", "bm25-paper", "minilm", "bm25--minilm@100", "rrf-bm25-minilm",
+                          "bm25+hyde-handwritten", "minilm+hyde-handwritten"}
+    assert "No paper numbers apply" in (work / "results" / "r2med_vs_paper.md").read_text()
     runs = work / "results" / "runs" / "demo" / "demo"
     lineage = json.loads((runs / "bm25--minilm@100.lineage.json").read_text())
     assert lineage["input_run"] == "bm25" and lineage["reranker"] == "minilm" and lineage["depth"] == 100

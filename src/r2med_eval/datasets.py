@@ -94,7 +94,9 @@ def _read_corpus(path, id_keys, with_title: bool, empty_text: str, stats: dict) 
                 path=path, line=lineno, fix="give every document a unique id.",
             )
         first_line[doc_id] = lineno
-        if not (title.strip() or text.strip()):
+        if not (title.strip() or text.strip()) and empty_text == "keep":
+            stats["empty_documents_kept"] = stats.get("empty_documents_kept", 0) + 1
+        elif not (title.strip() or text.strip()):
             if empty_text == "error":
                 raise InputError(
                     f"document {doc_id!r} has an empty text.", path=path, line=lineno,
@@ -106,6 +108,9 @@ def _read_corpus(path, id_keys, with_title: bool, empty_text: str, stats: dict) 
     if not corpus:
         raise InputError("the corpus holds no documents.", path=path, fix="point the benchmark at a non-empty corpus.")
     stats["empty_documents_dropped"] = len(dropped)
+    if stats.get("empty_documents_kept"):
+        log.warning("%s: kept %d documents whose text is empty or white space (empty_text: keep, as R2MED's code)",
+                    path, stats["empty_documents_kept"])
     if dropped:
         log.warning("%s: dropped %d documents with empty text (empty_text: drop): %s", path, len(dropped),
                     ", ".join(dropped[:20]) + (" ..." if len(dropped) > 20 else ""))
