@@ -173,3 +173,17 @@ def test_identical_ids_dropped_for_dense_runs_only(tmp_path):
     (work / "config.yaml").write_text(IDENTICAL_CONFIG.format(policy="always", path=data))
     proc = snakemake(work, "-n", "--cores", "2", "all")
     assert planned_jobs(proc.stdout).get("score_run") == 1  # only bm25-paper's scoring changes
+
+
+def test_empty_documents_kept_as_r2med_does(tmp_path):
+    """R2MED's code keeps empty documents: they count in BM25's N and average length (gensim's Dictionary)."""
+    from r2med_eval import bm25_paper, datasets
+
+    data = make_r2med(tmp_path / "d", corpus=[{"id": "d1", "text": "aspirin"}, {"id": "d2", "text": "  \n"},
+                                              {"id": "d3", "text": "insulin aspirin"}])
+    with pytest.raises(Exception, match="empty text"):
+        datasets.load("r2med", data, unknown_qrels="keep")
+    ds = datasets.load("r2med", data, empty_text="keep", unknown_qrels="keep")
+    assert ds.stats["empty_documents_kept"] == 1 and ds.stats["documents"] == 3
+    model = bm25_paper.BM25Paper().fit([["aspirin"], [], ["insulin", "aspirin"]])
+    assert model.n_docs == 3 and model.avgdl == 1.0
