@@ -115,14 +115,14 @@ def constraint_models(*types):
 
 def task_spec(wildcards):
     bench = CFG["benchmarks"][wildcards.benchmark]
-    spec = {k: v for k, v in bench.items() if k != "tasks"}
-    spec["path"] = bench["tasks"][wildcards.task]["path"]
+    spec = {k: v for k, v in bench.items() if k not in ("tasks", "ignore_identical_ids")}
+    spec.update(task_location(wildcards.benchmark, wildcards.task))
     return spec
 
 
 def task_raw_files(wildcards):
     spec = task_spec(wildcards)
-    return raw_files(spec["layout"], spec["path"], spec.get("split", "test"))
+    return raw_files(spec["layout"], spec["path"], spec.get("split", "test")) + source_manifest(spec)
 
 
 def variant_of(run):
@@ -186,7 +186,8 @@ def metric_files():
 
 
 def all_targets():
-    return ["results/leaderboard.csv", "results/leaderboard.md"] + report_targets() + cliniq_targets()
+    return (["results/leaderboard.csv", "results/leaderboard.md", "results/r2med_vs_paper.md"] + report_targets()
+            + cliniq_targets())
 
 
 def _size_mb(path):
@@ -203,7 +204,7 @@ def lucene_mem_mb(wildcards, input, attempt):
     return int((1024 + 0.25 * _size_mb(input[0])) * 2 ** (attempt - 1))
 
 
-ENCODER_IRRELEVANT = ("enabled", "description", "top_k", "index", "shards")
+ENCODER_IRRELEVANT = ("enabled", "description", "top_k", "index", "shards", "paper_name")
 
 
 def encoder_spec(wildcards):
@@ -294,6 +295,8 @@ def plot_notes(wildcards):
     if not scatter_runs(wildcards.benchmark):
         notes.append("per-query scatter skipped: report.scatter (or the first two runs) not all run here")
     return notes
+
+
 # ---------------------------------------------------------------- CliniQ (rules/chunk.smk, rules/cliniq.smk)
 
 
@@ -336,6 +339,8 @@ def report_targets():
         if scatter_runs(b):
             targets += [f"results/plots/{b}/scatter.{ext}" for ext in ("png", "svg")]
     return targets + cliniq_plot_targets()
+
+
 def cliniq_benchmark_constraint():
     return _alternatives(cliniq_benchmarks())
 
@@ -430,3 +435,88 @@ def cliniq_targets():
     return [f"results/cliniq/{b}/{name}" for b in cliniq_benchmarks()
             for name in ("by_match_type.csv", "by_match_type.md", "by_query_type.csv", "by_query_type.md",
                          "pool.tsv")]
+
+
+# ---------------------------------------------------------------- R2MED: Hub downloads, paper-faithful BM25, report
+
+
+def task_location(benchmark, task):
+    """A path task's folder; a source task's download folder resources/<benchmark>/<task>, its source and R2MED task."""
+    from r2med_eval.r2med import paper_task
+
+    spec = CFG["benchmarks"][benchmark]["tasks"][task]
+    if "source" not in spec:
+        out = {"path": spec["path"]}
+    else:
+        out = {"path": f"resources/{benchmark}/{task}", "source": spec["source"]}
+    ptask = paper_task(spec)
+    if ptask:
+        out["paper_task"] = ptask
+    return out
+
+
+def source_manifest(spec):
+    return [f"{spec['path']}/manifest.json"] if "source" in spec else []
+
+
+def source_task_pairs():
+    return [(b, t) for b, t in task_pairs() if "source" in CFG["benchmarks"][b]["tasks"][t]]
+
+
+def source_benchmark_constraint():
+    return _alternatives({b for b, _ in source_task_pairs()})
+
+
+def source_task_constraint():
+    return _alternatives({t for _, t in source_task_pairs()})
+
+
+def download_params(wildcards):
+    spec = CFG["benchmarks"][wildcards.benchmark]["tasks"][wildcards.task]
+    return {"source": spec["source"], "local": spec.get("local"), "sha256": spec.get("sha256", {})}
+
+
+def bm25_paper_inputs(wildcards):
+    return {"corpus": f"results/data/{wildcards.benchmark}/{wildcards.task}/corpus.jsonl", **query_file(wildcards)}
+
+
+def run_root_types(run, seen=()):
+    """Types of the first-stage retrievers a run comes from (through reranking and fusion)."""
+    if run in CFG["models"]:
+        return {CFG["models"][run]["type"]}
+    variant = variant_of(run)
+    if variant is not None:
+        return {CFG["models"][variant["model"]]["type"]}
+    job = r2config.derived_runs(CFG, include_skipped=True).get(run)
+    if job is None or run in seen:
+        return set()
+    inputs = [job["run"]] if job["kind"] == "rerank" else job["runs"]
+    return set().union(*(run_root_types(r, seen + (run,)) for r in inputs))
+
+
+def ignore_identical_ids(wildcards):
+    """BEIR's ignore_identical_ids per benchmark; official: as R2MED's code, dense runs yes, BM25 no."""
+    policy = CFG["benchmarks"][wildcards.benchmark].get("ignore_identical_ids", "official")
+    if policy == "official":
+        return "dense" in run_root_types(wildcards.model)
+    return policy == "always"
+
+
+def stats_files():
+    return [f"results/data/{b}/{t}/stats.json" for b, t in task_pairs()]
+
+
+def r2med_report_params():
+    from r2med_eval import r2med
+
+    runs = sorted({m for b in benchmark_names() for m in r2config.runs_for_benchmark(CFG, b)})
+    return {"keys": r2med.paper_keys(CFG, runs), "tasks": r2med.paper_tasks(CFG, benchmark_names())}
+
+
+def paper_table():
+    return str(Path(workflow.basedir) / "data" / "reference" / "r2med_paper_ndcg10.tsv")
+
+
+def bm25_paper_mem_mb(wildcards, input, attempt):
+    """JVM, token lists and the sparse index: 1 GB plus 20x the corpus size, doubled on each retry."""
+    return int((1024 + 20 * _size_mb(input[0])) * 2 ** (attempt - 1))

@@ -40,3 +40,48 @@ rule prepare_query_variant:
         "../envs/core.yaml"
     script:
         "../scripts/prepare_query_variant.py"
+
+
+rule download_task:
+    output:
+        corpus="resources/{benchmark}/{task}/corpus.jsonl",
+        queries="resources/{benchmark}/{task}/query.jsonl",
+        qrels="resources/{benchmark}/{task}/qrels.jsonl",
+        manifest="resources/{benchmark}/{task}/manifest.json",
+    wildcard_constraints:
+        benchmark=source_benchmark_constraint(),
+        task=source_task_constraint(),
+    params:
+        fetch=download_params,
+    localrule: True
+    log:
+        "logs/download_task/{benchmark}/{task}.log",
+    benchmark:
+        "benchmarks/download_task/{benchmark}/{task}.tsv"
+    conda:
+        "../envs/core.yaml"
+    script:
+        "../scripts/download_task.py"
+
+
+rule download_query_variant:
+    input:
+        manifest="resources/{benchmark}/{task}/manifest.json",
+    output:
+        "resources/{benchmark}/{task}/{method}/{llm}/query_with_hydoc.jsonl",
+    wildcard_constraints:
+        benchmark=source_benchmark_constraint(),
+        task=source_task_constraint(),
+        method="hyde|query2doc|lamer",
+        llm=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+    params:
+        fetch=download_params,
+    localrule: True
+    log:
+        "logs/download_query_variant/{benchmark}/{task}/{method}--{llm}.log",
+    benchmark:
+        "benchmarks/download_query_variant/{benchmark}/{task}/{method}--{llm}.tsv"
+    conda:
+        "../envs/core.yaml"
+    script:
+        "../scripts/download_query_variant.py"

@@ -216,3 +216,22 @@ rule provenance:
         "../envs/core.yaml"
     script:
         "../scripts/provenance.py"
+
+
+rule r2med_vs_paper:
+    input:
+        metrics=metric_files(),
+        stats=stats_files(),
+        table=paper_table(),
+    output:
+        "results/r2med_vs_paper.md",
+    params:
+        report=r2med_report_params(),
+    log:
+        "logs/r2med_vs_paper/r2med_vs_paper.log",
+    benchmark:
+        "benchmarks/r2med_vs_paper/r2med_vs_paper.tsv"
+    conda:
+        "../envs/core.yaml"
+    script:
+        "../scripts/r2med_vs_paper.py"

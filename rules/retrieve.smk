@@ -44,3 +44,26 @@ rule retrieve_dense:
         "../envs/dense.yaml"
     script:
         "../scripts/retrieve_dense.py"
+
+
+rule retrieve_bm25_paper:
+    input:
+        unpack(bm25_paper_inputs),
+    output:
+        run="results/runs/{benchmark}/{task}/{model}.trec",
+        info="results/runs/{benchmark}/{task}/{model}.bm25_paper.json",
+    wildcard_constraints:
+        model=constraint_runs("bm25_paper"),
+    params:
+        model=model_spec,
+    threads: 2
+    resources:
+        mem_mb=bm25_paper_mem_mb,
+    log:
+        "logs/retrieve_bm25_paper/{benchmark}/{task}/{model}.log",
+    benchmark:
+        "benchmarks/retrieve_bm25_paper/{benchmark}/{task}/{model}.tsv"
+    conda:
+        "../envs/lucene.yaml"
+    script:
+        "../scripts/retrieve_bm25_paper.py"

@@ -9,6 +9,8 @@ rule score_run:
     output:
         metrics="results/metrics/{benchmark}/{task}/{model}.json",
         per_query="results/per_query/{benchmark}/{task}/{model}.tsv",
+    params:
+        ignore_identical_ids=ignore_identical_ids,
     log:
         "logs/score_run/{benchmark}/{task}/{model}.log",
     benchmark:

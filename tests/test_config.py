@@ -102,4 +102,4 @@ def test_r2med_registry_fragment_is_valid():
     assert {"medcpt", "medcpt-official", "bge-large-en-v1.5", "bmretriever-7b", "nv-embed-v2"} <= set(cfg["models"])
     assert cfg["models"]["medcpt"]["query_source"]["hf"] == "ncbi/MedCPT-Query-Encoder"
     assert "query_source" not in cfg["models"]["medcpt-official"]
-    assert not any(cfg["models"][m]["enabled"] for m in cfg["models"] if m not in ("bm25", "minilm"))
+    assert not any(cfg["models"][m]["enabled"] for m in cfg["models"] if m not in ("bm25", "bm25-paper", "minilm"))

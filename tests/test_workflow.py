@@ -53,7 +53,7 @@ def planned_jobs(proc_output: str) -> dict:
 
 # the report stage re-runs whenever a score changes (plot_scatter too when one of its two runs changes)
 REPORT_JOBS = {"all": 1, "leaderboard": 1, "leaderboard_benchmark": 1, "significance": 1, "plot_leaderboard": 1,
-               "provenance": 1}
+               "provenance": 1, "r2med_vs_paper": 1}
 
 
 @pytest.fixture(scope="module")
@@ -175,8 +175,9 @@ def test_shipped_default_config_end_to_end(tmp_path):
     work = workflow_dir(tmp_path, text)
     snakemake(work, "--cores", "2", "all")
     board = {row["model"]: float(row["demo/demo"]) for row in csv.DictReader(open(work / "results" / "leaderboard.csv"))}
-    assert set(board) == {"bm25", "minilm", "bm25--minilm@100", "rrf-bm25-minilm", "bm25+hyde-handwritten",
-                          "minilm+hyde-handwritten"}
+    assert set(board) == {"bm25", "bm25-paper", "minilm", "bm25--minilm@100", "rrf-bm25-minilm",
+                          "bm25+hyde-handwritten", "minilm+hyde-handwritten"}
+    assert "No paper numbers apply" in (work / "results" / "r2med_vs_paper.md").read_text()
     runs = work / "results" / "runs" / "demo" / "demo"
     lineage = json.loads((runs / "bm25--minilm@100.lineage.json").read_text())
     assert lineage["input_run"] == "bm25" and lineage["reranker"] == "minilm" and lineage["depth"] == 100

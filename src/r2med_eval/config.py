@@ -74,6 +74,7 @@ def validate(config: dict, config_file: str = "config.yaml", schema: dict | None
     _check_variants(cfg, config_file)
     _check_derived(cfg, config_file)
     _check_report(cfg, config_file, schema)
+    _check_sources(cfg, config_file)
     return cfg
 
 
@@ -106,7 +107,7 @@ def _check_variants(cfg: dict, config_file: str) -> None:
                                   path=config_file, fix="name bm25_lucene or dense entries.")
 
 
-RETRIEVER_TYPES = ("bm25_lucene", "dense")
+RETRIEVER_TYPES = ("bm25_lucene", "dense", "bm25_paper")
 RERANKER_TYPES = ("cross_encoder", "dense")
 
 
@@ -196,6 +197,12 @@ def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None =
             check_cliniq(cfg["benchmarks"][bname], bname, config_file, base)
             continue
         for tname, task in cfg["benchmarks"][bname]["tasks"].items():
+            if "source" in task:
+                if task.get("local") and not _exists_dir(task["local"], base):
+                    raise ConfigError(f"benchmarks.{bname}.tasks.{tname}.local: folder {task['local']!r} does not "
+                                      "exist.", path=config_file, fix="point it at a folder holding corpus.jsonl, "
+                                      "query.jsonl and qrels.jsonl, or remove it to download from the Hub.")
+                continue
             path = Path(task["path"])
             if not (path if path.is_absolute() else base / path).is_dir():
                 raise ConfigError(f"benchmarks.{bname}.tasks.{tname}.path: folder {task['path']!r} does not exist.",
@@ -323,3 +330,35 @@ def check_layout_keys(cfg: dict, config_file: str = "config.yaml") -> None:
         if bench["layout"] != "cliniq" and extra:
             raise ConfigError(f"benchmarks.{bname}.{extra[0]}: only a cliniq benchmark takes this key.",
                               path=config_file, fix="remove it or set layout: cliniq.")
+
+
+def _exists_dir(path: str, base: Path) -> bool:
+    p = Path(path)
+    return (p if p.is_absolute() else base / p).is_dir()
+
+
+def _check_sources(cfg: dict, config_file: str) -> None:
+    """Tasks downloaded from the Hub: R2MED layout, a known R2MED task, a revision (filled in for R2MED)."""
+    from .errors import InputError
+    from .hfdata import resolve_source
+
+    for bname, bench in cfg["benchmarks"].items():
+        for tname, task in bench["tasks"].items():
+            if "source" not in task:
+                for key in ("local", "sha256"):
+                    if key in task:
+                        raise ConfigError(f"benchmarks.{bname}.tasks.{tname}.{key} applies only to a task with "
+                                          "source.", path=config_file, fix=f"remove {key} or use source instead of path.")
+                continue
+            where = f"benchmarks.{bname}.tasks.{tname}"
+            if bench["layout"] != "r2med":
+                raise ConfigError(f"benchmarks.{bname}: tasks with source need layout r2med.", path=config_file,
+                                  fix="set layout: r2med for this benchmark.")
+            try:
+                resolved = resolve_source(task["source"], where)
+            except InputError as exc:
+                raise ConfigError(exc.problem, path=config_file, fix=exc.fix) from None
+            task["source"] = {"hf": resolved["hf"], "revision": resolved["revision"]}
+            if resolved["r2med_task"] and task.get("paper_task", resolved["r2med_task"]) != resolved["r2med_task"]:
+                raise ConfigError(f"{where}.paper_task is {task['paper_task']!r} but source is {resolved['hf']!r}.",
+                                  path=config_file, fix="remove paper_task (the source names the task).")

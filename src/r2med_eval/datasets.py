@@ -26,7 +26,7 @@ from .io import iter_jsonl, read_json, write_json, write_jsonl, atomic_path
 log = logging.getLogger(__name__)
 
 LAYOUTS = ("r2med", "beir")
-POLICIES = ("error", "drop")
+POLICIES = ("error", "drop", "keep")
 
 
 @dataclass
@@ -94,7 +94,9 @@ def _read_corpus(path, id_keys, with_title: bool, empty_text: str, stats: dict) 
                 path=path, line=lineno, fix="give every document a unique id.",
             )
         first_line[doc_id] = lineno
-        if not (title.strip() or text.strip()):
+        if not (title.strip() or text.strip()) and empty_text == "keep":
+            stats["empty_documents_kept"] = stats.get("empty_documents_kept", 0) + 1
+        elif not (title.strip() or text.strip()):
             if empty_text == "error":
                 raise InputError(
                     f"document {doc_id!r} has an empty text.", path=path, line=lineno,
@@ -106,6 +108,9 @@ def _read_corpus(path, id_keys, with_title: bool, empty_text: str, stats: dict) 
     if not corpus:
         raise InputError("the corpus holds no documents.", path=path, fix="point the benchmark at a non-empty corpus.")
     stats["empty_documents_dropped"] = len(dropped)
+    if stats.get("empty_documents_kept"):
+        log.warning("%s: kept %d documents whose text is empty or white space (empty_text: keep, as R2MED's code)",
+                    path, stats["empty_documents_kept"])
     if dropped:
         log.warning("%s: dropped %d documents with empty text (empty_text: drop): %s", path, len(dropped),
                     ", ".join(dropped[:20]) + (" ..." if len(dropped) > 20 else ""))
@@ -226,6 +231,12 @@ def _check_qrels(qrels, seen, corpus, queries, path, unknown_qrels: str, stats: 
             path=path, line=seen[(qid, did)],
             fix="use the qrels that belong to this corpus, or set unknown_qrels: drop for this benchmark in config.yaml.",
         )
+    kept = unknown_d if unknown_qrels == "keep" else []
+    if kept:  # as R2MED's code: a judged document missing from the corpus stays relevant, never retrieved
+        unknown_d = []
+        stats["qrels_unknown_document_kept"] = len(kept)
+        log.warning("%s: kept %d judgments naming documents that are not in the corpus (unknown_qrels: keep; "
+                    "they count as relevant documents no run can retrieve)", path, len(kept))
     for qid, did in unknown_q + unknown_d:
         del qrels[qid][did]
     # judgments on documents dropped for empty text go with them, counted

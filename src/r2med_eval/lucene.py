@@ -49,8 +49,9 @@ def build_index(corpus_path, index_dir, threads: int = 1) -> dict:
         if proc.returncode != 0:
             raise RuntimeError(f"pyserini indexing failed with exit code {proc.returncode}; see the log above.")
         count = _index_doc_count(proc.stdout)
-        if count is not None and count != len(corpus):
-            raise RuntimeError(f"Lucene indexed {count} documents, the corpus holds {len(corpus)}.")
+        expected = sum(1 for doc in corpus.values() if doc_contents(doc).strip())  # Anserini skips empty ones
+        if count is not None and count != expected:
+            raise RuntimeError(f"Lucene indexed {count} documents, the corpus holds {expected} non-empty ones.")
         if index_dir.exists():
             shutil.rmtree(index_dir)
         tmp_index.rename(index_dir)

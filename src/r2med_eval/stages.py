@@ -22,6 +22,7 @@ def prepare_task(sm) -> None:
                        empty_text=spec.get("empty_text", "error"), unknown_qrels=spec.get("unknown_qrels", "error"),
                        duplicate_qrels=spec.get("duplicate_qrels", "error"))
     ds.stats.update({"benchmark": sm.wildcards.benchmark, "task": sm.wildcards.task})
+    _r2med_task_checks(sm, spec, ds)
     datasets.write_internal(ds, Path(sm.output.corpus).parent)
     st = ds.stats
     log.info("documents %d, queries %d (judged %d, unjudged %d: %s), judgments %d by grade %s",
@@ -64,8 +65,11 @@ def score_run(sm) -> None:
     run = runs.read_run(sm.input.run)
     qrels = datasets.read_qrels(sm.input.qrels)
     queries = datasets.read_queries(sm.input.queries)
+    run, identical = _drop_identical_ids(sm, run)
     result = metrics.evaluate(run, qrels, queries)
     c = result["counts"]
+    if identical is not None:
+        c["identical_ids_dropped"] = identical
     log.info("scored %d judged queries; %d unjudged queries excluded (%s); %d judged queries with an empty "
              "run scored 0; %d judged queries have no relevant document", c["judged_queries_scored"],
              c["unjudged_queries_excluded"], ", ".join(c["unjudged_query_ids"]) or "-",
@@ -331,3 +335,102 @@ def prepare_cliniq_queries(sm) -> None:
     from . import cliniq_pipeline
 
     cliniq_pipeline.prepare_queries(sm)
+
+
+# ---------------------------------------------------------------- R2MED: Hub downloads, paper-faithful BM25, report
+
+def _r2med_task_checks(sm, spec, ds) -> None:
+    """A downloaded task's files against its manifest; an R2MED task's counts against the paper's."""
+    from pathlib import Path
+
+    from . import hfdata, r2med
+
+    if spec.get("source"):
+        folder = Path(spec["path"])
+        manifest = hfdata.verify_manifest(folder / "manifest.json",
+                                          {n: folder / n for n in hfdata.CORE_FILES})
+        ds.stats["download"] = {"repo": manifest["repo"], "revision": manifest["revision"],
+                                "origin": manifest["origin"]["kind"]}
+        log.info("files match the download manifest (%s at %s)", manifest["repo"], manifest["revision"])
+    if spec.get("paper_task"):
+        ds.stats["paper_check"] = r2med.check_stats(spec["paper_task"], ds.stats)
+
+
+def _drop_identical_ids(sm, run):
+    """BEIR's ignore_identical_ids: drop documents whose id is the query id (counted), where the rule says so."""
+    if not getattr(sm.params, "ignore_identical_ids", False):
+        return run, None
+    dropped = 0
+    out = {}
+    for qid, docs in run.items():
+        if qid in docs:
+            dropped += 1
+            docs = {d: s for d, s in docs.items() if d != qid}
+        out[qid] = docs
+    log.info("ignore_identical_ids: dropped %d retrieved documents whose id equals the query id", dropped)
+    return out, dropped
+
+
+def download_task(sm) -> None:
+    from pathlib import Path
+
+    from . import hfdata
+
+    p = sm.params.fetch
+    manifest = hfdata.fetch_task(Path(sm.output.manifest).parent, task=sm.wildcards.task, source=p["source"],
+                                 local=p.get("local"), sha256_pins=p.get("sha256") or {})
+    log.info("placed %s at %s (%s) in %s", manifest["repo"], manifest["revision"], manifest["origin"]["kind"],
+             Path(sm.output.manifest).parent)
+
+
+def download_query_variant(sm) -> None:
+    from . import hfdata
+
+    p = sm.params.fetch
+    rel = f"{sm.wildcards.method}/{sm.wildcards.llm}/query_with_hydoc.jsonl"
+    info = hfdata.fetch_variant(sm.output[0], task=sm.wildcards.task, source=p["source"], relpath=rel,
+                                local=p.get("local"))
+    log.info("%s: %d lines, sha256 %s", rel, info["lines"], info["sha256"])
+
+
+def retrieve_bm25_paper(sm) -> None:
+    from . import bm25_paper, datasets, io, runs
+
+    spec = sm.params.model
+    corpus = datasets.read_corpus(sm.input.corpus)
+    queries = datasets.read_queries(sm.input.queries)
+    if spec.get("variant"):
+        from . import gar
+
+        hy = {obj["id"]: obj["hy_doc"] for _, obj in io.iter_jsonl(sm.input.variant)}
+        method = spec["variant"]["method"]
+        queries = {q: gar.lexical_query(method, t, hy[q]) for q, t in queries.items()}
+        log.info("query variant %s/%s, combined as the official BM25 code does", method, spec["variant"]["llm"])
+    doc_ids = list(corpus)
+    run, info = bm25_paper.retrieve(doc_ids, [datasets.doc_contents(corpus[d]) for d in doc_ids], list(queries),
+                                    list(queries.values()), k1=spec["k1"], b=spec["b"], top_k=spec["top_k"],
+                                    fill_zero=spec["fill_zero"])
+    lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model, decimals=8)
+    io.write_json(sm.output.info, info)
+    log.info("paper-faithful BM25: %s", {k: v for k, v in info.items() if k != "queries_without_known_terms"})
+    if info["queries_without_known_terms"]:
+        log.warning("%d queries share no term with the corpus (their top %d is the first documents, score 0): %s",
+                    len(info["queries_without_known_terms"]), spec["top_k"],
+                    ", ".join(info["queries_without_known_terms"][:20]))
+    log.info("wrote %d lines for %d queries to %s", lines, len(run), sm.output.run)
+
+
+def r2med_vs_paper(sm) -> None:
+    from . import r2med
+
+    p = sm.params.report
+    result = r2med.write_report(list(sm.input.metrics), list(sm.input.stats), p["keys"], p["tasks"], sm.output[0],
+                                table_path=sm.input.table)
+    flagged = [r for r in result["rows"] if r["flag"]]
+    for c in result["checks"]:
+        if not c["match"]:
+            log.warning("%s/%s: %d queries / %d documents, the paper reports %d / %d", c["benchmark"], c["task"],
+                        c["queries"], c["documents"], c["paper_queries"], c["paper_documents"])
+    log.info("%d (model, task) pairs, %d with a published number, %d differ by more than %.3f",
+             len(result["rows"]), sum(1 for r in result["rows"] if r["theirs"] is not None), len(flagged),
+             r2med.FLAG_ABOVE)

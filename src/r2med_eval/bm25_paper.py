@@ -1,0 +1,247 @@
+"""Paper-faithful BM25: R2MED's ``retrieval_bm25`` (src/eval_BM25.py at commit 62b7074), vectorised.
+
+What the official code does, step by step, and how this module reproduces it:
+
+1. Tokenise every document and query with pyserini's default Lucene analyzer,
+   ``Analyzer(get_lucene_analyzer())`` (StandardTokenizer, English possessive filter, lower case,
+   English stop words, Porter stemmer). Here: the same Java analyzer through the JVM that
+   :mod:`r2med_eval.java` sets up, called on batches of texts joined by a marker line (a newline
+   always ends a token, so the tokens are those of each text alone; checked per batch).
+2. ``gensim.corpora.Dictionary(corpus)``: term ids in order of first appearance, new terms of one
+   document numbered in string order. Here: the same numbering (it fixes the order in which the
+   float32 products are summed, so the scores are bit-identical).
+3. ``LuceneBM25Model(dictionary=..., k1=0.9, b=0.4)``: ``avgdl = tokens / documents``,
+   ``idf(t) = log(N + 1) - log(df(t) + 0.5)`` and, for a bag of words with length ``dl`` (the sum
+   of its term frequencies), ``w(t) = idf(t) * tf / (tf + k1 * (1 - b + b * dl / avgdl))``,
+   in float64, then stored as float32 by ``SparseMatrixSimilarity``.
+4. The query is turned into a bag of words with ``dictionary.doc2bow`` (terms not in the corpus are
+   dropped; a repeated term has tf > 1) and weighted by the *same* model, with the query's own length
+   as ``dl``: each query term carries a BM25 weight, not 1.
+5. ``SparseMatrixSimilarity(..., normalize_queries=False, normalize_documents=False)``: the score is
+   the float32 sparse dot product of the two weight vectors. Here: one float32 sparse matrix product
+   for a block of queries at once (scipy sums the products in ascending term id, as gensim's does).
+6. ``sorted(..., reverse=True)[:100]`` over *every* document: ties keep corpus order, and when fewer
+   than 100 documents share a term with the query the list is filled with score-0 documents in
+   corpus order. Reproduced exactly (``fill_zero``). No document is dropped for having the query's id
+   (the official BM25 path does not use BEIR's ``ignore_identical_ids``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import Counter
+from itertools import chain
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+MARKER = "qqrtwomedevalqq"  # a token no analyzer changes, used to join texts into one Java call
+
+
+class LuceneAnalyzer:
+    """pyserini's default Lucene analyzer (``Analyzer(get_lucene_analyzer())``), batched."""
+
+    def __init__(self, batch_docs: int = 128, batch_chars: int = 200_000):
+        from .java import configure_java
+
+        configure_java()
+        from jnius import autoclass, cast
+        from pyserini.analysis import Analyzer, get_lucene_analyzer
+
+        self._analyzer = Analyzer(get_lucene_analyzer())
+        self._utils = autoclass("io.anserini.analysis.AnalyzerUtils")
+        jstring = autoclass("java.lang.String")
+        self._join = jstring.join
+        self._newline = cast("java.lang.CharSequence", jstring("\n"))
+        self._iterable = lambda obj: cast("java.lang.Iterable", obj)
+        self.batch_docs, self.batch_chars = batch_docs, batch_chars
+        marker = self.analyze_one(MARKER)
+        if len(marker) != 1:
+            raise RuntimeError(f"the batch marker {MARKER!r} analyses to {marker!r}, not one token")
+        self._marker = marker[0]
+        self.fallback_batches = 0
+
+    def analyze_one(self, text: str) -> list[str]:
+        """Exactly pyserini's ``Analyzer.analyze`` (one Java call per text)."""
+        return self._analyzer.analyze(text)
+
+    def _analyze_joined(self, texts: list[str]) -> list[str]:
+        tokens = self._utils.analyze(self._analyzer.analyzer, ("\n" + MARKER + "\n").join(texts))
+        joined = self._join(self._newline, self._iterable(tokens))
+        return joined.split("\n") if joined else []
+
+    def analyze(self, texts) -> list[list[str]]:
+        """Tokens of every text, equal to ``[analyze_one(t) for t in texts]``."""
+        texts = list(texts)
+        out: list[list[str]] = []
+        start = 0
+        while start < len(texts):
+            end, chars = start, 0
+            while end < len(texts) and end - start < self.batch_docs and (chars < self.batch_chars or end == start):
+                chars += len(texts[end])
+                end += 1
+            batch = texts[start:end]
+            parts: list[list[str]] = [[]]
+            for tok in self._analyze_joined(batch):
+                if tok == self._marker:
+                    parts.append([])
+                else:
+                    parts[-1].append(tok)
+            if len(parts) != len(batch):  # a text holds the marker itself: analyse this batch one by one
+                self.fallback_batches += 1
+                parts = [self.analyze_one(t) for t in batch]
+            out.extend(parts)
+            start = end
+        return out
+
+
+class BM25Paper:
+    """gensim's ``LuceneBM25Model`` over a corpus, as R2MED uses it, with sparse matrix products."""
+
+    def __init__(self, k1: float = 0.9, b: float = 0.4):
+        self.k1, self.b = float(k1), float(b)
+
+    # ------------------------------------------------------------------ index
+    def fit(self, doc_tokens: list[list[str]]) -> "BM25Paper":
+        import scipy.sparse as sp
+
+        n_docs = len(doc_tokens)
+        if n_docs == 0:
+            raise ValueError("the corpus holds no documents")
+        lengths = np.fromiter((len(t) for t in doc_tokens), dtype=np.int64, count=n_docs)
+        # temporary ids in order of first appearance (dict keys keep insertion order)
+        terms_by_temp = list(dict.fromkeys(chain.from_iterable(doc_tokens)))
+        temp_of = {t: i for i, t in enumerate(terms_by_temp)}
+        temp_ids = np.fromiter(map(temp_of.__getitem__, chain.from_iterable(doc_tokens)), dtype=np.int64,
+                               count=int(lengths.sum()))
+        rows = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
+        # gensim's Dictionary numbers the new terms of each document in string order: temporary ids appear
+        # first in increasing order, so each document's new terms are one contiguous range of them
+        remap = np.arange(len(terms_by_temp), dtype=np.int64)
+        if len(temp_ids):
+            first_pos = np.flatnonzero(np.r_[True, temp_ids[1:] > np.maximum.accumulate(temp_ids)[:-1]])
+            first_doc = rows[first_pos]
+            bounds = np.flatnonzero(np.r_[True, first_doc[1:] != first_doc[:-1], True])
+            for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+                if hi - lo > 1:
+                    order = sorted(range(lo, hi), key=terms_by_temp.__getitem__)
+                    remap[order] = np.arange(lo, hi)
+        vocab = temp_of
+        self.terms: list = [None] * len(vocab)
+        for temp, final in enumerate(remap.tolist()):
+            self.terms[final] = terms_by_temp[temp]
+        self.term_ids = {t: i for i, t in enumerate(self.terms)}
+        cols = remap[temp_ids]
+        tf = sp.csr_matrix((np.ones(len(cols), dtype=np.int64), (rows, cols)), shape=(n_docs, len(vocab)))
+        tf.sum_duplicates()
+        tf.sort_indices()
+        self.n_docs = n_docs
+        self.n_tokens = int(lengths.sum())
+        self.avgdl = self.n_tokens / n_docs  # sum(dictionary.cfs.values()) / dictionary.num_docs
+        self.df = np.bincount(tf.indices, minlength=len(vocab))
+        self.idf = np.array([math.log(n_docs + 1.0) - math.log(f + 0.5) for f in self.df.tolist()],
+                            dtype=np.float64)
+        k1, b, avgdl = self.k1, self.b, self.avgdl
+        denom = k1 * (1 - b + b * lengths.astype(np.float64) / avgdl)  # per document
+        doc_rows = np.repeat(np.arange(n_docs), np.diff(tf.indptr))
+        tfv = tf.data.astype(np.float64)
+        weights = self.idf[tf.indices] * (tfv / (tfv + denom[doc_rows]))
+        # SparseMatrixSimilarity stores the index as float32; we keep it transposed (terms x documents)
+        docs = sp.csr_matrix((weights.astype(np.float32), tf.indices.copy(), tf.indptr.copy()),
+                             shape=(n_docs, len(vocab)))
+        self.doc_matrix_t = docs.T.tocsr()
+        self.doc_matrix_t.sort_indices()
+        self.lengths = lengths
+        return self
+
+    # ------------------------------------------------------------------ queries
+    def query_weights(self, tokens: list[str]) -> tuple[list[int], np.ndarray]:
+        """``model[dictionary.doc2bow(tokens)]``: term ids ascending, float64 weights."""
+        counts = Counter(t for t in tokens if t in self.term_ids)
+        if not counts:
+            return [], np.zeros(0)
+        ids = sorted(self.term_ids[t] for t in counts)
+        qtf = np.array([counts[self.terms[i]] for i in ids], dtype=np.int64)
+        qlen = int(qtf.sum())
+        idfs = self.idf[ids]
+        weights = idfs * (qtf / (qtf + self.k1 * (1 - self.b + self.b * qlen / self.avgdl)))
+        return ids, weights
+
+    def query_matrix(self, query_tokens: list[list[str]]):
+        import scipy.sparse as sp
+
+        indptr, indices, data = [0], [], []
+        for toks in query_tokens:
+            ids, w = self.query_weights(toks)
+            indices.extend(ids)
+            data.append(w)
+            indptr.append(len(indices))
+        values = np.concatenate(data).astype(np.float32) if indices else np.zeros(0, dtype=np.float32)
+        return sp.csr_matrix((values, np.asarray(indices, dtype=np.int64), np.asarray(indptr)),
+                             shape=(len(query_tokens), len(self.terms)))
+
+    def scores(self, query_tokens: list[list[str]]):
+        """float32 scores, queries x documents (sparse: documents sharing no term are absent, i.e. 0)."""
+        return self.query_matrix(query_tokens) @ self.doc_matrix_t
+
+    def search(self, query_tokens: list[list[str]], k: int = 100, fill_zero: bool = True,
+               block: int = 256) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query: (document indices, float32 scores) of the official top k: score descending,
+        ties in corpus order, filled with score-0 documents in corpus order if ``fill_zero``."""
+        out = []
+        k = min(k, self.n_docs)
+        for lo in range(0, len(query_tokens), block):
+            s = self.scores(query_tokens[lo:lo + block])
+            for i in range(s.shape[0]):
+                row = slice(s.indptr[i], s.indptr[i + 1])
+                idx, val = s.indices[row].astype(np.int64), s.data[row]
+                keep = val != 0
+                idx, val = idx[keep], val[keep]
+                if len(val) > k:  # candidates: every score >= the k-th largest (ties at the cut kept)
+                    kth = np.partition(val, len(val) - k)[len(val) - k]
+                    cand = val >= kth
+                    idx, val = idx[cand], val[cand]
+                order = np.lexsort((idx, -val))[:k]
+                idx, val = idx[order], val[order]
+                if fill_zero and len(idx) < k:
+                    free = np.ones(self.n_docs, dtype=bool)
+                    free[idx] = False
+                    zeros = np.flatnonzero(free)[:k - len(idx)]
+                    idx = np.concatenate([idx, zeros])
+                    val = np.concatenate([val, np.zeros(len(zeros), dtype=np.float32)])
+                out.append((idx, val))
+        return out
+
+    def info(self) -> dict:
+        return {"documents": self.n_docs, "terms": len(self.terms), "tokens": self.n_tokens,
+                "avgdl": self.avgdl, "k1": self.k1, "b": self.b}
+
+
+def retrieve(doc_ids: list[str], doc_texts: list[str], query_ids: list[str], query_texts: list[str], *,
+             k1: float = 0.9, b: float = 0.4, top_k: int = 100, fill_zero: bool = True,
+             analyzer: LuceneAnalyzer | None = None) -> tuple[dict[str, dict[str, float]], dict]:
+    """The official BM25 run: {query id: {doc id: score}} with the top ``top_k`` per query."""
+    timings = {}
+    start = time.perf_counter()
+    analyzer = analyzer or LuceneAnalyzer()
+    doc_tokens = analyzer.analyze(doc_texts)
+    query_tokens = analyzer.analyze(query_texts)
+    timings["tokenize_s"] = round(time.perf_counter() - start, 3)
+    start = time.perf_counter()
+    model = BM25Paper(k1, b).fit(doc_tokens)
+    timings["index_s"] = round(time.perf_counter() - start, 3)
+    start = time.perf_counter()
+    hits = model.search(query_tokens, k=top_k, fill_zero=fill_zero)
+    timings["search_s"] = round(time.perf_counter() - start, 3)
+    run = {}
+    no_match = []
+    for qid, toks, (idx, val) in zip(query_ids, query_tokens, hits):
+        run[qid] = {doc_ids[i]: float(v) for i, v in zip(idx.tolist(), val.tolist())}
+        if not any(t in model.term_ids for t in toks):
+            no_match.append(qid)
+    info = {**model.info(), **timings, "queries": len(query_ids), "top_k": top_k, "fill_zero": fill_zero,
+            "queries_without_known_terms": no_match, "tokenizer_fallback_batches": analyzer.fallback_batches}
+    return run, info

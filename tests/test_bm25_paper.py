@@ -1,0 +1,173 @@
+"""Paper-faithful BM25 (R2MED's eval_BM25.py): against gensim itself and an independent per-query loop."""
+import json
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from conftest import REPO, shared_dataset
+from r2med_eval import bm25_paper, datasets
+
+
+@pytest.fixture(scope="module")
+def analyzer():
+    return bm25_paper.LuceneAnalyzer()
+
+
+def reference_bm25(doc_tokens, query_tokens, k1=0.9, b=0.4):
+    """Straightforward LuceneBM25Model in pure Python: per query, an accumulator over the postings of its
+    terms. Scores in float64 (the pipeline's are float32, as gensim's index)."""
+    n = len(doc_tokens)
+    tfs = [Counter(toks) for toks in doc_tokens]
+    df = Counter(t for tf in tfs for t in tf)
+    avgdl = sum(len(toks) for toks in doc_tokens) / n
+    idf = {t: math.log(n + 1.0) - math.log(f + 0.5) for t, f in df.items()}
+    postings = {}
+    for d, tf in enumerate(tfs):
+        dl = len(doc_tokens[d])
+        for t, f in tf.items():
+            postings.setdefault(t, []).append((d, idf[t] * f / (f + k1 * (1 - b + b * dl / avgdl))))
+    out = []
+    for toks in query_tokens:
+        q = Counter(t for t in toks if t in df)
+        qlen = sum(q.values())
+        scores = [0.0] * n
+        for t, f in q.items():
+            wq = idf[t] * f / (f + k1 * (1 - b + b * qlen / avgdl))
+            for d, wd in postings[t]:
+                scores[d] += wd * wq
+        out.append(scores)
+    return out
+
+
+def official_gensim(doc_tokens, query_tokens, k=100):
+    """R2MED's retrieval_bm25 loop with gensim, on the same tokens: [(doc index, score)] per query."""
+    from gensim.corpora import Dictionary
+    from gensim.models import LuceneBM25Model
+    from gensim.similarities import SparseMatrixSimilarity
+
+    dictionary = Dictionary(doc_tokens)
+    model = LuceneBM25Model(dictionary=dictionary, k1=0.9, b=0.4)
+    bm25_corpus = model[list(map(dictionary.doc2bow, doc_tokens))]
+    index = SparseMatrixSimilarity(bm25_corpus, num_docs=len(doc_tokens), num_terms=len(dictionary),
+                                   normalize_queries=False, normalize_documents=False)
+    out = []
+    for toks in query_tokens:
+        sims = index[model[dictionary.doc2bow(toks)]].tolist()
+        out.append(sorted(enumerate(sims), key=lambda x: x[1], reverse=True)[:k])
+    return out
+
+
+def check_against_reference(model, hits, doc_tokens, query_tokens, k):
+    ref = reference_bm25(doc_tokens, query_tokens)
+    for (idx, val), scores in zip(hits, ref):
+        scores = np.asarray(scores)
+        np.testing.assert_allclose(val, scores[idx], rtol=2e-6, atol=1e-6)
+        kth = np.sort(scores)[::-1][min(k, len(scores)) - 1]
+        assert (scores[idx] >= kth - 1e-5 * max(1.0, kth)).all()  # the top k, up to float32 ties
+        assert len(set(idx.tolist())) == len(idx) == min(k, len(scores))
+
+
+def load_texts(path, layout):
+    ds = datasets.load(layout, path, duplicate_qrels="max", unknown_qrels="keep")
+    ids = list(ds.corpus)
+    return ids, [datasets.doc_contents(ds.corpus[d]) for d in ids], list(ds.queries), list(ds.queries.values())
+
+
+def test_batched_analyzer_equals_pyserini_per_text(analyzer):
+    _, docs, _, queries = load_texts(REPO / "data" / "demo", "r2med")
+    tricky = ["", "   ", "Aspirin's effects\r\n on COX-1, 1,000 mg", bm25_paper.MARKER + " inside a text",
+              "naïve café — ünïcödé\u200dzwj", "x" * 600, "\n\n", "The and of"]
+    texts = docs + queries + tricky
+    analyzer.batch_docs, analyzer.batch_chars = 7, 5000
+    try:
+        assert analyzer.analyze(texts) == [analyzer.analyze_one(t) for t in texts]
+        assert analyzer.fallback_batches >= 1  # the batch holding the marker was analysed text by text
+    finally:
+        analyzer.batch_docs, analyzer.batch_chars = 128, 200_000
+    assert analyzer.analyze_one("Running runners ran") == ["run", "runner", "ran"]  # Porter, as Lucene's default
+
+
+def test_weights_follow_lucene_bm25_formula():
+    docs = [["a", "b", "b"], ["b", "c"], ["c", "c", "c", "d"]]
+    m = bm25_paper.BM25Paper(k1=0.9, b=0.4).fit(docs)
+    assert m.avgdl == 9 / 3
+    assert m.terms == ["a", "b", "c", "d"]  # gensim's numbering: first document, then string order
+    ids, w = m.query_weights(["b", "b", "zzz"])  # unknown term dropped; the repeated term has tf 2
+    idf_b = math.log(4.0) - math.log(2.5)
+    assert ids == [1]
+    assert w[0] == idf_b * (2 / (2 + 0.9 * (1 - 0.4 + 0.4 * 2 / 3.0)))
+    _, w1 = m.query_weights(["b"])
+    assert w1[0] != w[0]
+
+
+def test_term_numbering_is_gensims():
+    from gensim.corpora import Dictionary
+
+    docs = [["zeta", "alpha", "zeta"], ["beta", "alpha", "omega"], [], ["delta", "beta", "aardvark"]]
+    m = bm25_paper.BM25Paper().fit(docs)
+    assert m.term_ids == Dictionary(docs).token2id
+
+
+def test_ties_keep_corpus_order_and_zero_fill():
+    docs = [["x"], ["y", "q"], ["y", "q"], ["z"], ["y", "q"]]
+    m = bm25_paper.BM25Paper().fit(docs)
+    (idx, val), (idx2, val2) = m.search([["q"], ["unknown"]], k=4)
+    assert idx.tolist() == [1, 2, 4, 0]  # three tied matches in corpus order, then score-0 documents
+    assert val[0] == val[1] == val[2] > 0 and val[3] == 0
+    assert idx2.tolist() == [0, 1, 2, 3] and not val2.any()  # a query without known terms
+    (idx3, _), = m.search([["q"]], k=4, fill_zero=False)
+    assert idx3.tolist() == [1, 2, 4]
+
+
+def test_demo_equals_gensim_and_reference(analyzer):
+    ids, docs, qids, queries = load_texts(REPO / "data" / "demo", "r2med")
+    doc_tokens, query_tokens = analyzer.analyze(docs), analyzer.analyze(queries)
+    model = bm25_paper.BM25Paper().fit(doc_tokens)
+    hits = model.search(query_tokens, k=100)
+    check_against_reference(model, hits, doc_tokens, query_tokens, 100)
+    for (idx, val), theirs in zip(hits, official_gensim(doc_tokens, query_tokens)):
+        assert [(i, float(v)) for i, v in zip(idx.tolist(), val.tolist())] == theirs  # bit-identical, same order
+
+
+def test_r2med_biology_demo_equals_gensim(analyzer):
+    data = shared_dataset("r2med-biology-demo")
+    ids, docs, qids, queries = load_texts(data, "r2med")
+    run, info = bm25_paper.retrieve(ids, docs, qids, queries, analyzer=analyzer)
+    theirs = official_gensim([analyzer.analyze_one(d) for d in docs], [analyzer.analyze_one(q) for q in queries])
+    for qid, top in zip(qids, theirs):
+        assert list(run[qid].items()) == [(ids[i], s) for i, s in top]
+    assert info["documents"] == 2 and all(len(r) == 2 for r in run.values())
+
+
+@pytest.mark.slow
+def test_medquad_equals_gensim_and_reference(analyzer):
+    """The whole official path (per-text pyserini analysis, gensim) against ours (batched analysis, sparse products)."""
+    data = shared_dataset("medquad-liveqa")
+    ids, docs, qids, queries = load_texts(data, "beir")
+    assert (len(ids), len(qids)) == (17908, 104)
+    analyzer.fallback_batches = 0
+    run, info = bm25_paper.retrieve(ids, docs, qids, queries, analyzer=analyzer)
+    per_text_docs = [analyzer.analyze_one(d) for d in docs]
+    per_text_queries = [analyzer.analyze_one(q) for q in queries]
+    theirs = official_gensim(per_text_docs, per_text_queries)
+    for qid, top in zip(qids, theirs):
+        assert list(run[qid].items()) == [(ids[i], s) for i, s in top]
+    model = bm25_paper.BM25Paper().fit(per_text_docs)
+    check_against_reference(model, model.search(per_text_queries, k=100), per_text_docs, per_text_queries, 100)
+    assert info["terms"] > 20000 and info["tokenizer_fallback_batches"] == 0
+
+
+def test_run_file_keeps_float32_order(tmp_path):
+    """The run file holds 8 decimals: reading it back gives the same ranking as the in-memory scores."""
+    from r2med_eval import runs
+
+    docs = [["a"] * n + ["b"] * (7 - n) for n in range(1, 7)] + [["c"]]
+    m = bm25_paper.BM25Paper().fit(docs)
+    (idx, val), = m.search([["a", "b", "c"]], k=7)
+    run = {"q": {f"d{i}": float(v) for i, v in zip(idx.tolist(), val.tolist())}}
+    runs.write_run(run, tmp_path / "r.trec", tag="bm25-paper", decimals=8)
+    back = runs.read_run(tmp_path / "r.trec")
+    assert list(back["q"]) == list(run["q"])
+    assert json.dumps(sorted(back["q"].values())) == json.dumps(sorted(round(v, 8) for v in run["q"].values()))
