@@ -11,6 +11,9 @@ rule prepare_task:
         stats="results/data/{benchmark}/{task}/stats.json",
     params:
         spec=task_spec,
+    resources:
+        mem_mb=light_mem_mb,
+        runtime=light_runtime,
     log:
         "logs/prepare_task/{benchmark}/{task}.log",
     benchmark:

@@ -10,6 +10,7 @@ rule lucene_index:
     threads: 4
     resources:
         mem_mb=lucene_mem_mb,
+        runtime=lucene_index_runtime,
     log:
         "logs/lucene_index/{benchmark}/{task}.log",
     benchmark:
