@@ -47,6 +47,8 @@ GresTypes=gpu
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=5
+# Without cgroups, memory is enforced by polling: a job above its --mem is killed (OUT_OF_MEMORY).
+JobAcctGatherParams=OverMemoryKill
 JobCompType=jobcomp/none
 MpiDefault=none
 ReturnToService=2
