@@ -256,6 +256,10 @@ def encode_queries_runtime(wildcards, input, attempt):
                                 gpu_count(wildcards) > 0, attempt)
 
 
+def lucene_index_mem_mb(wildcards, input, attempt):
+    return r2res.lucene_index_mem_mb(_size_mb(input.corpus), attempt)
+
+
 def lucene_index_runtime(wildcards, input, threads, attempt):
     return r2res.lucene_index_minutes(_size_mb(input.corpus), threads, attempt)
 

@@ -33,6 +33,8 @@ def test_memory_and_time_grow_with_corpus_and_model_and_double_on_retry():
     assert r2res.shard_minutes(500, 1400, 4, False) < cpu  # a shard encodes a quarter
     assert r2res.shard_minutes(500, 1400, 1, False, attempt=2) == 2 * cpu
     assert r2res.lucene_index_minutes(4000, 4) < r2res.lucene_index_minutes(4000, 1)
+    # above the measured peak of bench/scale.py at 1M passages (455 MB corpus, 1050 MB peak)
+    assert r2res.lucene_index_mem_mb(455) > 1050
     assert all(isinstance(v, int) for v in (small, cpu, gpu, r2res.search_mem_mb(3.3), r2res.light_minutes(0.1)))
 
 
