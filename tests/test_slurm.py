@@ -247,3 +247,28 @@ def test_killed_shard_leaves_nothing_partial_and_rerun_resumes(slurm, local_run,
     # three shards gathered give the same bytes as the local two-shard run
     local = local_run / target
     assert (work / target).read_bytes() == local.read_bytes()
+
+
+def test_job_killed_for_memory_is_retried_with_more(slurm, local_run, tmp_path):
+    """A shard over its memory is killed by SLURM; Snakemake reports it with its SLURM log and resubmits
+    it with the attempt-scaled memory (and doubled run time)."""
+    config = subprocess.run(["scontrol", "show", "config"], stdout=subprocess.PIPE, text=True, timeout=30).stdout
+    if "OverMemoryKill" not in config:
+        pytest.skip("this SLURM does not enforce memory without cgroups (JobAcctGatherParams=OverMemoryKill; "
+                    ".ci/slurm-up.sh sets it)")
+    work = workflow_dir(tmp_path, CONFIG)
+    target = "results/embeddings/demo/demo/minilm/shards/1-of-2.npz"
+    # 300 MB on the first attempt (the encoder needs more), 2400 MB on the second
+    proc = snakemake_env(work, *slurm_args("--retries", "1",
+                                           "--set-resources=encode_corpus_shard:mem_mb=300*8**(attempt-1)"), target)
+    out = proc.stdout
+    assert "Error in rule encode_corpus_shard" in out and "Trying to restart job" in out
+    assert re.search(r"resources: mem_mb=300,.*runtime=(\d+)", out)
+    first = int(re.search(r"resources: mem_mb=300,.*runtime=(\d+)", out).group(1))
+    second = int(re.search(r"resources: mem_mb=2400,.*runtime=(\d+)", out).group(1))
+    assert second == 2 * first
+    killed = [p for p in (work / ".snakemake" / "slurm_logs" / "rule_encode_corpus_shard").rglob("*.log")
+              if "exceeded memory limit" in p.read_text(errors="replace")]
+    assert len(killed) == 1
+    shard = work / target
+    assert shard.read_bytes() == (local_run / target).read_bytes()
