@@ -26,6 +26,7 @@ from r2med_eval import resources as r2res  # noqa: E402
 pytestmark = pytest.mark.slow
 
 PROFILE = REPO / "profiles" / "slurm"
+THREADS = str(min(2, os.cpu_count() or 1))  # per job, locally and on the node (which has os.cpu_count() CPUs)
 SLURM_UP = REPO / ".ci" / "slurm-up.sh"
 SLURM_DOWN = REPO / ".ci" / "slurm-down.sh"
 
@@ -90,9 +91,9 @@ def slurm():
 
 
 def slurm_args(*extra):
-    """The profile, as a user runs it, with settings that suit a two-CPU test node: at most 2 threads per
-    job (the node's CPUs), quick first status check, SLURM logs kept for inspection."""
-    return ["--profile", str(PROFILE), "--jobs", "4", "--max-threads", "2",
+    """The profile, as a user runs it, with settings that suit a small test node: at most 2 threads per
+    job (as many as the local run), quick first status check, SLURM logs kept for inspection."""
+    return ["--profile", str(PROFILE), "--jobs", "4", "--max-threads", THREADS,
             "--slurm-init-seconds-before-status-checks", "2", "--slurm-keep-successful-logs", *extra]
 
 
@@ -136,7 +137,7 @@ def scontrol_job(job_id: str) -> str:
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory):
     work = workflow_dir(tmp_path_factory.mktemp("local"), CONFIG)
-    snakemake(work, "--cores", "2", "all")
+    snakemake(work, "--cores", THREADS, "all")
     return work
 
 
@@ -186,7 +187,7 @@ def test_every_job_ran_on_slurm_with_data_derived_resources(slurm_run):
         assert re.search(r"TresPer(Job|Node)=gres:gpu:1\b", info), info
         assert "JobState=COMPLETED" in info
     index_job = scontrol_job(jobs["lucene_index"][0])
-    assert "NumCPUs=2" in index_job  # the rule's threads (4, capped at the node's 2 by --max-threads)
+    assert f"NumCPUs={THREADS}" in index_job  # the rule's threads (4, capped by --max-threads)
 
 
 def test_nonexistent_partition_stops_with_slurms_message(slurm, tmp_path):
