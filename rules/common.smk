@@ -223,11 +223,6 @@ def gpu_count(wildcards):
     return 0 if CFG["models"][wildcards.model].get("device") == "cpu" else 1
 
 
-def encode_mem_mb(wildcards, input, attempt):
-    """Weights and activations: 2 GB plus 4x the corpus text size, doubled on each retry."""
-    return int((2048 + 4 * _size_mb(input[0])) * 2 ** (attempt - 1))
-
-
 def search_mem_mb(wildcards, input, attempt):
     return int((1024 + 2 * _size_mb(input[0])) * 2 ** (attempt - 1))
 
@@ -520,3 +515,71 @@ def paper_table():
 def bm25_paper_mem_mb(wildcards, input, attempt):
     """JVM, token lists and the sparse index: 1 GB plus 20x the corpus size, doubled on each retry."""
     return int((1024 + 20 * _size_mb(input[0])) * 2 ** (attempt - 1))
+# Cluster resources from the data (r2med_eval.resources): run time in minutes and memory in MB from the
+# corpus size and the model's weight size, doubled on each retry (a job killed for memory or time
+# comes back with more). Input sizes are read when the job is scheduled, once its inputs exist.
+from r2med_eval import resources as r2res  # noqa: E402
+
+
+def _dense_spec(wildcards):
+    variant = variant_of(wildcards.model)
+    return CFG["models"][variant["model"] if variant else wildcards.model]
+
+
+def encoder_mem_mb(wildcards, input, attempt):
+    return r2res.encode_mem_mb(_size_mb(input[0]), r2res.weights_mb(_dense_spec(wildcards)), attempt)
+
+
+def encode_shard_runtime(wildcards, input, attempt):
+    spec = _dense_spec(wildcards)
+    return r2res.shard_minutes(_size_mb(input.corpus), r2res.weights_mb(spec), int(wildcards.nshards),
+                               gpu_count(wildcards) > 0, attempt)
+
+
+def encode_queries_runtime(wildcards, input, attempt):
+    return r2res.encode_minutes(sum(_size_mb(f) for f in input), r2res.weights_mb(_dense_spec(wildcards)),
+                                gpu_count(wildcards) > 0, attempt)
+
+
+def lucene_index_mem_mb(wildcards, input, attempt):
+    return r2res.lucene_index_mem_mb(_size_mb(input.corpus), attempt)
+
+
+def lucene_index_runtime(wildcards, input, threads, attempt):
+    return r2res.lucene_index_minutes(_size_mb(input.corpus), threads, attempt)
+
+
+def bm25_search_runtime(wildcards, input, attempt):
+    return r2res.search_minutes(_size_mb(input.index), attempt)
+
+
+def dense_search_runtime(wildcards, input, attempt):
+    return r2res.search_minutes(_size_mb(input.emb), attempt)
+
+
+def gather_mem_mb(wildcards, input, attempt):
+    return r2res.light_mem_mb(sum(_size_mb(f) for f in input.shards), attempt)
+
+
+def light_mem_mb(wildcards, input, attempt):
+    return r2res.light_mem_mb(sum(_size_mb(f) for f in input), attempt)
+
+
+def light_runtime(wildcards, input, attempt):
+    return r2res.light_minutes(sum(_size_mb(f) for f in input), attempt)
+
+
+def _reranker_spec(wildcards):
+    return CFG["models"][rerank_jobs()[wildcards.model]["reranker"]]
+
+
+def rerank_mem_mb(wildcards, input, attempt):
+    return r2res.encode_mem_mb(_size_mb(input.corpus), r2res.weights_mb(_reranker_spec(wildcards)), attempt)
+
+
+def rerank_runtime(wildcards, input, attempt):
+    job = rerank_jobs()[wildcards.model]
+    docs = max(1, r2res.count_lines(input.corpus))
+    pairs = int(job["depth"]) * r2res.count_lines(input.queries)
+    return r2res.rerank_minutes(pairs, _size_mb(input.corpus) / docs, r2res.weights_mb(_reranker_spec(wildcards)),
+                                rerank_gpu(wildcards) > 0, attempt)

@@ -13,6 +13,9 @@ rule prepare_task:
         benchmark=generic_benchmark_constraint(),
     params:
         spec=task_spec,
+    resources:
+        mem_mb=light_mem_mb,
+        runtime=light_runtime,
     log:
         "logs/prepare_task/{benchmark}/{task}.log",
     benchmark:

@@ -14,7 +14,8 @@ rule encode_corpus_shard:
         model=encoder_spec,
     threads: 4
     resources:
-        mem_mb=encode_mem_mb,
+        mem_mb=encoder_mem_mb,
+        runtime=encode_shard_runtime,
         gpu=gpu_count,
     log:
         "logs/encode_corpus_shard/{benchmark}/{task}/{model}/{shard}-of-{nshards}.log",
@@ -37,6 +38,9 @@ rule gather_embeddings:
         model=constraint_models("dense"),
     params:
         storage=embedding_storage,
+    resources:
+        mem_mb=gather_mem_mb,
+        runtime=light_runtime,
     log:
         "logs/gather_embeddings/{benchmark}/{task}/{model}.log",
     benchmark:
@@ -59,7 +63,8 @@ rule encode_queries:
         model=encoder_spec,
     threads: 2
     resources:
-        mem_mb=encode_mem_mb,
+        mem_mb=encoder_mem_mb,
+        runtime=encode_queries_runtime,
         gpu=gpu_count,
     log:
         "logs/encode_queries/{benchmark}/{task}/{model}.log",
@@ -86,7 +91,8 @@ rule encode_query_variant:
         model=encoder_spec,
     threads: 2
     resources:
-        mem_mb=encode_mem_mb,
+        mem_mb=encoder_mem_mb,
+        runtime=encode_queries_runtime,
         gpu=gpu_count,
     log:
         "logs/encode_query_variant/{benchmark}/{task}/{model}/{method}--{llm}.log",

@@ -9,7 +9,8 @@ rule lucene_index:
         info="results/index/{benchmark}/{task}/lucene.json",
     threads: 4
     resources:
-        mem_mb=lucene_mem_mb,
+        mem_mb=lucene_index_mem_mb,
+        runtime=lucene_index_runtime,
     log:
         "logs/lucene_index/{benchmark}/{task}.log",
     benchmark:

@@ -14,7 +14,8 @@ rule rerank_run:
         job=rerank_params,
     threads: 2
     resources:
-        mem_mb=encode_mem_mb,
+        mem_mb=rerank_mem_mb,
+        runtime=rerank_runtime,
         gpu=rerank_gpu,
     log:
         "logs/rerank_run/{benchmark}/{task}/{model}.log",

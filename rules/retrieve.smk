@@ -13,6 +13,7 @@ rule retrieve_bm25_lucene:
     threads: 2
     resources:
         mem_mb=lucene_mem_mb,
+        runtime=bm25_search_runtime,
     log:
         "logs/retrieve_bm25_lucene/{benchmark}/{task}/{model}.log",
     benchmark:
@@ -36,6 +37,7 @@ rule retrieve_dense:
     threads: 2
     resources:
         mem_mb=search_mem_mb,
+        runtime=dense_search_runtime,
     log:
         "logs/retrieve_dense/{benchmark}/{task}/{model}.log",
     benchmark:

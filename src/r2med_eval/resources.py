@@ -1,0 +1,136 @@
+"""Cluster resources derived from the data: memory (MB) and run time (minutes) per job, from the corpus
+size, the model's weight size and the retry attempt (each retry doubles both, so a job killed for
+memory or time is resubmitted with more).
+
+The constants are calibrated on this machine's measurements (bench/scale.py, Snakemake benchmark files)
+with a margin: all-MiniLM-L6-v2 (87 MB of weights) encodes about 1 MB of passage text per minute on
+two shared CPU threads (30 passages/s on the demo); a GPU is taken as 50 times faster; Anserini indexed
+455 MB (1M passages) in 115 s on two threads, about 120 MB per minute per thread; we assume 40.
+Rules call these through rules/common.smk; every value is a whole number, as SLURM wants.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+BASE_MEM_MB = 1024
+ENCODER_BASE_MEM_MB = 2048
+BASE_MINUTES = 10
+CPU_TEXT_MB_PER_MIN_AT_1MB_WEIGHTS = 1.0 * 87  # text MB/min x weight MB, on two CPU threads
+GPU_SPEEDUP = 50.0
+LUCENE_TEXT_MB_PER_MIN_PER_THREAD = 40.0
+DEFAULT_WEIGHTS_MB = 1400.0  # a 335M-parameter encoder in fp32 (bge-large, e5-large) when the size is unknown
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx")
+BYTES_PER_PARAM = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+
+def size_mb(path) -> float:
+    """Size of a file, or of all files below a folder, in MB; 0 when it does not exist (yet)."""
+    path = Path(str(path))
+    if path.is_file():
+        return path.stat().st_size / 2**20
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
+    return 0.0
+
+
+def count_lines(path) -> int:
+    path = Path(str(path))
+    if not path.is_file():
+        return 0
+    with open(path, "rb") as handle:
+        return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
+
+
+def _weights_in(folder: Path) -> float:
+    if not folder.is_dir():
+        return 0.0
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES) / 2**20
+
+
+def _params_from_name(name: str) -> float | None:
+    """Parameter count (in millions) written in a model name: 7B, 1.5b, 410M, 22m."""
+    match = re.search(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)\s*([bBmM])(?![A-Za-z])", name.replace("_", "-"))
+    if not match:
+        return None
+    value = float(match.group(1))
+    return value * 1000 if match.group(2) in "bB" else value
+
+
+def weights_mb(spec: dict) -> float:
+    """Size of a model's weights in MB: on disk for a local path or an installed package; for a Hub
+    name, from the parameter count in its name (7B, 410M) at the entry's dtype; else a large-BERT default."""
+    source = spec.get("source", {})
+    if "path" in source:
+        found = _weights_in(Path(source["path"]).expanduser())
+        if found:
+            return found
+    if "package" in source:
+        try:
+            found_spec = importlib.util.find_spec(source["package"])
+        except (ImportError, ValueError):
+            found_spec = None
+        if found_spec is not None and found_spec.submodule_search_locations:
+            found = sum(_weights_in(Path(p)) for p in found_spec.submodule_search_locations)
+            if found:
+                return found
+    params = _params_from_name(str(source.get("hf") or source.get("path") or ""))
+    if params:
+        return params * 1e6 * BYTES_PER_PARAM.get(spec.get("dtype", "fp32"), 4) / 2**20
+    return DEFAULT_WEIGHTS_MB
+
+
+def _retry(value: float, attempt: int) -> int:
+    return int(round(value * 2 ** (max(1, int(attempt)) - 1)))
+
+
+def encode_mem_mb(corpus_mb: float, model_mb: float, attempt: int = 1) -> int:
+    """An encoding job reads the whole corpus (4x its size in Python strings), loads the weights
+    (1.5x their size while loading) and holds its shard's embeddings."""
+    return _retry(ENCODER_BASE_MEM_MB + 1.5 * model_mb + 4 * corpus_mb, attempt)
+
+
+def encode_minutes(text_mb: float, model_mb: float, gpu: bool, attempt: int = 1) -> int:
+    """Minutes to encode ``text_mb`` MB of text: linear in text size and in weight size."""
+    rate = CPU_TEXT_MB_PER_MIN_AT_1MB_WEIGHTS / max(model_mb, 1.0) * (GPU_SPEEDUP if gpu else 1.0)
+    return _retry(BASE_MINUTES + 2 * text_mb / rate, attempt)
+
+
+def shard_minutes(corpus_mb: float, model_mb: float, shards: int, gpu: bool, attempt: int = 1) -> int:
+    """A shard encodes 1/shards of the corpus."""
+    return encode_minutes(corpus_mb / max(1, shards), model_mb, gpu, attempt)
+
+
+def rerank_minutes(pairs: int, doc_mb_per_pair: float, model_mb: float, gpu: bool, attempt: int = 1) -> int:
+    """A cross-encoder or bi-encoder re-scores ``pairs`` (query, passage) pairs."""
+    return encode_minutes(pairs * doc_mb_per_pair, model_mb, gpu, attempt)
+
+
+def lucene_index_minutes(corpus_mb: float, threads: int, attempt: int = 1) -> int:
+    return _retry(BASE_MINUTES + 2 * corpus_mb / (LUCENE_TEXT_MB_PER_MIN_PER_THREAD * max(1, threads)), attempt)
+
+
+def lucene_index_mem_mb(corpus_mb: float, attempt: int = 1) -> int:
+    """The corpus in Python while its JSON collection is written, then the Anserini JVM: 1.5 GB plus the
+    corpus size (measured peak: 1.05 GB for a 455 MB corpus of 1M passages)."""
+    return _retry(1.5 * BASE_MEM_MB + corpus_mb, attempt)
+
+
+def search_minutes(input_mb: float, attempt: int = 1) -> int:
+    """BM25 over an index or exact search over embeddings: 10 minutes plus 1 per 100 MB."""
+    return _retry(BASE_MINUTES + input_mb / 100, attempt)
+
+
+def search_mem_mb(emb_mb: float, attempt: int = 1) -> int:
+    """Embeddings (float32 copy) plus a FAISS index of the same size."""
+    return _retry(BASE_MEM_MB + 2 * emb_mb, attempt)
+
+
+def light_minutes(input_mb: float, attempt: int = 1) -> int:
+    """Parsing, scoring, fusion, gathering: 10 minutes plus 1 per 200 MB read."""
+    return _retry(BASE_MINUTES + input_mb / 200, attempt)
+
+
+def light_mem_mb(input_mb: float, attempt: int = 1) -> int:
+    return _retry(BASE_MEM_MB + 3 * input_mb, attempt)
