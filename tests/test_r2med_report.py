@@ -128,7 +128,7 @@ def snakemake_dry(extra):
     import sys
 
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(REPO), "-n", "--cores", "2",
-           "all", "--configfile", str(REPO / "config.yaml"), str(extra), "--config", "models_to_run=[bm25-paper]"]
+           "all", "--configfile", str(REPO / "config.yaml"), str(extra), "--config", "models_to_run=[bm25,bm25-paper]"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
