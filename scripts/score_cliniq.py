@@ -3,6 +3,6 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import stages, smk  # noqa: E402
+from r2med_eval import cliniq_pipeline, smk  # noqa: E402
 
-smk.run(snakemake, stages.score_cliniq)
+smk.run(snakemake, cliniq_pipeline.score)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import hashlib
 import json
 import logging
 import os
@@ -27,7 +26,7 @@ from collections import deque
 from pathlib import Path
 
 from .errors import InputError
-from .io import atomic_path, iter_jsonl
+from .io import atomic_path, iter_jsonl, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -368,12 +367,7 @@ def check_chunks(rows, chunk_ids: set, max_missing: float, path) -> dict:
 
 # ---------------------------------------------------------------- download
 
-def sha256_file(path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+sha256_file = sha256_file  # one implementation, in io
 
 
 def download_annotations(outdir, *, commit: str = PINNED_COMMIT, base_url: str = GITHUB_RAW,

@@ -15,13 +15,12 @@ Internal layout (written once per task by the ``prepare_task`` rule, read by eve
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError
-from .io import iter_jsonl, read_json, write_json, write_jsonl, atomic_path
+from .io import iter_jsonl, read_json, sha256_file, write_json, write_jsonl, atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -308,12 +307,7 @@ def count_stats(ds: Dataset) -> dict:
     }
 
 
-def sha256(path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+sha256 = sha256_file  # one implementation, in io
 
 
 # ---------------------------------------------------------------- internal layout

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import InputError
-from .io import iter_jsonl, read_json, write_json
+from .io import iter_jsonl, read_json, sha256_file, write_json
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +79,7 @@ def resolve_source(source: dict, where: str) -> dict:
     return {"hf": repo, "revision": revision, "r2med_task": task}
 
 
-def sha256(path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+sha256 = sha256_file  # one implementation, in io
 
 
 def git_blob_sha1(path) -> str:

@@ -8,6 +8,7 @@ file that looks complete.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -99,3 +100,12 @@ def read_json(path):
 def read_lines(path) -> list[str]:
     with open(path, encoding="utf-8") as handle:
         return [line.rstrip("\n") for line in handle if line.rstrip("\n")]
+
+
+def sha256_file(path) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -295,46 +295,6 @@ def provenance(sm) -> None:
     doc = prov.collect(sm.params.config, entries, sm.params.repo)
     io.write_json(sm.output[0], doc)
     log.info("provenance of %d runs; git %s", len(entries), doc["git"])
-def download_cliniq_annotations(sm) -> None:
-    from . import cliniq_pipeline
-
-    cliniq_pipeline.download_annotations(sm)
-
-
-def chunk_cliniq(sm) -> None:
-    from . import cliniq_pipeline
-
-    cliniq_pipeline.chunk(sm)
-
-
-def prepare_cliniq(sm) -> None:
-    from . import cliniq_pipeline
-
-    cliniq_pipeline.prepare(sm)
-
-
-def score_cliniq(sm) -> None:
-    from . import cliniq_pipeline
-
-    cliniq_pipeline.score(sm)
-
-
-def report_cliniq(sm) -> None:
-    from . import cliniq_pipeline
-
-    cliniq_pipeline.report(sm)
-
-
-def link_cliniq_corpus(sm) -> None:
-    from . import cliniq_pipeline
-
-    cliniq_pipeline.link_corpus(sm)
-
-
-def prepare_cliniq_queries(sm) -> None:
-    from . import cliniq_pipeline
-
-    cliniq_pipeline.prepare_queries(sm)
 
 
 # ---------------------------------------------------------------- R2MED: Hub downloads, paper-faithful BM25, report
