@@ -17,6 +17,7 @@ wildcard_constraints:
 
 
 include: "rules/data.smk"
+include: "rules/chunk.smk"
 include: "rules/index.smk"
 include: "rules/encode.smk"
 include: "rules/retrieve.smk"
@@ -24,8 +25,6 @@ include: "rules/rerank.smk"
 include: "rules/fuse.smk"
 include: "rules/score.smk"
 include: "rules/report.smk"
-include: "rules/chunk.smk"
-include: "rules/cliniq.smk"
 
 
 rule all:

@@ -292,7 +292,7 @@ def plot_notes(wildcards):
     return notes
 
 
-# ---------------------------------------------------------------- CliniQ (rules/chunk.smk, rules/cliniq.smk)
+# ---------------------------------------------------------------- CliniQ (rules/chunk.smk; CliniQ rules in data, score, report)
 
 
 def cliniq_benchmarks():

@@ -88,3 +88,59 @@ rule download_query_variant:
         "../envs/core.yaml"
     script:
         "../scripts/download_query_variant.py"
+
+
+rule link_cliniq_corpus:
+    input:
+        corpus="resources/cliniq/{benchmark}/{task}/corpus.jsonl",
+    output:
+        corpus="results/data/{benchmark}/{task}/corpus.jsonl",
+    wildcard_constraints:
+        benchmark=cliniq_benchmark_constraint(),
+    log:
+        "logs/link_cliniq_corpus/{benchmark}/{task}.log",
+    benchmark:
+        "benchmarks/link_cliniq_corpus/{benchmark}/{task}.tsv"
+    conda:
+        "../envs/core.yaml"
+    script:
+        "../scripts/link_cliniq_corpus.py"
+
+
+rule prepare_cliniq_queries:
+    input:
+        unpack(cliniq_query_inputs),
+    output:
+        queries="results/data/{benchmark}/{task}/queries.jsonl",
+        query_types="results/data/{benchmark}/{task}/query_types.tsv",
+    wildcard_constraints:
+        benchmark=cliniq_benchmark_constraint(),
+    log:
+        "logs/prepare_cliniq_queries/{benchmark}/{task}.log",
+    benchmark:
+        "benchmarks/prepare_cliniq_queries/{benchmark}/{task}.tsv"
+    conda:
+        "../envs/core.yaml"
+    script:
+        "../scripts/prepare_cliniq_queries.py"
+
+
+rule prepare_cliniq:
+    input:
+        unpack(cliniq_prepare_inputs),
+    output:
+        qrels="results/data/{benchmark}/{task}/qrels.tsv",
+        cliniq_qrels="results/data/{benchmark}/{task}/cliniq_qrels.tsv",
+        stats="results/data/{benchmark}/{task}/stats.json",
+    wildcard_constraints:
+        benchmark=cliniq_benchmark_constraint(),
+    params:
+        spec=cliniq_judgment_spec,
+    log:
+        "logs/prepare_cliniq/{benchmark}/{task}.log",
+    benchmark:
+        "benchmarks/prepare_cliniq/{benchmark}/{task}.tsv"
+    conda:
+        "../envs/core.yaml"
+    script:
+        "../scripts/prepare_cliniq.py"

@@ -235,3 +235,27 @@ rule r2med_vs_paper:
         "../envs/core.yaml"
     script:
         "../scripts/r2med_vs_paper.py"
+
+
+rule report_cliniq:
+    input:
+        unpack(cliniq_report_inputs),
+    output:
+        match_csv="results/cliniq/{benchmark}/by_match_type.csv",
+        match_md="results/cliniq/{benchmark}/by_match_type.md",
+        query_csv="results/cliniq/{benchmark}/by_query_type.csv",
+        query_md="results/cliniq/{benchmark}/by_query_type.md",
+        pool="results/cliniq/{benchmark}/pool.tsv",
+    wildcard_constraints:
+        benchmark=cliniq_benchmark_constraint(),
+    params:
+        models=cliniq_models,
+        depth=cliniq_pool_depth,
+    log:
+        "logs/report_cliniq/{benchmark}.log",
+    benchmark:
+        "benchmarks/report_cliniq/{benchmark}.tsv"
+    conda:
+        "../envs/core.yaml"
+    script:
+        "../scripts/report_cliniq.py"
