@@ -52,7 +52,8 @@ models:
 
 # Files whose content holds wall-clock timings, and Lucene's segment files (they carry random segment
 # ids; the index is compared through the BM25 runs); everything else under results/ must be byte-identical.
-NOT_COMPARED = re.compile(r"(\.search\.json$|lucene\.json$|^index/)")
+# timings and host facts differ by design: search/index timing files, the Lucene index, provenance.json
+NOT_COMPARED = re.compile(r"(\.search\.json$|lucene\.json$|^index/|^provenance\.json$)")
 
 
 def _node_ready() -> bool:
