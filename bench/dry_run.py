@@ -162,6 +162,9 @@ def main() -> int:
                         help="checkout to measure against the anchor (default: the one holding this script, "
                              "working tree as it is, uncommitted changes included)")
     parser.add_argument("--repeats", type=int, default=5, help="timed pairs (default: 5)")
+    parser.add_argument("--order", choices=["fixed", "alternate"], default="fixed",
+                        help="fixed: anchor then current in every pair (default); alternate: pairs 2, 4, ... run "
+                             "current first (cancels an effect of the position within a pair)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed dry runs per side first (default: 1)")
     parser.add_argument("--cores", type=int, default=8, help="snakemake --cores (default: 8)")
     parser.add_argument("--full-output", action="store_true",
@@ -211,9 +214,13 @@ def main() -> int:
                 print(f"warm-up {i + 1}: {side.name:7s} {t:7.2f} s  {n} jobs", flush=True)
 
         ratios = []
-        print(f"\n{'pair':>4}  {'anchor s':>9}  {'current s':>9}  {'ratio':>6}  {'anchor jobs':>11}  {'current jobs':>12}")
+        print(f"\norder: {'anchor then current in every pair' if args.order == 'fixed' else 'alternating'}")
+        print(f"{'pair':>4}  {'anchor s':>9}  {'current s':>9}  {'ratio':>6}  {'anchor jobs':>11}  {'current jobs':>12}")
         for i in range(args.repeats):
-            (ta, na), (tc, nc) = anchor.dry_run(), cur.dry_run()
+            if args.order == "alternate" and i % 2 == 1:
+                (tc, nc), (ta, na) = cur.dry_run(), anchor.dry_run()
+            else:
+                (ta, na), (tc, nc) = anchor.dry_run(), cur.dry_run()
             for side, t, n in ((anchor, ta, na), (cur, tc, nc)):
                 side.times.append(t)
                 side.jobs.append(n)
