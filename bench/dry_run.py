@@ -34,8 +34,11 @@ earlier run), holding only a symlink ``data`` -> ``<checkout>/data``, so the rel
 Snakefile. One untimed warm-up dry run per side comes first (``--warmup``), which also compiles the fresh
 worktree's bytecode. Each run's job total is parsed from Snakemake's "Job stats" table.
 
-Prints each pair's wall times and job totals, then the median time of each side and the median of the
-per-pair ratios anchor/current (> 1: the current checkout is faster). Exits 1 if a dry run fails (its output
+Prints each pair's wall times, job totals and CPU times (user + system of the snakemake process), then the
+median wall time of each side and the median of the per-pair ratios anchor/current (> 1: the current
+checkout is faster), and the same for CPU time. ``--order alternate`` runs the current checkout first in
+every second pair. Wall times on a shared VM vary by about +-10% from run to run for identical code: use
+5 or more repeats before reading a ratio. Exits 1 if a dry run fails (its output
 tail is printed) or its job table cannot be parsed; a job total that differs between the sides is reported
 but is not an error (the flag ``--require-same-jobs`` makes it one).
 """
@@ -45,6 +48,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -117,6 +121,7 @@ class Side:
         self.cores, self.quiet = cores, quiet
         self.runs = 0
         self.times: list[float] = []
+        self.cpu: list[float] = []
         self.jobs: list[int] = []
         self.warnings: list[str] = []
 
@@ -127,7 +132,8 @@ class Side:
             cmd += ["--quiet", "rules", "reason"]  # keeps the Job stats table
         return cmd + ["--configfile", *[str(self.checkout / f) for f in CONFIG_FILES], str(self.matrix)]
 
-    def dry_run(self) -> tuple[float, int]:
+    def dry_run(self) -> tuple[float, int, float]:
+        """Wall seconds, job total, CPU seconds (user + system of the snakemake process and its children)."""
         self.runs += 1
         workdir = self.scratch / f"{self.name}-{self.runs}"
         workdir.mkdir(parents=True)
@@ -135,9 +141,12 @@ class Side:
             if (self.checkout / entry).exists():
                 (workdir / entry).symlink_to(self.checkout / entry)
         cmd = self.command(workdir)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.run(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         output = proc.stdout
         if proc.returncode != 0:
             tail = "\n".join(output.splitlines()[-40:])
@@ -150,7 +159,7 @@ class Side:
             if re.search(r"warn", line, re.IGNORECASE) and line not in self.warnings:
                 self.warnings.append(line)
         shutil.rmtree(workdir, ignore_errors=True)
-        return elapsed, total
+        return elapsed, total, cpu
 
 
 def main() -> int:
@@ -210,28 +219,33 @@ def main() -> int:
 
         for i in range(args.warmup):
             for side in (anchor, cur):
-                t, n = side.dry_run()
-                print(f"warm-up {i + 1}: {side.name:7s} {t:7.2f} s  {n} jobs", flush=True)
+                t, n, c = side.dry_run()
+                print(f"warm-up {i + 1}: {side.name:7s} {t:7.2f} s (CPU {c:.2f} s)  {n} jobs", flush=True)
 
         ratios = []
         print(f"\norder: {'anchor then current in every pair' if args.order == 'fixed' else 'alternating'}")
-        print(f"{'pair':>4}  {'anchor s':>9}  {'current s':>9}  {'ratio':>6}  {'anchor jobs':>11}  {'current jobs':>12}")
+        print(f"{'pair':>4}  {'anchor s':>9}  {'current s':>9}  {'ratio':>6}  {'anchor jobs':>11}  {'current jobs':>12}"
+              f"  {'anchor CPU s':>12}  {'current CPU s':>13}")
         for i in range(args.repeats):
             if args.order == "alternate" and i % 2 == 1:
-                (tc, nc), (ta, na) = cur.dry_run(), anchor.dry_run()
+                (tc, nc, cc), (ta, na, ca) = cur.dry_run(), anchor.dry_run()
             else:
-                (ta, na), (tc, nc) = anchor.dry_run(), cur.dry_run()
-            for side, t, n in ((anchor, ta, na), (cur, tc, nc)):
+                (ta, na, ca), (tc, nc, cc) = anchor.dry_run(), cur.dry_run()
+            for side, t, n, c in ((anchor, ta, na, ca), (cur, tc, nc, cc)):
                 side.times.append(t)
                 side.jobs.append(n)
+                side.cpu.append(c)
             ratios.append(ta / tc)
-            print(f"{i + 1:>4}  {ta:9.2f}  {tc:9.2f}  {ta / tc:6.3f}  {na:>11}  {nc:>12}", flush=True)
+            print(f"{i + 1:>4}  {ta:9.2f}  {tc:9.2f}  {ta / tc:6.3f}  {na:>11}  {nc:>12}  {ca:12.2f}  {cc:13.2f}",
+                  flush=True)
 
         ma, mc = statistics.median(anchor.times), statistics.median(cur.times)
         print(f"\nmedian anchor  : {ma:.2f} s ({args.anchor}; jobs {sorted(set(anchor.jobs))})")
         print(f"median current : {mc:.2f} s (jobs {sorted(set(cur.jobs))})")
         print(f"median ratio anchor/current over {args.repeats} pairs: {statistics.median(ratios):.3f} "
               f"(ratio of medians {ma / mc:.3f})")
+        print(f"median CPU time: anchor {statistics.median(anchor.cpu):.2f} s, current {statistics.median(cur.cpu):.2f} s, "
+              f"median ratio {statistics.median(a / c for a, c in zip(anchor.cpu, cur.cpu)):.3f}")
         for side in (anchor, cur):
             if side.warnings:
                 print(f"{side.name} printed warnings:\n  " + "\n  ".join(side.warnings))
