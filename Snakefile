@@ -1,25 +1,27 @@
 # r2med-eval: reproducible evaluation of retrieval models on reasoning-driven medical retrieval.
 # This file only wires: config, schema validation, includes and the `all` target.
 
+
 configfile: "config.yaml"
 
 
 include: "rules/common.smk"
 
 
-CFG = validated_config(config)
+W = load_workflow(config)
 
 
 wildcard_constraints:
-    benchmark=benchmark_constraint(),
-    task=task_constraint(),
-    model=model_constraint(),
+    benchmark=W.constraint("benchmark"),
+    task=W.constraint("task"),
+    model=W.constraint("model"),
+    method=W.gar_methods(),
+    llm=r"[A-Za-z0-9][A-Za-z0-9._-]*",
 
 
 include: "rules/data.smk"
 include: "rules/chunk.smk"
 include: "rules/index.smk"
-include: "rules/encode.smk"
 include: "rules/retrieve.smk"
 include: "rules/rerank.smk"
 include: "rules/fuse.smk"
@@ -29,5 +31,5 @@ include: "rules/report.smk"
 
 rule all:
     input:
-        all_targets(),
+        W.targets(),
     default_target: True

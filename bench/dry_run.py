@@ -46,7 +46,6 @@ but is not an error (the flag ``--require-same-jobs`` makes it one).
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import resource
 import shutil

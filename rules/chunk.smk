@@ -1,5 +1,5 @@
-# Stage: chunk. CliniQ's corpus rebuilt from the user's MIMIC-III NOTEEVENTS (credentialed text:
-# written only under resources/, owner-only), and CliniQ's annotations fetched at a pinned commit.
+# Stage chunk: CliniQ's corpus rebuilt from the user's MIMIC-III NOTEEVENTS (credentialed text: written only
+# under resources/, owner-only), and CliniQ's annotations fetched at a pinned commit (a local rule).
 
 
 rule download_cliniq_annotations:
@@ -13,13 +13,14 @@ rule download_cliniq_annotations:
         qrels_drug="{anndir}/qrels_drug.tsv",
         sums="{anndir}/SHA256SUMS",
     wildcard_constraints:
-        anndir=cliniq_download_constraint(),
+        anndir=W.constraint("anndir"),
     params:
-        spec=cliniq_download_spec,
+        spec=W.params.of("download_cliniq_annotations"),
+    localrule: True
     log:
-        "logs/download_cliniq_annotations/{anndir}.log",
+        paths.log_file("download_cliniq_annotations"),
     benchmark:
-        "benchmarks/download_cliniq_annotations/{anndir}.tsv"
+        paths.benchmark_file("download_cliniq_annotations")
     conda:
         "../envs/core.yaml"
     script:
@@ -28,21 +29,21 @@ rule download_cliniq_annotations:
 
 rule chunk_cliniq:
     input:
-        unpack(cliniq_chunk_inputs),
+        unpack(W.inputs.chunk_cliniq),
     output:
-        corpus="resources/cliniq/{benchmark}/{task}/corpus.jsonl",
-        ids="results/data/{benchmark}/{task}/chunk_ids.txt",
-        stats="results/data/{benchmark}/{task}/chunk_stats.json",
+        corpus=paths.CLINIQ_CHUNKS,
+        ids=paths.CHUNK_IDS,
+        stats=paths.CHUNK_STATS,
     wildcard_constraints:
-        benchmark=cliniq_benchmark_constraint(),
+        benchmark=W.constraint("cliniq_benchmark"),
     params:
-        spec=cliniq_chunk_spec,
+        spec=W.params.of("chunk_cliniq"),
     resources:
         mem_mb=4096,
     log:
-        "logs/chunk_cliniq/{benchmark}/{task}.log",
+        paths.log_file("chunk_cliniq"),
     benchmark:
-        "benchmarks/chunk_cliniq/{benchmark}/{task}.tsv"
+        paths.benchmark_file("chunk_cliniq")
     conda:
         "../envs/core.yaml"
     script:

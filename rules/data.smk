@@ -1,25 +1,26 @@
-# Stage: data. Load each task from its on-disk layout once, validate it, write the internal layout.
+# Stage data: load each task from its on-disk layout once, validate it, write the internal layout; query
+# variants; Hub downloads (local rules: compute nodes are often offline); CliniQ's queries and judgments.
 
 
 rule prepare_task:
     input:
-        task_raw_files,
+        W.inputs.prepare_task,
     output:
-        corpus="results/data/{benchmark}/{task}/corpus.jsonl",
-        queries="results/data/{benchmark}/{task}/queries.jsonl",
-        qrels="results/data/{benchmark}/{task}/qrels.tsv",
-        stats="results/data/{benchmark}/{task}/stats.json",
+        corpus=paths.CORPUS,
+        queries=paths.QUERIES,
+        qrels=paths.QRELS,
+        stats=paths.STATS,
     wildcard_constraints:
-        benchmark=generic_benchmark_constraint(),
+        benchmark=W.constraint("generic_benchmark"),
     params:
-        spec=task_spec,
+        spec=W.params.of("prepare_task"),
     resources:
-        mem_mb=light_mem_mb,
-        runtime=light_runtime,
+        mem_mb=W.resources.light_mem_mb,
+        runtime=W.resources.light_runtime,
     log:
-        "logs/prepare_task/{benchmark}/{task}.log",
+        paths.log_file("prepare_task"),
     benchmark:
-        "benchmarks/prepare_task/{benchmark}/{task}.tsv"
+        paths.benchmark_file("prepare_task")
     conda:
         "../envs/core.yaml"
     script:
@@ -28,17 +29,15 @@ rule prepare_task:
 
 rule prepare_query_variant:
     input:
-        variant=variant_file,
-        queries="results/data/{benchmark}/{task}/queries.jsonl",
+        unpack(W.inputs.prepare_query_variant),
     output:
-        "results/data/{benchmark}/{task}/variants/{method}--{llm}.jsonl",
-    wildcard_constraints:
-        method="hyde|query2doc|lamer",
-        llm=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+        paths.VARIANT,
+    params:
+        spec=W.params.of("prepare_query_variant"),
     log:
-        "logs/prepare_query_variant/{benchmark}/{task}/{method}--{llm}.log",
+        paths.log_file("prepare_query_variant"),
     benchmark:
-        "benchmarks/prepare_query_variant/{benchmark}/{task}/{method}--{llm}.tsv"
+        paths.benchmark_file("prepare_query_variant")
     conda:
         "../envs/core.yaml"
     script:
@@ -47,20 +46,17 @@ rule prepare_query_variant:
 
 rule download_task:
     output:
-        corpus="resources/{benchmark}/{task}/corpus.jsonl",
-        queries="resources/{benchmark}/{task}/query.jsonl",
-        qrels="resources/{benchmark}/{task}/qrels.jsonl",
-        manifest="resources/{benchmark}/{task}/manifest.json",
+        **paths.DOWNLOAD_FILES,
     wildcard_constraints:
-        benchmark=source_benchmark_constraint(),
-        task=source_task_constraint(),
+        benchmark=W.constraint("source_benchmark"),
+        task=W.constraint("source_task"),
     params:
-        fetch=download_params,
+        spec=W.params.of("download_task"),
     localrule: True
     log:
-        "logs/download_task/{benchmark}/{task}.log",
+        paths.log_file("download_task"),
     benchmark:
-        "benchmarks/download_task/{benchmark}/{task}.tsv"
+        paths.benchmark_file("download_task")
     conda:
         "../envs/core.yaml"
     script:
@@ -69,21 +65,19 @@ rule download_task:
 
 rule download_query_variant:
     input:
-        manifest="resources/{benchmark}/{task}/manifest.json",
+        manifest=paths.DOWNLOAD_FILES["manifest"],
     output:
-        "resources/{benchmark}/{task}/{method}/{llm}/query_with_hydoc.jsonl",
+        paths.DOWNLOAD_VARIANT,
     wildcard_constraints:
-        benchmark=source_benchmark_constraint(),
-        task=source_task_constraint(),
-        method="hyde|query2doc|lamer",
-        llm=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+        benchmark=W.constraint("source_benchmark"),
+        task=W.constraint("source_task"),
     params:
-        fetch=download_params,
+        spec=W.params.of("download_query_variant"),
     localrule: True
     log:
-        "logs/download_query_variant/{benchmark}/{task}/{method}--{llm}.log",
+        paths.log_file("download_query_variant"),
     benchmark:
-        "benchmarks/download_query_variant/{benchmark}/{task}/{method}--{llm}.tsv"
+        paths.benchmark_file("download_query_variant")
     conda:
         "../envs/core.yaml"
     script:
@@ -92,15 +86,17 @@ rule download_query_variant:
 
 rule link_cliniq_corpus:
     input:
-        corpus="resources/cliniq/{benchmark}/{task}/corpus.jsonl",
+        corpus=paths.CLINIQ_CHUNKS,
     output:
-        corpus="results/data/{benchmark}/{task}/corpus.jsonl",
+        corpus=paths.CORPUS,
     wildcard_constraints:
-        benchmark=cliniq_benchmark_constraint(),
+        benchmark=W.constraint("cliniq_benchmark"),
+    params:
+        spec=W.params.of("link_cliniq_corpus"),
     log:
-        "logs/link_cliniq_corpus/{benchmark}/{task}.log",
+        paths.log_file("link_cliniq_corpus"),
     benchmark:
-        "benchmarks/link_cliniq_corpus/{benchmark}/{task}.tsv"
+        paths.benchmark_file("link_cliniq_corpus")
     conda:
         "../envs/core.yaml"
     script:
@@ -109,16 +105,18 @@ rule link_cliniq_corpus:
 
 rule prepare_cliniq_queries:
     input:
-        unpack(cliniq_query_inputs),
+        unpack(W.inputs.prepare_cliniq_queries),
     output:
-        queries="results/data/{benchmark}/{task}/queries.jsonl",
-        query_types="results/data/{benchmark}/{task}/query_types.tsv",
+        queries=paths.QUERIES,
+        query_types=paths.QUERY_TYPES,
     wildcard_constraints:
-        benchmark=cliniq_benchmark_constraint(),
+        benchmark=W.constraint("cliniq_benchmark"),
+    params:
+        spec=W.params.of("prepare_cliniq_queries"),
     log:
-        "logs/prepare_cliniq_queries/{benchmark}/{task}.log",
+        paths.log_file("prepare_cliniq_queries"),
     benchmark:
-        "benchmarks/prepare_cliniq_queries/{benchmark}/{task}.tsv"
+        paths.benchmark_file("prepare_cliniq_queries")
     conda:
         "../envs/core.yaml"
     script:
@@ -127,19 +125,19 @@ rule prepare_cliniq_queries:
 
 rule prepare_cliniq:
     input:
-        unpack(cliniq_prepare_inputs),
+        unpack(W.inputs.prepare_cliniq),
     output:
-        qrels="results/data/{benchmark}/{task}/qrels.tsv",
-        cliniq_qrels="results/data/{benchmark}/{task}/cliniq_qrels.tsv",
-        stats="results/data/{benchmark}/{task}/stats.json",
+        qrels=paths.QRELS,
+        cliniq_qrels=paths.CLINIQ_QRELS,
+        stats=paths.STATS,
     wildcard_constraints:
-        benchmark=cliniq_benchmark_constraint(),
+        benchmark=W.constraint("cliniq_benchmark"),
     params:
-        spec=cliniq_judgment_spec,
+        spec=W.params.of("prepare_cliniq"),
     log:
-        "logs/prepare_cliniq/{benchmark}/{task}.log",
+        paths.log_file("prepare_cliniq"),
     benchmark:
-        "benchmarks/prepare_cliniq/{benchmark}/{task}.tsv"
+        paths.benchmark_file("prepare_cliniq")
     conda:
         "../envs/core.yaml"
     script:

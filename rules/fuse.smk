@@ -1,20 +1,20 @@
-# Stage: fuse. Reciprocal rank fusion or linear fusion of named runs.
+# Stage fuse: reciprocal rank fusion or linear fusion of named runs.
 
 
 rule fuse_runs:
     input:
-        runs=fusion_inputs,
+        runs=W.inputs.fuse_runs,
     output:
-        run="results/runs/{benchmark}/{task}/{model}.trec",
-        info="results/runs/{benchmark}/{task}/{model}.lineage.json",
+        run=paths.RUN,
+        info=paths.RUN_LINEAGE,
     wildcard_constraints:
-        model=fusion_constraint(),
+        model=W.constraint("fusion"),
     params:
-        job=fusion_params,
+        spec=W.params.of("fuse_runs"),
     log:
-        "logs/fuse_runs/{benchmark}/{task}/{model}.log",
+        paths.log_file("fuse_runs"),
     benchmark:
-        "benchmarks/fuse_runs/{benchmark}/{task}/{model}.tsv"
+        paths.benchmark_file("fuse_runs")
     conda:
         "../envs/core.yaml"
     script:

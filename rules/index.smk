@@ -1,21 +1,125 @@
-# Stage: index. One Lucene index per task, shared by every BM25 configuration.
+# Stage index: one Lucene index per task, shared by every BM25 configuration; dense corpus embeddings per
+# (task, model), encoded in shards that can run as separate jobs, and query embeddings.
 
 
 rule lucene_index:
     input:
-        corpus="results/data/{benchmark}/{task}/corpus.jsonl",
+        corpus=paths.CORPUS,
     output:
-        index=directory("results/index/{benchmark}/{task}/lucene"),
-        info="results/index/{benchmark}/{task}/lucene.json",
+        index=directory(paths.INDEX),
+        info=paths.INDEX_INFO,
+    params:
+        spec=W.params.of("lucene_index"),
     threads: 4
     resources:
-        mem_mb=lucene_index_mem_mb,
-        runtime=lucene_index_runtime,
+        mem_mb=W.resources.lucene_index_mem_mb,
+        runtime=W.resources.lucene_index_runtime,
     log:
-        "logs/lucene_index/{benchmark}/{task}.log",
+        paths.log_file("lucene_index"),
     benchmark:
-        "benchmarks/lucene_index/{benchmark}/{task}.tsv"
+        paths.benchmark_file("lucene_index")
     conda:
         "../envs/lucene.yaml"
     script:
         "../scripts/lucene_index.py"
+
+
+rule encode_corpus_shard:
+    input:
+        corpus=paths.CORPUS,
+    output:
+        shard=paths.EMB_SHARD,
+    wildcard_constraints:
+        model=W.constraint("encoder"),
+        shard=r"\d+",
+        nshards=r"\d+",
+    params:
+        spec=W.params.of("encode_corpus_shard"),
+    threads: 4
+    resources:
+        mem_mb=W.resources.encoder_mem_mb,
+        runtime=W.resources.encode_shard_runtime,
+        gpu=W.resources.encoder_gpu,
+    log:
+        paths.log_file("encode_corpus_shard"),
+    benchmark:
+        paths.benchmark_file("encode_corpus_shard")
+    conda:
+        "../envs/dense.yaml"
+    script:
+        "../scripts/encode_corpus_shard.py"
+
+
+rule gather_embeddings:
+    input:
+        corpus=paths.CORPUS,
+        shards=W.inputs.embedding_shards,
+    output:
+        emb=paths.EMB_CORPUS,
+        ids=paths.EMB_CORPUS_IDS,
+    wildcard_constraints:
+        model=W.constraint("encoder"),
+    params:
+        spec=W.params.of("gather_embeddings"),
+    resources:
+        mem_mb=W.resources.light_mem_mb,
+        runtime=W.resources.light_runtime,
+    log:
+        paths.log_file("gather_embeddings"),
+    benchmark:
+        paths.benchmark_file("gather_embeddings")
+    conda:
+        "../envs/dense.yaml"
+    script:
+        "../scripts/gather_embeddings.py"
+
+
+rule encode_queries:
+    input:
+        queries=paths.QUERIES,
+    output:
+        emb=paths.EMB_QUERIES,
+        ids=paths.EMB_QUERY_IDS,
+    wildcard_constraints:
+        model=W.constraint("encoder"),
+    params:
+        spec=W.params.of("encode_queries"),
+    threads: 2
+    resources:
+        mem_mb=W.resources.encoder_mem_mb,
+        runtime=W.resources.encode_queries_runtime,
+        gpu=W.resources.encoder_gpu,
+    log:
+        paths.log_file("encode_queries"),
+    benchmark:
+        paths.benchmark_file("encode_queries")
+    conda:
+        "../envs/dense.yaml"
+    script:
+        "../scripts/encode_queries.py"
+
+
+rule encode_query_variant:
+    input:
+        queries=paths.QUERIES,
+        variant=paths.VARIANT,
+    output:
+        emb=paths.EMB_VARIANT,
+        ids=paths.EMB_VARIANT_IDS,
+    wildcard_constraints:
+        model=W.constraint("encoder"),
+    params:
+        spec=W.params.of("encode_query_variant"),
+    threads: 2
+    resources:
+        mem_mb=W.resources.encoder_mem_mb,
+        runtime=W.resources.encode_queries_runtime,
+        gpu=W.resources.encoder_gpu,
+    log:
+        paths.log_file("encode_query_variant"),
+    benchmark:
+        paths.benchmark_file("encode_query_variant")
+    conda:
+        "../envs/dense.yaml"
+    script:
+        "../scripts/encode_query_variant.py"

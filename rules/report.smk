@@ -1,5 +1,6 @@
-# Stage: report. Leaderboards, significance against the baseline, plots and provenance over every scored run.
-# Outputs marked with report() go into `snakemake --report report.html`; captions are in report/*.rst.
+# Stage report: leaderboards, significance against the baseline, plots, provenance, the comparison with
+# R2MED's published numbers and CliniQ's tables, over every scored run. Outputs marked with report() go into
+# `snakemake --report report.html`; captions are in report/*.rst.
 
 
 report: "../report/workflow.rst"
@@ -7,21 +8,21 @@ report: "../report/workflow.rst"
 
 rule significance:
     input:
-        per_query_files(),
+        W.inputs.per_query_files(),
     output:
         csv=report(
-            "results/significance.csv",
+            paths.fill(paths.SIGNIFICANCE, ext="csv"),
             caption="../report/significance.rst",
             category="Significance",
             labels={"table": "significance against the baseline"},
         ),
-        md="results/significance.md",
+        md=paths.fill(paths.SIGNIFICANCE, ext="md"),
     params:
-        report=report_params(),
+        spec=W.params.of("significance"),
     log:
-        "logs/significance/significance.log",
+        paths.log_file("significance"),
     benchmark:
-        "benchmarks/significance/significance.tsv"
+        paths.benchmark_file("significance")
     conda:
         "../envs/core.yaml"
     script:
@@ -30,29 +31,28 @@ rule significance:
 
 rule leaderboard:
     input:
-        metrics=metric_files(),
-        significance="results/significance.csv",
+        metrics=W.inputs.metric_files(),
+        significance=paths.fill(paths.SIGNIFICANCE, ext="csv"),
     output:
         csv=report(
-            "results/leaderboard.csv",
+            paths.fill(paths.LEADERBOARD, ext="csv"),
             caption="../report/leaderboard.rst",
             category="Leaderboard",
             labels={"benchmark": "all", "format": "CSV"},
         ),
-        md="results/leaderboard.md",
+        md=paths.fill(paths.LEADERBOARD, ext="md"),
         html=report(
-            "results/leaderboard.html",
+            paths.fill(paths.LEADERBOARD, ext="html"),
             caption="../report/leaderboard.rst",
             category="Leaderboard",
             labels={"benchmark": "all", "format": "HTML"},
         ),
     params:
-        metric=CFG["leaderboard"]["metric"],
-        report=report_params(),
+        spec=W.params.of("leaderboard"),
     log:
-        "logs/leaderboard/leaderboard.log",
+        paths.log_file("leaderboard"),
     benchmark:
-        "benchmarks/leaderboard/leaderboard.tsv"
+        paths.benchmark_file("leaderboard")
     conda:
         "../envs/core.yaml"
     script:
@@ -61,23 +61,23 @@ rule leaderboard:
 
 rule leaderboard_benchmark:
     input:
-        metrics=benchmark_metric_files,
-        significance="results/significance.csv",
+        metrics=W.inputs.benchmark_metrics,
+        significance=paths.fill(paths.SIGNIFICANCE, ext="csv"),
     output:
-        csv="results/leaderboards/{benchmark}.csv",
-        md="results/leaderboards/{benchmark}.md",
+        csv=paths.partial(paths.BENCHMARK_LEADERBOARD, ext="csv"),
+        md=paths.partial(paths.BENCHMARK_LEADERBOARD, ext="md"),
         html=report(
-            "results/leaderboards/{benchmark}.html",
+            paths.partial(paths.BENCHMARK_LEADERBOARD, ext="html"),
             caption="../report/leaderboard.rst",
             category="Leaderboard",
             labels={"benchmark": "{benchmark}", "format": "HTML"},
         ),
     params:
-        report=report_params(),
+        spec=W.params.of("leaderboard_benchmark"),
     log:
-        "logs/leaderboard_benchmark/{benchmark}.log",
+        paths.log_file("leaderboard_benchmark"),
     benchmark:
-        "benchmarks/leaderboard_benchmark/{benchmark}.tsv"
+        paths.benchmark_file("leaderboard_benchmark")
     conda:
         "../envs/core.yaml"
     script:
@@ -86,31 +86,30 @@ rule leaderboard_benchmark:
 
 rule plot_leaderboard:
     input:
-        benchmark_metric_files,
+        W.inputs.benchmark_metrics,
     output:
         by_task_png=report(
-            "results/plots/{benchmark}/by_task.png",
+            paths.partial(paths.PLOT, name="by_task", ext="png"),
             caption="../report/by_task.rst",
             category="Plots",
             subcategory="{benchmark}",
             labels={"benchmark": "{benchmark}", "figure": "by task and model"},
         ),
-        by_task_svg="results/plots/{benchmark}/by_task.svg",
+        by_task_svg=paths.partial(paths.PLOT, name="by_task", ext="svg"),
         heatmap_png=report(
-            "results/plots/{benchmark}/heatmap.png",
+            paths.partial(paths.PLOT, name="heatmap", ext="png"),
             caption="../report/heatmap.rst",
             category="Plots",
             subcategory="{benchmark}",
             labels={"benchmark": "{benchmark}", "figure": "model-by-task heatmap"},
         ),
-        heatmap_svg="results/plots/{benchmark}/heatmap.svg",
+        heatmap_svg=paths.partial(paths.PLOT, name="heatmap", ext="svg"),
     params:
-        metric=CFG["leaderboard"]["metric"],
-        notes=plot_notes,
+        spec=W.params.of("plot_leaderboard"),
     log:
-        "logs/plot_leaderboard/{benchmark}.log",
+        paths.log_file("plot_leaderboard"),
     benchmark:
-        "benchmarks/plot_leaderboard/{benchmark}.tsv"
+        paths.benchmark_file("plot_leaderboard")
     conda:
         "../envs/core.yaml"
     script:
@@ -119,22 +118,22 @@ rule plot_leaderboard:
 
 rule plot_rerank_depth:
     input:
-        benchmark_metric_files,
+        W.inputs.benchmark_metrics,
     output:
         png=report(
-            "results/plots/{benchmark}/rerank_depth.png",
+            paths.partial(paths.PLOT, name="rerank_depth", ext="png"),
             caption="../report/rerank_depth.rst",
             category="Plots",
             subcategory="{benchmark}",
             labels={"benchmark": "{benchmark}", "figure": "reranking depth"},
         ),
-        svg="results/plots/{benchmark}/rerank_depth.svg",
+        svg=paths.partial(paths.PLOT, name="rerank_depth", ext="svg"),
     params:
-        metric=CFG["leaderboard"]["metric"],
+        spec=W.params.of("plot_rerank_depth"),
     log:
-        "logs/plot_rerank_depth/{benchmark}.log",
+        paths.log_file("plot_rerank_depth"),
     benchmark:
-        "benchmarks/plot_rerank_depth/{benchmark}.tsv"
+        paths.benchmark_file("plot_rerank_depth")
     conda:
         "../envs/core.yaml"
     script:
@@ -143,22 +142,22 @@ rule plot_rerank_depth:
 
 rule plot_scatter:
     input:
-        unpack(scatter_inputs),
+        unpack(W.inputs.plot_scatter),
     output:
         png=report(
-            "results/plots/{benchmark}/scatter.png",
+            paths.partial(paths.PLOT, name="scatter", ext="png"),
             caption="../report/scatter.rst",
             category="Plots",
             subcategory="{benchmark}",
             labels={"benchmark": "{benchmark}", "figure": "per-query scatter"},
         ),
-        svg="results/plots/{benchmark}/scatter.svg",
+        svg=paths.partial(paths.PLOT, name="scatter", ext="svg"),
     params:
-        pair=scatter_params,
+        spec=W.params.of("plot_scatter"),
     log:
-        "logs/plot_scatter/{benchmark}.log",
+        paths.log_file("plot_scatter"),
     benchmark:
-        "benchmarks/plot_scatter/{benchmark}.tsv"
+        paths.benchmark_file("plot_scatter")
     conda:
         "../envs/core.yaml"
     script:
@@ -167,28 +166,30 @@ rule plot_scatter:
 
 rule plot_cliniq:
     input:
-        unpack(cliniq_breakdowns),
+        unpack(W.inputs.plot_cliniq),
     output:
         match_png=report(
-            "results/plots/{benchmark}/cliniq_by_match_type.png",
+            paths.partial(paths.PLOT, name="cliniq_by_match_type", ext="png"),
             caption="../report/cliniq.rst",
             category="Plots",
             subcategory="{benchmark}",
             labels={"benchmark": "{benchmark}", "figure": "CliniQ by match type"},
         ),
-        match_svg="results/plots/{benchmark}/cliniq_by_match_type.svg",
+        match_svg=paths.partial(paths.PLOT, name="cliniq_by_match_type", ext="svg"),
         query_png=report(
-            "results/plots/{benchmark}/cliniq_by_query_type.png",
+            paths.partial(paths.PLOT, name="cliniq_by_query_type", ext="png"),
             caption="../report/cliniq.rst",
             category="Plots",
             subcategory="{benchmark}",
             labels={"benchmark": "{benchmark}", "figure": "CliniQ by query type"},
         ),
-        query_svg="results/plots/{benchmark}/cliniq_by_query_type.svg",
+        query_svg=paths.partial(paths.PLOT, name="cliniq_by_query_type", ext="svg"),
+    params:
+        spec=W.params.of("plot_cliniq"),
     log:
-        "logs/plot_cliniq/{benchmark}.log",
+        paths.log_file("plot_cliniq"),
     benchmark:
-        "benchmarks/plot_cliniq/{benchmark}.tsv"
+        paths.benchmark_file("plot_cliniq")
     conda:
         "../envs/core.yaml"
     script:
@@ -197,21 +198,20 @@ rule plot_cliniq:
 
 rule provenance:
     input:
-        **provenance_inputs(),
+        **W.inputs.provenance(),
     output:
         report(
-            "results/provenance.json",
+            paths.PROVENANCE,
             caption="../report/provenance.rst",
             category="Provenance",
             labels={"file": "provenance.json"},
         ),
     params:
-        config=CFG,
-        repo=workflow.basedir,
+        spec=W.params.of("provenance"),
     log:
-        "logs/provenance/provenance.log",
+        paths.log_file("provenance"),
     benchmark:
-        "benchmarks/provenance/provenance.tsv"
+        paths.benchmark_file("provenance")
     conda:
         "../envs/core.yaml"
     script:
@@ -220,17 +220,16 @@ rule provenance:
 
 rule r2med_vs_paper:
     input:
-        metrics=metric_files(),
-        stats=stats_files(),
-        table=paper_table(),
+        metrics=W.inputs.metric_files(),
+        stats=W.inputs.stats_files(),
     output:
-        "results/r2med_vs_paper.md",
+        paths.R2MED_VS_PAPER,
     params:
-        report=r2med_report_params(),
+        spec=W.params.of("r2med_vs_paper"),
     log:
-        "logs/r2med_vs_paper/r2med_vs_paper.log",
+        paths.log_file("r2med_vs_paper"),
     benchmark:
-        "benchmarks/r2med_vs_paper/r2med_vs_paper.tsv"
+        paths.benchmark_file("r2med_vs_paper")
     conda:
         "../envs/core.yaml"
     script:
@@ -239,22 +238,21 @@ rule r2med_vs_paper:
 
 rule report_cliniq:
     input:
-        unpack(cliniq_report_inputs),
+        unpack(W.inputs.report_cliniq),
     output:
-        match_csv="results/cliniq/{benchmark}/by_match_type.csv",
-        match_md="results/cliniq/{benchmark}/by_match_type.md",
-        query_csv="results/cliniq/{benchmark}/by_query_type.csv",
-        query_md="results/cliniq/{benchmark}/by_query_type.md",
-        pool="results/cliniq/{benchmark}/pool.tsv",
+        match_csv=paths.partial(paths.CLINIQ_TABLE, grouping="match_type", ext="csv"),
+        match_md=paths.partial(paths.CLINIQ_TABLE, grouping="match_type", ext="md"),
+        query_csv=paths.partial(paths.CLINIQ_TABLE, grouping="query_type", ext="csv"),
+        query_md=paths.partial(paths.CLINIQ_TABLE, grouping="query_type", ext="md"),
+        pool=paths.CLINIQ_POOL,
     wildcard_constraints:
-        benchmark=cliniq_benchmark_constraint(),
+        benchmark=W.constraint("cliniq_benchmark"),
     params:
-        models=cliniq_models,
-        depth=cliniq_pool_depth,
+        spec=W.params.of("report_cliniq"),
     log:
-        "logs/report_cliniq/{benchmark}.log",
+        paths.log_file("report_cliniq"),
     benchmark:
-        "benchmarks/report_cliniq/{benchmark}.tsv"
+        paths.benchmark_file("report_cliniq")
     conda:
         "../envs/core.yaml"
     script:

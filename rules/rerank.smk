@@ -1,26 +1,26 @@
-# Stage: rerank. Re-score the top k of a run with a cross-encoder or a bi-encoder.
+# Stage rerank: re-score the top k of a run with a cross-encoder or a bi-encoder (run <run>--<reranker>@<k>).
 
 
 rule rerank_run:
     input:
-        unpack(rerank_inputs),
+        unpack(W.inputs.rerank_run),
     output:
-        run="results/runs/{benchmark}/{task}/{model}.trec",
-        scores="results/runs/{benchmark}/{task}/{model}.rescored.tsv",
-        info="results/runs/{benchmark}/{task}/{model}.lineage.json",
+        run=paths.RUN,
+        scores=paths.RUN_RESCORED,
+        info=paths.RUN_LINEAGE,
     wildcard_constraints:
-        model=rerank_constraint(),
+        model=W.constraint("rerank"),
     params:
-        job=rerank_params,
+        spec=W.params.of("rerank_run"),
     threads: 2
     resources:
-        mem_mb=rerank_mem_mb,
-        runtime=rerank_runtime,
-        gpu=rerank_gpu,
+        mem_mb=W.resources.rerank_mem_mb,
+        runtime=W.resources.rerank_runtime,
+        gpu=W.resources.rerank_gpu,
     log:
-        "logs/rerank_run/{benchmark}/{task}/{model}.log",
+        paths.log_file("rerank_run"),
     benchmark:
-        "benchmarks/rerank_run/{benchmark}/{task}/{model}.tsv"
+        paths.benchmark_file("rerank_run")
     conda:
         "../envs/dense.yaml"
     script:

@@ -1,23 +1,24 @@
-# Stage: retrieve. First-stage runs, one TREC run file per (benchmark, task, model).
+# Stage retrieve: first-stage runs, one TREC run file per (benchmark, task, model); query-variant runs
+# <model>+<method>-<llm> go through the same rules.
 
 
 rule retrieve_bm25_lucene:
     input:
-        unpack(bm25_inputs),
+        unpack(W.inputs.retrieve_bm25_lucene),
     output:
-        run="results/runs/{benchmark}/{task}/{model}.trec",
+        run=paths.RUN,
     wildcard_constraints:
-        model=constraint_runs("bm25_lucene"),
+        model=W.constraint("bm25_lucene"),
     params:
-        model=model_spec,
+        spec=W.params.of("retrieve_bm25_lucene"),
     threads: 2
     resources:
-        mem_mb=lucene_mem_mb,
-        runtime=bm25_search_runtime,
+        mem_mb=W.resources.bm25_search_mem_mb,
+        runtime=W.resources.bm25_search_runtime,
     log:
-        "logs/retrieve_bm25_lucene/{benchmark}/{task}/{model}.log",
+        paths.log_file("retrieve_bm25_lucene"),
     benchmark:
-        "benchmarks/retrieve_bm25_lucene/{benchmark}/{task}/{model}.tsv"
+        paths.benchmark_file("retrieve_bm25_lucene")
     conda:
         "../envs/lucene.yaml"
     script:
@@ -26,22 +27,22 @@ rule retrieve_bm25_lucene:
 
 rule retrieve_dense:
     input:
-        unpack(dense_inputs),
+        unpack(W.inputs.retrieve_dense),
     output:
-        run="results/runs/{benchmark}/{task}/{model}.trec",
-        info="results/runs/{benchmark}/{task}/{model}.search.json",
+        run=paths.RUN,
+        info=paths.RUN_SEARCH_INFO,
     wildcard_constraints:
-        model=constraint_runs("dense"),
+        model=W.constraint("dense"),
     params:
-        search=search_spec,
+        spec=W.params.of("retrieve_dense"),
     threads: 2
     resources:
-        mem_mb=search_mem_mb,
-        runtime=dense_search_runtime,
+        mem_mb=W.resources.dense_search_mem_mb,
+        runtime=W.resources.dense_search_runtime,
     log:
-        "logs/retrieve_dense/{benchmark}/{task}/{model}.log",
+        paths.log_file("retrieve_dense"),
     benchmark:
-        "benchmarks/retrieve_dense/{benchmark}/{task}/{model}.tsv"
+        paths.benchmark_file("retrieve_dense")
     conda:
         "../envs/dense.yaml"
     script:
@@ -50,21 +51,22 @@ rule retrieve_dense:
 
 rule retrieve_bm25_paper:
     input:
-        unpack(bm25_paper_inputs),
+        unpack(W.inputs.retrieve_bm25_paper),
     output:
-        run="results/runs/{benchmark}/{task}/{model}.trec",
-        info="results/runs/{benchmark}/{task}/{model}.bm25_paper.json",
+        run=paths.RUN,
+        info=paths.RUN_BM25_PAPER_INFO,
     wildcard_constraints:
-        model=constraint_runs("bm25_paper"),
+        model=W.constraint("bm25_paper"),
     params:
-        model=model_spec,
+        spec=W.params.of("retrieve_bm25_paper"),
     threads: 2
     resources:
-        mem_mb=bm25_paper_mem_mb,
+        mem_mb=W.resources.bm25_paper_mem_mb,
+        runtime=W.resources.bm25_paper_runtime,
     log:
-        "logs/retrieve_bm25_paper/{benchmark}/{task}/{model}.log",
+        paths.log_file("retrieve_bm25_paper"),
     benchmark:
-        "benchmarks/retrieve_bm25_paper/{benchmark}/{task}/{model}.tsv"
+        paths.benchmark_file("retrieve_bm25_paper")
     conda:
         "../envs/lucene.yaml"
     script:

@@ -1,20 +1,20 @@
-# Stage: score. trec_eval measures per query and mean, under R2MED's result names.
+# Stage score: trec_eval measures per query and mean, under R2MED's result names; CliniQ's own measures.
 
 
 rule score_run:
     input:
-        run="results/runs/{benchmark}/{task}/{model}.trec",
-        qrels="results/data/{benchmark}/{task}/qrels.tsv",
-        queries="results/data/{benchmark}/{task}/queries.jsonl",
+        run=paths.RUN,
+        qrels=paths.QRELS,
+        queries=paths.QUERIES,
     output:
-        metrics="results/metrics/{benchmark}/{task}/{model}.json",
-        per_query="results/per_query/{benchmark}/{task}/{model}.tsv",
+        metrics=paths.METRICS,
+        per_query=paths.PER_QUERY,
     params:
-        ignore_identical_ids=ignore_identical_ids,
+        spec=W.params.of("score_run"),
     log:
-        "logs/score_run/{benchmark}/{task}/{model}.log",
+        paths.log_file("score_run"),
     benchmark:
-        "benchmarks/score_run/{benchmark}/{task}/{model}.tsv"
+        paths.benchmark_file("score_run")
     conda:
         "../envs/core.yaml"
     script:
@@ -23,18 +23,20 @@ rule score_run:
 
 rule score_cliniq:
     input:
-        run="results/runs/{benchmark}/{task}/{model}.trec",
-        cliniq_qrels="results/data/{benchmark}/{task}/cliniq_qrels.tsv",
-        query_types="results/data/{benchmark}/{task}/query_types.tsv",
-        ids="results/data/{benchmark}/{task}/chunk_ids.txt",
+        run=paths.RUN,
+        cliniq_qrels=paths.CLINIQ_QRELS,
+        query_types=paths.QUERY_TYPES,
+        ids=paths.CHUNK_IDS,
     output:
-        metrics="results/cliniq/{benchmark}/{task}/{model}.json",
+        metrics=paths.CLINIQ_METRICS,
     wildcard_constraints:
-        benchmark=cliniq_benchmark_constraint(),
+        benchmark=W.constraint("cliniq_benchmark"),
+    params:
+        spec=W.params.of("score_cliniq"),
     log:
-        "logs/score_cliniq/{benchmark}/{task}/{model}.log",
+        paths.log_file("score_cliniq"),
     benchmark:
-        "benchmarks/score_cliniq/{benchmark}/{task}/{model}.tsv"
+        paths.benchmark_file("score_cliniq")
     conda:
         "../envs/core.yaml"
     script:

@@ -1,8 +1,9 @@
-"""Snakemake adapter: chunk_cliniq."""
+"""Snakemake adapter: rule chunk_cliniq (r2med_eval.stages.chunk.chunk_cliniq)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import cliniq_pipeline, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import chunk  # noqa: E402
 
-smk.run(snakemake, cliniq_pipeline.chunk)
+smk.run(snakemake, chunk.chunk_cliniq)

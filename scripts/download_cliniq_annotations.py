@@ -1,8 +1,9 @@
-"""Snakemake adapter: download_cliniq_annotations."""
+"""Snakemake adapter: rule download_cliniq_annotations (r2med_eval.stages.chunk.download_cliniq_annotations)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import cliniq_pipeline, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import chunk  # noqa: E402
 
-smk.run(snakemake, cliniq_pipeline.download_annotations)
+smk.run(snakemake, chunk.download_cliniq_annotations)

@@ -1,8 +1,9 @@
-"""Snakemake adapter: download_query_variant."""
+"""Snakemake adapter: rule download_query_variant (r2med_eval.stages.data.download_query_variant)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import stages, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import data  # noqa: E402
 
-smk.run(snakemake, stages.download_query_variant)
+smk.run(snakemake, data.download_query_variant)

@@ -1,8 +1,9 @@
-"""Snakemake adapter: gather_embeddings."""
+"""Snakemake adapter: rule gather_embeddings (r2med_eval.stages.index.gather_embeddings)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import stages, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import index  # noqa: E402
 
-smk.run(snakemake, stages.gather_embeddings)
+smk.run(snakemake, index.gather_embeddings)

@@ -1,8 +1,9 @@
-"""Snakemake adapter: leaderboard."""
+"""Snakemake adapter: rule leaderboard (r2med_eval.stages.report.leaderboard)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import stages, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import report  # noqa: E402
 
-smk.run(snakemake, stages.leaderboard)
+smk.run(snakemake, report.leaderboard)

@@ -1,8 +1,9 @@
-"""Snakemake adapter: link_cliniq_corpus."""
+"""Snakemake adapter: rule link_cliniq_corpus (r2med_eval.stages.data.link_cliniq_corpus)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import cliniq_pipeline, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import data  # noqa: E402
 
-smk.run(snakemake, cliniq_pipeline.link_corpus)
+smk.run(snakemake, data.link_cliniq_corpus)

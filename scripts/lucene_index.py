@@ -1,8 +1,9 @@
-"""Snakemake adapter: lucene_index."""
+"""Snakemake adapter: rule lucene_index (r2med_eval.stages.index.lucene_index)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import stages, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import index  # noqa: E402
 
-smk.run(snakemake, stages.lucene_index)
+smk.run(snakemake, index.lucene_index)

@@ -1,8 +1,9 @@
-"""Snakemake adapter: plot_rerank_depth."""
+"""Snakemake adapter: rule plot_rerank_depth (r2med_eval.stages.report.plot_rerank_depth)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import stages, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import report  # noqa: E402
 
-smk.run(snakemake, stages.plot_rerank_depth)
+smk.run(snakemake, report.plot_rerank_depth)

@@ -1,8 +1,9 @@
-"""Snakemake adapter: prepare_cliniq_queries."""
+"""Snakemake adapter: rule prepare_cliniq_queries (r2med_eval.stages.data.prepare_cliniq_queries)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import cliniq_pipeline, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import data  # noqa: E402
 
-smk.run(snakemake, cliniq_pipeline.prepare_queries)
+smk.run(snakemake, data.prepare_cliniq_queries)

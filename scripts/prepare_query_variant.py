@@ -1,8 +1,9 @@
-"""Snakemake adapter: prepare_query_variant."""
+"""Snakemake adapter: rule prepare_query_variant (r2med_eval.stages.data.prepare_query_variant)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import stages, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import data  # noqa: E402
 
-smk.run(snakemake, stages.prepare_query_variant)
+smk.run(snakemake, data.prepare_query_variant)

@@ -1,8 +1,9 @@
-"""Snakemake adapter: load one task in its layout, validate, write the internal layout."""
+"""Snakemake adapter: rule prepare_task (r2med_eval.stages.data.prepare_task)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import stages, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import data  # noqa: E402
 
-smk.run(snakemake, stages.prepare_task)
+smk.run(snakemake, data.prepare_task)

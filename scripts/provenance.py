@@ -1,8 +1,9 @@
-"""Snakemake adapter: provenance."""
+"""Snakemake adapter: rule provenance (r2med_eval.stages.report.provenance)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import stages, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import report  # noqa: E402
 
-smk.run(snakemake, stages.provenance)
+smk.run(snakemake, report.provenance)

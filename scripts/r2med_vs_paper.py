@@ -1,8 +1,9 @@
-"""Snakemake adapter: r2med_vs_paper."""
+"""Snakemake adapter: rule r2med_vs_paper (r2med_eval.stages.report.r2med_vs_paper)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import stages, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import report  # noqa: E402
 
-smk.run(snakemake, stages.r2med_vs_paper)
+smk.run(snakemake, report.r2med_vs_paper)

@@ -1,8 +1,9 @@
-"""Snakemake adapter: report_cliniq."""
+"""Snakemake adapter: rule report_cliniq (r2med_eval.stages.report.report_cliniq)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import cliniq_pipeline, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import report  # noqa: E402
 
-smk.run(snakemake, cliniq_pipeline.report)
+smk.run(snakemake, report.report_cliniq)

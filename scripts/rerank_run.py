@@ -1,8 +1,9 @@
-"""Snakemake adapter: rerank_run."""
+"""Snakemake adapter: rule rerank_run (r2med_eval.stages.rerank.rerank_run)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import stages, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import rerank  # noqa: E402
 
-smk.run(snakemake, stages.rerank_run)
+smk.run(snakemake, rerank.rerank_run)

@@ -1,8 +1,9 @@
-"""Snakemake adapter: retrieve_bm25_paper."""
+"""Snakemake adapter: rule retrieve_bm25_paper (r2med_eval.stages.retrieve.retrieve_bm25_paper)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import stages, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import retrieve  # noqa: E402
 
-smk.run(snakemake, stages.retrieve_bm25_paper)
+smk.run(snakemake, retrieve.retrieve_bm25_paper)

@@ -1,8 +1,9 @@
-"""Snakemake adapter: score_cliniq."""
+"""Snakemake adapter: rule score_cliniq (r2med_eval.stages.score.score_cliniq)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
-from r2med_eval import cliniq_pipeline, smk  # noqa: E402
+from r2med_eval import smk  # noqa: E402
+from r2med_eval.stages import score  # noqa: E402
 
-smk.run(snakemake, cliniq_pipeline.score)
+smk.run(snakemake, score.score_cliniq)

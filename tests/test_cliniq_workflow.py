@@ -11,7 +11,7 @@ import yaml
 
 from conftest import REPO, snakemake, workflow_dir
 from r2med_eval import cliniq_corpus as cc
-from r2med_eval import config as r2config
+from r2med_eval.workflow import config as r2config
 from r2med_eval.errors import ConfigError
 from test_workflow import planned_jobs
 
@@ -185,9 +185,11 @@ def test_missing_noteevents_stops_before_any_job_with_physionet_advice(tmp_path)
 def test_cliniq_config_checks(tmp_path):
     cfg = _cfg(tmp_path)
     r2config.check_paths(cfg)
-    settings = r2config.cliniq_settings(cfg["benchmarks"]["cliniq-demo"])
-    assert settings["commit"] == cc.PINNED_COMMIT and settings["download"] is False
-    assert settings["expected_chunks"] == 203
+    settings = cfg["benchmarks"]["cliniq-demo"]  # CliniQ's defaults filled from the schema
+    assert settings["annotations"]["commit"] == cc.PINNED_COMMIT and settings["annotations"]["download"] is False
+    assert settings["expected_chunks"] == 203 and settings["pool_depth"] == 10 and settings["new_judgments"] == ""
+    assert r2config.cliniq_default("expected_chunks") == cc.EXPECTED_CHUNKS  # the schema and the code agree
+    assert r2config.cliniq_default("annotations", "base_url") == cc.GITHUB_RAW
     raw = yaml.safe_load(CONFIG)
     raw["benchmarks"]["cliniq-demo"]["tasks"]["other"] = {"path": str(DEMO)}
     with pytest.raises(ConfigError, match="exactly one task"):
@@ -214,7 +216,7 @@ def test_shipped_cliniq_config_validates():
         raw[key] = {**yaml.safe_load((REPO / "config.yaml").read_text())[key],
                     **yaml.safe_load((REPO / "config" / "cliniq.yaml").read_text())[key]}
     cfg = r2config.validate(raw)
-    settings = r2config.cliniq_settings(cfg["benchmarks"]["cliniq"])
+    settings = cfg["benchmarks"]["cliniq"]["annotations"]
     assert settings["download"] and settings["commit"] == cc.PINNED_COMMIT
     assert cfg["benchmarks"]["cliniq"]["tasks"]["cliniq"]["path"].endswith(cc.PINNED_COMMIT)
     with pytest.raises(ConfigError, match="physionet"):  # the placeholder path is not a file here

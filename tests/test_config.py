@@ -4,7 +4,8 @@ import pytest
 import yaml
 
 from conftest import REPO
-from r2med_eval import config
+from r2med_eval.workflow import config
+from r2med_eval.workflow.registry import Registry
 from r2med_eval.errors import ConfigError
 
 BASE = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -85,14 +86,17 @@ def test_rerank_and_fusion_must_name_configured_runs():
 
 
 def test_derived_runs_and_skipping():
-    cfg = check(BASE)
-    assert list(config.derived_runs(cfg)) == ["bm25--minilm@100", "rrf-bm25-minilm"]
+    reg = Registry(check(BASE))
+    assert list(reg.derived) == ["bm25--minilm@100", "rrf-bm25-minilm"]
     narrowed = copy.deepcopy(BASE)
     narrowed["models_to_run"] = ["bm25"]
-    cfg = check(narrowed)
-    assert config.skipped_derived(cfg) == ["rrf-bm25-minilm"]
-    assert config.all_runs(cfg) == ["bm25", "bm25+hyde-handwritten", "bm25--minilm@100"]
-    assert list(config.variant_runs(cfg)) == ["bm25+hyde-handwritten"]
+    reg = Registry(check(narrowed))
+    # the rerank's reranker (minilm) is not selected, so its run is skipped too
+    assert reg.skipped == ["bm25--minilm@100", "rrf-bm25-minilm"]
+    assert reg.all_runs == ["bm25", "bm25+hyde-handwritten"]
+    assert list(reg.variants) == ["bm25+hyde-handwritten"]
+    narrowed["models_to_run"] = ["bm25", "minilm"]
+    assert Registry(check(narrowed)).skipped == []
 
 
 def test_r2med_registry_fragment_is_valid():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, make_r2med, shared_dataset, snakemake, workflow_dir
-from r2med_eval import config as r2config
+from r2med_eval.workflow import config as r2config
 from r2med_eval import hfdata
 from r2med_eval.errors import ConfigError, InputError
 

@@ -5,13 +5,15 @@ import random
 import pytest
 
 from conftest import REPO, make_r2med, shared_dataset, snakemake, workflow_dir
-from r2med_eval import metrics, r2med
-from r2med_eval import config as r2config
+from r2med_eval import metrics, r2med, r2med_paper
+from r2med_eval.workflow import config as r2config
+from r2med_eval.workflow.params import Params
+from r2med_eval.workflow.registry import Registry
 from test_workflow import planned_jobs
 
 
 def test_paper_table_matches_the_repository_summary():
-    table = r2med.read_paper_table()
+    table = r2med_paper.read_paper_table()
     sections = {}
     for key in table:
         sections.setdefault(key[0], set()).add(key[1:-1])
@@ -41,14 +43,15 @@ def test_paper_keys_from_config():
         "rerank": [{"run": "nv", "reranker": "bge-rr", "depths": [10]}],
         "fusion": {"f": {"method": "rrf", "runs": ["bm25", "nv"]}},
     })
-    keys = r2med.paper_keys(cfg, ["bm25-paper", "bm25", "bm25-paper+hyde-qwen-7b", "nv--bge-rr@10", "f"])
+    reg = Registry(cfg)
+    keys = {r: reg.paper_key(r) for r in ["bm25-paper", "bm25", "bm25-paper+hyde-qwen-7b", "nv--bge-rr@10", "f"]}
     assert keys["bm25-paper"]["key"] == ["retriever", "bm25", "-", "-", "-", "-"]
     assert keys["bm25"]["key"] is None
     assert keys["bm25-paper+hyde-qwen-7b"]["key"] == ["gar", "bm25", "-", "-", "hyde", "qwen-7b"]
     assert keys["nv--bge-rr@10"]["key"] == ["reranker", "nv", "bge-reranker", "10", "-", "-"]
     assert keys["f"] == {"key": None, "type": "fusion"}
-    assert r2med.paper_tasks(cfg, ["r"]) == {"r/Biology": "Biology"}
-    table = r2med.read_paper_table()
+    assert Params(reg).r2med_vs_paper(None)["tasks"] == {"r/Biology": "Biology"}
+    table = r2med_paper.read_paper_table()
     for run, key in keys.items():
         if key["key"]:
             assert tuple(key["key"]) + ("Biology",) in table, run
@@ -69,15 +72,15 @@ def test_report_flags_differences_with_known_reasons(tmp_path):
     keys = {"bm25-paper": {"key": ["retriever", "bm25", "-", "-", "-", "-"], "type": "bm25_paper"},
             "medcpt": {"key": ["retriever", "medcpt", "-", "-", "-", "-"], "type": "dense"},
             "medcpt-official": {"key": ["retriever", "medcpt", "-", "-", "-", "-"], "type": "dense"}}
-    result = r2med.compare(files, [], keys, {"r/Biology": "Biology"})
+    result = r2med_paper.compare(files, [], keys, {"r/Biology": "Biology"})
     rows = {(r["task"], r["model"]): r for r in result["rows"]}
     assert rows[("Biology", "bm25-paper")]["theirs"] == 0.19188 and not rows[("Biology", "bm25-paper")]["flag"]
     assert rows[("Biology", "medcpt")]["flag"] and "article* encoder" in rows[("Biology", "medcpt")]["note"]
     assert rows[("Biology", "medcpt-official")]["flag"] is False  # 0.0215 vs 0.02146: within 0.005
     assert rows[("demo", "bm25-paper")]["note"] == "not an R2MED task"
-    md = r2med.to_markdown(result)
+    md = r2med_paper.to_markdown(result)
     assert "| r/Biology | Biology | medcpt | 0.1000 | 0.0215 | +0.0785 | **> 0.005** |" in md
-    only_demo = r2med.to_markdown(r2med.compare(files[3:], [], keys, {}))
+    only_demo = r2med_paper.to_markdown(r2med_paper.compare(files[3:], [], keys, {}))
     assert "No paper numbers apply" in only_demo
 
 

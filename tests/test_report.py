@@ -11,7 +11,9 @@ import scipy.stats
 import yaml
 
 from conftest import REPO
-from r2med_eval import config, htmlreport, leaderboard, metrics, plots, provenance, significance, stats
+from r2med_eval.workflow import config, inputs
+from r2med_eval.workflow.registry import Registry
+from r2med_eval import htmlreport, leaderboard, metrics, plots, provenance, significance, stats
 from r2med_eval.errors import ConfigError, InputError
 
 RNG = np.random.default_rng(20250514)
@@ -100,9 +102,10 @@ def write_per_query(path, values: dict, names=None):
 
 
 def per_query_fixture(root, runs):
+    """(benchmark, task, model, per-query TSV) of each run, as the significance stage passes them."""
     files = []
     for (bench, task, model), values in runs.items():
-        files.append(write_per_query(root / "per_query" / bench / task / f"{model}.tsv", values))
+        files.append((bench, task, model, write_per_query(root / "per_query" / bench / task / f"{model}.tsv", values)))
     return files
 
 
@@ -232,16 +235,19 @@ def test_cliniq_plots_from_the_long_format(tmp_path):
 def test_leaderboard_plots_are_deterministic(tmp_path):
     table = {"bm25": {("r2", "a"): 0.3, ("r2", "b"): 0.5}, "bm25--ce@10": {("r2", "a"): 0.35, ("r2", "b"): 0.55},
              "bm25--ce@100": {("r2", "a"): 0.32}, "dense": {("r2", "a"): 0.4, ("r2", "b"): 0.2}}
+    lineage = {"bm25--ce@10": {"run": "bm25", "reranker": "ce", "depth": 10},
+               "bm25--ce@100": {"run": "bm25", "reranker": "ce", "depth": 100},
+               "absent--ce@10": {"run": "absent", "reranker": "ce", "depth": 10}}
     for i in (1, 2):
         plots.by_task(table, "r2", "ndcg_at_10", tmp_path / f"t{i}.png", tmp_path / f"t{i}.svg")
         plots.heatmap(table, "r2", "ndcg_at_10", tmp_path / f"h{i}.png", tmp_path / f"h{i}.svg")
-        assert plots.rerank_depth(table, "r2", "ndcg_at_10", tmp_path / f"r{i}.png", tmp_path / f"r{i}.svg")
+        assert plots.rerank_depth(table, "r2", "ndcg_at_10", tmp_path / f"r{i}.png", tmp_path / f"r{i}.svg", lineage)
     for name in ("t", "h", "r"):
         for ext in ("png", "svg"):
             assert (tmp_path / f"{name}1.{ext}").read_bytes() == (tmp_path / f"{name}2.{ext}").read_bytes()
-    assert plots.rerank_groups(table) == {("bm25", "ce"): {10: "bm25--ce@10", 100: "bm25--ce@100"}}
+    assert plots.rerank_groups(lineage)[("bm25", "ce")] == {10: "bm25--ce@10", 100: "bm25--ce@100"}
     assert not plots.rerank_depth({"bm25": {("r2", "a"): 0.3}}, "r2", "ndcg_at_10", tmp_path / "n.png",
-                                  tmp_path / "n.svg")
+                                  tmp_path / "n.svg", lineage)
     assert not (tmp_path / "n.png").exists()
     counts = plots.scatter({"a": ({"q1": 0.2, "q2": 0.5, "q3": 0.1}, {"q1": 0.3, "q2": 0.5})}, "x", "y", "r2",
                            "ndcg_at_10", tmp_path / "s.png", tmp_path / "s.svg")
@@ -255,21 +261,22 @@ BASE = yaml.safe_load((REPO / "config.yaml").read_text())
 
 
 def test_branch_hash_covers_the_branch_only():
-    cfg = config.validate(copy.deepcopy(BASE))
-    h = {r: provenance.stable_hash(provenance.branch(cfg, "demo", "demo", r)) for r in config.all_runs(cfg)}
+    reg = Registry(config.validate(copy.deepcopy(BASE)))
+    h = {r: provenance.stable_hash(reg.branch("demo", "demo", r)) for r in reg.all_runs}
     changed = copy.deepcopy(BASE)
     changed["models"]["minilm"]["max_length"] = 128
-    cfg2 = config.validate(changed)
-    h2 = {r: provenance.stable_hash(provenance.branch(cfg2, "demo", "demo", r)) for r in config.all_runs(cfg2)}
+    changed["models"]["bm25"]["description"] = "a description shapes no output"
+    reg2 = Registry(config.validate(changed))
+    h2 = {r: provenance.stable_hash(reg2.branch("demo", "demo", r)) for r in reg2.all_runs}
     same = {r for r in h if h[r] == h2[r]}
     assert same == {"bm25", "bm25-paper", "bm25+hyde-handwritten"}  # every run built from minilm changed
-    fused = provenance.branch(cfg, "demo", "demo", "rrf-bm25-minilm")
+    fused = reg.branch("demo", "demo", "rrf-bm25-minilm")
     assert set(fused["runs"]) == {"rrf-bm25-minilm", "bm25", "minilm"} and set(fused["models"]) == {"bm25", "minilm"}
 
 
 def test_job_benchmark_files_follow_the_rules():
-    cfg = config.validate(copy.deepcopy(BASE))
-    files = dict((p, r) for r, p in provenance.job_benchmark_files(cfg, "demo", "demo", "minilm+hyde-handwritten"))
+    reg = Registry(config.validate(copy.deepcopy(BASE)))
+    files = dict((p, r) for r, p in inputs.job_benchmark_files(reg, "demo", "demo", "minilm+hyde-handwritten"))
     assert files == {
         "benchmarks/prepare_task/demo/demo.tsv": "prepare_task",
         "benchmarks/encode_corpus_shard/demo/demo/minilm/1-of-1.tsv": "encode_corpus_shard",
@@ -279,13 +286,15 @@ def test_job_benchmark_files_follow_the_rules():
         "benchmarks/prepare_query_variant/demo/demo/hyde--handwritten.tsv": "prepare_query_variant",
         "benchmarks/score_run/demo/demo/minilm+hyde-handwritten.tsv": "score_run",
     }
-    rules = {r for r, _ in provenance.job_benchmark_files(cfg, "demo", "demo", "bm25--minilm@100")}
+    rules = {r for r, _ in inputs.job_benchmark_files(reg, "demo", "demo", "bm25--minilm@100")}
     assert rules == {"prepare_task", "lucene_index", "retrieve_bm25_lucene", "encode_corpus_shard",
                      "gather_embeddings", "encode_queries", "rerank_run", "score_run"}
-    # every rule named there has that benchmark: pattern in rules/*.smk
+    assert {r for r, _ in inputs.job_benchmark_files(reg, "demo", "demo", "bm25-paper")} == {
+        "prepare_task", "retrieve_bm25_paper", "score_run"}
+    # every rule named there takes its benchmark: file from the same table in rules/*.smk
     smk = "".join(p.read_text() for p in (REPO / "rules").glob("*.smk"))
-    for _, path in provenance.job_benchmark_files(cfg, "demo", "demo", "bm25--minilm@100"):
-        assert f'"benchmarks/{path.split("/")[1]}/' in smk
+    for rule, _ in inputs.job_benchmark_files(reg, "demo", "demo", "bm25--minilm@100"):
+        assert f'paths.benchmark_file("{rule}")' in smk
 
 
 def test_read_benchmark_and_git_without_repo(tmp_path):
@@ -314,7 +323,8 @@ def test_package_model_source_has_version_and_weight_checksum():
 
 def test_report_config_is_validated_before_any_job():
     cfg = config.validate(copy.deepcopy(BASE))
-    assert config.report_baseline(cfg) == "bm25" and config.report_scatter(cfg) == ["bm25", "minilm"]
+    reg = Registry(cfg)
+    assert reg.report_baseline() == "bm25" and reg.report_scatter() == ["bm25", "minilm"]
     assert cfg["report"]["permutations"] == 10000
     bad = copy.deepcopy(BASE)
     bad["report"]["baseline"] = "bm52"
@@ -338,6 +348,6 @@ def test_report_config_is_validated_before_any_job():
         config.validate(bad)
     narrowed = copy.deepcopy(BASE)
     narrowed["models_to_run"] = ["bm25"]  # the scatter's minilm is not selected: no scatter, no error
-    assert config.report_scatter(config.validate(narrowed)) == []
+    assert Registry(config.validate(narrowed)).report_scatter() == []
     del narrowed["report"]
-    assert config.report_baseline(config.validate(narrowed)) == "bm25"
+    assert Registry(config.validate(narrowed)).report_baseline() == "bm25"

@@ -21,7 +21,7 @@ import pytest
 from conftest import REPO, demo_config, snakemake, workflow_dir
 
 sys.path.insert(0, str(REPO / "src"))
-from r2med_eval import resources as r2res  # noqa: E402
+from r2med_eval.workflow import resources as r2res  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

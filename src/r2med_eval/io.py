@@ -109,3 +109,10 @@ def sha256_file(path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def protect_dir(folder) -> None:
+    """An output folder of MIMIC-derived data (index, embeddings): created owner-only (0700)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)

@@ -18,7 +18,6 @@ from .io import atomic_path
 
 log = logging.getLogger(__name__)
 
-RERANK_NAME = re.compile(r"^(?P<run>.+)--(?P<reranker>[^@]+)@(?P<depth>\d+)$")
 CLINIQ_FIELDS = ["model", "setting", "group", "metric", "value", "n_queries"]
 CLINIQ_SETTINGS = ("multi", "single")
 
@@ -115,22 +114,20 @@ def heatmap(table: dict, benchmark: str, metric: str, png, svg) -> None:
     save(fig, png, svg)
 
 
-def rerank_groups(models) -> dict[tuple[str, str], dict[int, str]]:
-    """{(input run, reranker): {depth: run name}} from run names ``<run>--<reranker>@<k>``."""
+def rerank_groups(lineage: dict) -> dict:
+    """{(input run, reranker): {depth: run name}} from the registry's lineage {run name: {run, reranker, depth}}."""
     out: dict = {}
-    for name in models:
-        m = RERANK_NAME.match(name)
-        if m:
-            out.setdefault((m.group("run"), m.group("reranker")), {})[int(m.group("depth"))] = name
+    for name, job in lineage.items():
+        out.setdefault((job["run"], job["reranker"]), {})[int(job["depth"])] = name
     return out
 
 
-def rerank_depth(table: dict, benchmark: str, metric: str, png, svg) -> bool:
+def rerank_depth(table: dict, benchmark: str, metric: str, png, svg, lineage: dict) -> bool:
     """The benchmark's average metric of each reranked run against its depth (depth 0 = the input run
     itself); one line per (input run, reranker). False (nothing written) when there are no reranked runs."""
     plt = _pyplot()
     models, tasks = _models_tasks(table, benchmark)
-    groups = rerank_groups(models)
+    groups = rerank_groups({n: j for n, j in lineage.items() if n in models})
     if not groups:
         return False
 

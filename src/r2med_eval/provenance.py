@@ -24,7 +24,6 @@ import platform
 import subprocess
 from pathlib import Path
 
-from . import config as r2config
 from .datasets import sha256
 
 log = logging.getLogger(__name__)
@@ -37,84 +36,6 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx", ".gguf", ".h5
 def stable_hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
                           .encode("utf-8")).hexdigest()
-
-
-def task_entry(cfg: dict, benchmark: str, task: str) -> dict:
-    bench = cfg["benchmarks"][benchmark]
-    return {**{k: v for k, v in bench.items() if k != "tasks"}, "task": task, **bench["tasks"][task]}
-
-
-def branch(cfg: dict, benchmark: str, task: str, run: str) -> dict:
-    """The configuration a run depends on: {"task": ..., "runs": {name: entry}, "models": {name: entry}}."""
-    variants = r2config.variant_runs(cfg)
-    derived = r2config.derived_runs(cfg, include_skipped=True)
-    runs: dict = {}
-    models: dict = {}
-
-    def visit(name):
-        if name in runs:
-            return
-        if name in derived:
-            job = derived[name]
-            runs[name] = job
-            if job["kind"] == "rerank":
-                models[job["reranker"]] = cfg["models"][job["reranker"]]
-                visit(job["run"])
-            else:
-                for r in job["runs"]:
-                    visit(r)
-        elif name in variants:
-            runs[name] = {"kind": "query_variant", **variants[name]}
-            models[variants[name]["model"]] = cfg["models"][variants[name]["model"]]
-        else:
-            runs[name] = {"kind": "retriever", "model": name}
-            models[name] = cfg["models"][name]
-
-    visit(run)
-    return {"task": task_entry(cfg, benchmark, task), "runs": runs, "models": models}
-
-
-def job_benchmark_files(cfg: dict, benchmark: str, task: str, run: str) -> list[tuple[str, str]]:
-    """(rule, benchmark file) of every job in a run's branch, shared jobs (task preparation, the Lucene
-    index, corpus encoding) included. Mirrors the ``benchmark:`` paths of rules/*.smk."""
-    b = branch(cfg, benchmark, task, run)
-    bt = f"{benchmark}/{task}"
-    out = [("prepare_task", f"benchmarks/prepare_task/{bt}.tsv")]
-
-    def encoder(model):
-        n = cfg["models"][model].get("shards", 1)
-        files = [("encode_corpus_shard", f"benchmarks/encode_corpus_shard/{bt}/{model}/{i}-of-{n}.tsv")
-                 for i in range(1, n + 1)]
-        return files + [("gather_embeddings", f"benchmarks/gather_embeddings/{bt}/{model}.tsv")]
-
-    for name, job in b["runs"].items():
-        kind = job["kind"]
-        if kind == "retriever" or kind == "query_variant":
-            model = job["model"]
-            mtype = cfg["models"][model]["type"]
-            if mtype == "bm25_lucene":
-                out.append(("lucene_index", f"benchmarks/lucene_index/{bt}.tsv"))
-                out.append(("retrieve_bm25_lucene", f"benchmarks/retrieve_bm25_lucene/{bt}/{name}.tsv"))
-            else:
-                out += encoder(model)
-                if kind == "retriever":
-                    out.append(("encode_queries", f"benchmarks/encode_queries/{bt}/{model}.tsv"))
-                else:
-                    out.append(("encode_query_variant", f"benchmarks/encode_query_variant/{bt}/{model}/"
-                                                        f"{job['method']}--{job['llm']}.tsv"))
-                out.append(("retrieve_dense", f"benchmarks/retrieve_dense/{bt}/{name}.tsv"))
-            if kind == "query_variant":
-                out.append(("prepare_query_variant", f"benchmarks/prepare_query_variant/{bt}/"
-                                                     f"{job['method']}--{job['llm']}.tsv"))
-        elif kind == "rerank":
-            if cfg["models"][job["reranker"]]["type"] == "dense":
-                out += encoder(job["reranker"])
-                out.append(("encode_queries", f"benchmarks/encode_queries/{bt}/{job['reranker']}.tsv"))
-            out.append(("rerank_run", f"benchmarks/rerank_run/{bt}/{name}.tsv"))
-        else:
-            out.append(("fuse_runs", f"benchmarks/fuse_runs/{bt}/{name}.tsv"))
-    out.append(("score_run", f"benchmarks/score_run/{bt}/{run}.tsv"))
-    return list(dict.fromkeys(out))
 
 
 def read_benchmark(path) -> dict | None:
@@ -157,7 +78,7 @@ def model_source(spec: dict, name: str) -> dict:
             continue
         info: dict = {"source": source}
         if "hf" in source:
-            info["revision"] = source.get("revision", "main")
+            info["revision"] = source["revision"]
             if info["revision"] == "main":
                 info["warning"] = "revision 'main' is a branch, not a pinned commit"
         elif "package" in source:
@@ -241,31 +162,33 @@ def _totals(jobs: list[dict]) -> dict:
             "jobs_missing_benchmark": sum(1 for j in jobs if j.get("missing"))}
 
 
-def collect(cfg: dict, entries: list[dict], repo, base=".") -> dict:
-    """The provenance document. ``entries``: one {benchmark, task, model, metrics, run, stats} per run, the
-    paths of its metrics JSON, run file and task stats.json."""
+def collect(entries: list[dict], datasets: dict, repo, base=".") -> dict:
+    """The provenance document. ``entries``: one per run, {benchmark, task, model, metrics, run, stats, branch,
+    jobs}: the paths of its metrics JSON, run file and task stats.json, the configuration branch it depends on
+    and the (rule, benchmark file) of every job of that branch (``r2med_eval.workflow``). ``datasets``:
+    'benchmark/task' -> how the task is read (path, layout, source)."""
     base = Path(base)
     runs = []
-    datasets: dict = {}
+    out_datasets: dict = {}
     model_cache: dict = {}
     for e in entries:
         bench, task, run = e["benchmark"], e["task"], e["model"]
         key = f"{bench}/{task}"
-        if key not in datasets:
+        if key not in out_datasets:
             stats = json.loads(Path(e["stats"]).read_text(encoding="utf-8"))
-            spec = task_entry(cfg, bench, task)
+            spec = datasets[key]
             source = spec.get("source") if isinstance(spec.get("source"), dict) else None
-            datasets[key] = {"path": spec.get("path"), "layout": spec.get("layout"),
-                             "source": source, "revision": (source or {}).get("revision"),
-                             "files": stats.get("files", {}),
-                             "counts": {k: stats.get(k) for k in ("documents", "queries", "judged_queries",
-                                                                   "judgments")}}
-        b = branch(cfg, bench, task, run)
-        for name in b["models"]:
+            out_datasets[key] = {"path": spec.get("path"), "layout": spec.get("layout"),
+                                 "source": source, "revision": (source or {}).get("revision"),
+                                 "files": stats.get("files", {}),
+                                 "counts": {k: stats.get(k) for k in ("documents", "queries", "judged_queries",
+                                                                       "judgments")}}
+        b = e["branch"]
+        for name, spec in b["models"].items():
             if name not in model_cache:
-                model_cache[name] = model_source(cfg["models"][name], name)
+                model_cache[name] = model_source(spec, name)
         jobs = []
-        for rule, path in job_benchmark_files(cfg, bench, task, run):
+        for rule, path in e["jobs"]:
             bm = read_benchmark(base / path)
             jobs.append({"rule": rule, "file": path, **(bm or {"missing": True})})
         metrics = json.loads(Path(e["metrics"]).read_text(encoding="utf-8"))
@@ -288,6 +211,6 @@ def collect(cfg: dict, entries: list[dict], repo, base=".") -> dict:
         "git": git_state(repo),
         "packages": package_versions(),
         "hardware": hardware(),
-        "datasets": datasets,
+        "datasets": out_datasets,
         "runs": runs,
     }

@@ -1,20 +1,14 @@
-"""R2MED specifics: which configured task is which R2MED task, the paper's dataset statistics, the
-published nDCG@10 table (``data/reference/r2med_paper_ndcg10.tsv``) and ``results/r2med_vs_paper.md``."""
+"""R2MED specifics: which configured task is which R2MED task and the paper's dataset statistics (the
+published scores are in ``r2med_paper``)."""
 
 from __future__ import annotations
 
-import csv
 import logging
-import math
-from pathlib import Path
 
 from .hfdata import R2MED_TASKS, resolve_source
-from .io import read_json, write_text
 
 log = logging.getLogger(__name__)
 
-PAPER_TABLE = Path(__file__).resolve().parents[2] / "data" / "reference" / "r2med_paper_ndcg10.tsv"
-FLAG_ABOVE = 0.005
 
 # Queries / documents per task, as the paper reports them.
 PAPER_STATS = {
@@ -24,24 +18,6 @@ PAPER_STATS = {
 }
 
 # Known reasons for a difference, by the paper's model name ...
-KNOWN_BY_PAPER_NAME = {
-    "medcpt": "R2MED's code passes the MedCPT *article* encoder for queries and documents alike; `medcpt-official` "
-              "reproduces that, `medcpt` (query encoder for queries) is expected to differ (config/r2med_models.yaml).",
-    "nv": "the published NV-Embed-v2 row was scored with k up to 1000 (a different code path from the one in src/).",
-}
-# ... and by our model type.
-KNOWN_BY_TYPE = {
-    "bm25_lucene": "BM25 over a Lucene index (query terms weigh 1, Lucene's lossy document-length norms) is not "
-                   "the paper's gensim LuceneBM25Model; compare the `bm25_paper` entry.",
-    "bm25_paper": "tokenised by pyserini 1.6.0's Lucene analyzer (the paper's pyserini version is not stated); "
-                  "dataset revision as pinned in config.",
-    "dense": "weights at `revision: main` (config/r2med_models.yaml), not necessarily R2MED's checkpoints; at 62b7074 "
-             "eval_retrieval.py looks instructions up by names 6 of 8 dictionaries lack, so the published runs came "
-             "from another code state; fp16/bf16 and padding noise.",
-    "cross_encoder": "reranks our own first-stage run, not R2MED's saved top-k file.",
-}
-
-
 def paper_task(task_cfg: dict) -> str | None:
     """The R2MED task a configured task holds: from source R2MED/<Task>, or its paper_task key."""
     if "source" in task_cfg:
@@ -49,17 +25,6 @@ def paper_task(task_cfg: dict) -> str | None:
         if found:
             return found
     return task_cfg.get("paper_task")
-
-
-def paper_tasks(cfg: dict, benchmarks) -> dict[str, str]:
-    """'benchmark/task' -> R2MED task, for the tasks that are R2MED's."""
-    out = {}
-    for b in benchmarks:
-        for t, spec in cfg["benchmarks"][b]["tasks"].items():
-            p = paper_task(spec)
-            if p:
-                out[f"{b}/{t}"] = p
-    return out
 
 
 def check_stats(task: str, stats: dict) -> dict:
@@ -76,132 +41,4 @@ def check_stats(task: str, stats: dict) -> dict:
     return check
 
 
-def read_paper_table(path=PAPER_TABLE) -> dict[tuple, dict]:
-    """(section, retriever, reranker, depth, method, llm, task) -> {ndcg_at_10, source_commit, source_path}."""
-    rows = {}
-    with open(path, encoding="utf-8") as handle:
-        lines = [line for line in handle if not line.startswith("#")]
-    for row in csv.DictReader(lines, delimiter="\t"):
-        key = (row["section"], row["retriever"], row["reranker"], row["depth"], row["method"], row["llm"],
-               row["task"])
-        rows[key] = {"ndcg_at_10": float(row["ndcg_at_10"]), "source_commit": row["source_commit"],
-                     "source_path": row["source_path"]}
-    return rows
-
-
-def paper_keys(cfg: dict, runs) -> dict[str, dict]:
-    """Run name -> {key: the paper's row key without the task, or None; type: our model type}."""
-    from . import config as r2config
-
-    models = cfg["models"]
-    variants = r2config.variant_runs(cfg)
-    derived = r2config.derived_runs(cfg)
-
-    def name(m):
-        return models[m].get("paper_name") if m in models else None
-
-    out = {}
-    for run in runs:
-        key, mtype = None, None
-        if run in models:
-            mtype = models[run]["type"]
-            if name(run):
-                key = ("retriever", name(run), "-", "-", "-", "-")
-        elif run in variants:
-            v = variants[run]
-            mtype = models[v["model"]]["type"]
-            if name(v["model"]):
-                key = ("gar", name(v["model"]), "-", "-", v["method"], v["llm"])
-        elif run in derived and derived[run]["kind"] == "rerank":
-            job = derived[run]
-            mtype = models[job["reranker"]]["type"]
-            if job["run"] in models and name(job["run"]) and name(job["reranker"]):
-                key = ("reranker", name(job["run"]), name(job["reranker"]), str(job["depth"]), "-", "-")
-        elif run in derived:
-            mtype = "fusion"
-        out[run] = {"key": list(key) if key else None, "type": mtype}
-    return out
-
-
-def _fmt(v) -> str:
-    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
-
-
-def compare(metric_files, stats_files, keys: dict, tasks: dict, table=None) -> dict:
-    """Rows of the comparison and the statistics checks."""
-    table = read_paper_table() if table is None else table
-    rows = []
-    for path in metric_files:
-        m = read_json(path)
-        where = f"{m['benchmark']}/{m['task']}"
-        ptask = tasks.get(where)
-        info = keys.get(m["model"], {"key": None, "type": None})
-        ours = m["metrics"]["ndcg_at_10"]
-        row = {"benchmark": m["benchmark"], "task": m["task"], "model": m["model"], "paper_task": ptask,
-               "ours": ours, "theirs": None, "diff": None, "flag": False, "note": "", "source": ""}
-        if ptask is None:
-            row["note"] = "not an R2MED task"
-        elif info["key"] is None:
-            row["note"] = "no paper_name (or not a published configuration)"
-        else:
-            ref = table.get(tuple(info["key"]) + (ptask,))
-            if ref is None:
-                row["note"] = "the paper has no such row"
-            else:
-                row.update(theirs=ref["ndcg_at_10"], source=f"{ref['source_path']}@{ref['source_commit'][:7]}")
-                row["diff"] = ours - ref["ndcg_at_10"]
-                if abs(row["diff"]) > FLAG_ABOVE:
-                    row["flag"] = True
-                    reasons = [KNOWN_BY_PAPER_NAME.get(info["key"][1]), KNOWN_BY_TYPE.get(info["type"])]
-                    if m["model"] == "medcpt-official":
-                        reasons[0] = None
-                    row["note"] = " ".join(r for r in reasons if r) or "no known reason"
-        rows.append(row)
-    checks = []
-    for path in stats_files:
-        st = read_json(path)
-        if st.get("paper_check"):
-            checks.append({"benchmark": st["benchmark"], "task": st["task"], **st["paper_check"]})
-    return {"rows": rows, "checks": checks}
-
-
-def to_markdown(result: dict) -> str:
-    rows, checks = result["rows"], result["checks"]
-    lines = ["# R2MED: our nDCG@10 against the published numbers", ""]
-    compared = [r for r in rows if r["theirs"] is not None]
-    if not any(r["paper_task"] for r in rows) and not checks:
-        lines += ["No paper numbers apply: none of the tasks run is an R2MED task (a task is R2MED's when its "
-                  "source is `R2MED/<Task>` or it sets `paper_task`).", ""]
-    else:
-        lines += [f"Published numbers: `data/reference/r2med_paper_ndcg10.tsv` (R2MED repository results/). "
-                  f"A difference above {FLAG_ABOVE} is flagged with the known reasons. "
-                  f"{len(compared)} of {len(rows)} (model, task) pairs have a published number.", ""]
-    lines += ["| benchmark/task | R2MED task | model | ours | paper | difference | flag | note |",
-              "|---|---|---|---:|---:|---:|---|---|"]
-    for r in sorted(rows, key=lambda r: (r["benchmark"], r["task"], r["model"])):
-        diff = "" if r["diff"] is None else f"{r['diff']:+.4f}"
-        lines.append(f"| {r['benchmark']}/{r['task']} | {r['paper_task'] or '-'} | {r['model']} | {_fmt(r['ours'])} | "
-                     f"{_fmt(r['theirs'])} | {diff} | {'**> 0.005**' if r['flag'] else ''} | {r['note']} |")
-    lines.append("")
-    if checks:
-        lines += ["## Dataset statistics against the paper", "",
-                  "| benchmark/task | R2MED task | queries | paper | documents | paper | |", "|---|---|---:|---:|---:|---:|---|"]
-        for c in checks:
-            lines.append(f"| {c['benchmark']}/{c['task']} | {c['paper_task']} | {c['queries']} | "
-                         f"{c['paper_queries']} | {c['documents']} | {c['paper_documents']} | "
-                         f"{'ok' if c['match'] else '**WARNING: differs from the paper**'} |")
-        lines.append("")
-    sources = sorted({r["source"] for r in compared})
-    if sources:
-        lines += ["## Sources", ""] + [f"- `{s}`" for s in sources] + [""]
-    return "\n".join(lines)
-
-
-def write_report(metric_files, stats_files, keys, tasks, target, table_path=PAPER_TABLE) -> dict:
-    result = compare(metric_files, stats_files, keys, tasks, table=read_paper_table(table_path))
-    write_text(target, to_markdown(result))
-    return result
-
-
-__all__ = ["R2MED_TASKS", "PAPER_STATS", "paper_task", "paper_tasks", "check_stats", "read_paper_table",
-           "paper_keys", "compare", "to_markdown", "write_report"]
+__all__ = ["R2MED_TASKS", "PAPER_STATS", "paper_task", "check_stats"]

@@ -65,3 +65,15 @@ def read_run(path) -> Run:
 
 def run_depth(run: Run) -> int:
     return max((len(d) for d in run.values()), default=0)
+
+
+def drop_identical_ids(run: Run) -> tuple[Run, int]:
+    """BEIR's ignore_identical_ids: the run without documents whose id is the query id, and how many went."""
+    dropped = 0
+    out = {}
+    for qid, docs in run.items():
+        if qid in docs:
+            dropped += 1
+            docs = {d: s for d, s in docs.items() if d != qid}
+        out[qid] = docs
+    return out, dropped

@@ -57,18 +57,12 @@ def read_per_query(path, metric: str) -> dict[str, float]:
     return out
 
 
-def parse_path(path) -> tuple[str, str, str]:
-    """(benchmark, task, model) of results/per_query/{benchmark}/{task}/{model}.tsv."""
-    p = Path(path)
-    return p.parts[-3], p.parts[-2], p.name[: -len(".tsv")]
-
-
 def compute(files, baseline: str, metric: str = "ndcg_at_10", permutations: int = 10000, resamples: int = 10000,
             seed: int = 0, alpha: float = 0.05) -> list[dict]:
-    """The rows of the significance table (one per run and task, baseline rows included)."""
+    """The rows of the significance table (one per run and task, baseline rows included). ``files``: one
+    (benchmark, task, model, per-query TSV path) per scored run."""
     tasks: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
-    for path in files:
-        bench, task, model = parse_path(path)
+    for bench, task, model, path in files:
         tasks.setdefault((bench, task), {})[model] = read_per_query(path, metric)
     if not any(baseline in models for models in tasks.values()):
         known = sorted({m for models in tasks.values() for m in models})

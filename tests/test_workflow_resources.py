@@ -1,7 +1,7 @@
-"""Cluster resources derived from the data (r2med_eval.resources): sizes, weight sizes, retry scaling."""
+"""Cluster resources derived from the data (r2med_eval.workflow.resources): sizes, weight sizes, retry scaling."""
 import json
 
-from r2med_eval import resources as r2res
+from r2med_eval.workflow import resources as r2res
 
 
 def test_weights_of_an_installed_package_are_measured_on_disk():

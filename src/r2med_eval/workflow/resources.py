@@ -6,7 +6,8 @@ The constants are calibrated on this machine's measurements (bench/scale.py, Sna
 with a margin: all-MiniLM-L6-v2 (87 MB of weights) encodes about 1 MB of passage text per minute on
 two shared CPU threads (30 passages/s on the demo); a GPU is taken as 50 times faster; Anserini indexed
 455 MB (1M passages) in 115 s on two threads, about 120 MB per minute per thread; we assume 40.
-Rules call these through rules/common.smk; every value is a whole number, as SLURM wants.
+``Resources`` gives the rules their resource functions of (wildcards, input, threads, attempt); every value is
+a whole number, as SLURM wants. Input sizes are read when a job is scheduled, once its inputs exist.
 """
 from __future__ import annotations
 
@@ -127,6 +128,16 @@ def search_mem_mb(emb_mb: float, attempt: int = 1) -> int:
     return _retry(BASE_MEM_MB + 2 * emb_mb, attempt)
 
 
+def bm25_search_mem_mb(index_mb: float, attempt: int = 1) -> int:
+    """The Anserini JVM and the index's memory-mapped files: 1 GB plus a quarter of the index."""
+    return _retry(BASE_MEM_MB + 0.25 * index_mb, attempt)
+
+
+def bm25_paper_mem_mb(corpus_mb: float, attempt: int = 1) -> int:
+    """JVM, token lists and the sparse index: 1 GB plus 20x the corpus size."""
+    return _retry(BASE_MEM_MB + 20 * corpus_mb, attempt)
+
+
 def light_minutes(input_mb: float, attempt: int = 1) -> int:
     """Parsing, scoring, fusion, gathering: 10 minutes plus 1 per 200 MB read."""
     return _retry(BASE_MINUTES + input_mb / 200, attempt)
@@ -134,3 +145,85 @@ def light_minutes(input_mb: float, attempt: int = 1) -> int:
 
 def light_mem_mb(input_mb: float, attempt: int = 1) -> int:
     return _retry(BASE_MEM_MB + 3 * input_mb, attempt)
+
+
+def _total_mb(files) -> float:
+    return sum(size_mb(f) for f in files)
+
+
+class Resources:
+    """The rules' resource functions (Snakemake passes wildcards, input, threads and attempt by name)."""
+
+    def __init__(self, reg):
+        self.reg = reg
+        self.models = reg.cfg["models"]
+
+    def _weights(self, model: str) -> float:
+        return weights_mb(self.models[model])
+
+    def gpu(self, model: str) -> int:
+        return 0 if self.models[model].get("device") == "cpu" else 1
+
+    # encoders: {model} is a dense model
+    def encoder_gpu(self, wildcards) -> int:
+        return self.gpu(wildcards.model)
+
+    def encoder_mem_mb(self, wildcards, input, attempt) -> int:
+        return encode_mem_mb(size_mb(input[0]), self._weights(wildcards.model), attempt)
+
+    def encode_shard_runtime(self, wildcards, input, attempt) -> int:
+        return shard_minutes(size_mb(input.corpus), self._weights(wildcards.model), int(wildcards.nshards),
+                             self.gpu(wildcards.model) > 0, attempt)
+
+    def encode_queries_runtime(self, wildcards, input, attempt) -> int:
+        return encode_minutes(_total_mb(input), self._weights(wildcards.model), self.gpu(wildcards.model) > 0,
+                              attempt)
+
+    # index and search
+    def lucene_index_mem_mb(self, wildcards, input, attempt) -> int:
+        return lucene_index_mem_mb(size_mb(input.corpus), attempt)
+
+    def lucene_index_runtime(self, wildcards, input, threads, attempt) -> int:
+        return lucene_index_minutes(size_mb(input.corpus), threads, attempt)
+
+    def bm25_search_mem_mb(self, wildcards, input, attempt) -> int:
+        return bm25_search_mem_mb(size_mb(input.index), attempt)
+
+    def bm25_search_runtime(self, wildcards, input, attempt) -> int:
+        return search_minutes(size_mb(input.index), attempt)
+
+    def bm25_paper_mem_mb(self, wildcards, input, attempt) -> int:
+        return bm25_paper_mem_mb(size_mb(input.corpus), attempt)
+
+    def bm25_paper_runtime(self, wildcards, input, attempt) -> int:
+        return search_minutes(size_mb(input.corpus), attempt)
+
+    def dense_search_mem_mb(self, wildcards, input, attempt) -> int:
+        return search_mem_mb(size_mb(input.emb), attempt)
+
+    def dense_search_runtime(self, wildcards, input, attempt) -> int:
+        return search_minutes(size_mb(input.emb), attempt)
+
+    # rerank: {model} is a rerank run
+    def _reranker(self, wildcards) -> str:
+        return self.reg.derived[wildcards.model]["reranker"]
+
+    def rerank_gpu(self, wildcards) -> int:
+        return self.gpu(self._reranker(wildcards))
+
+    def rerank_mem_mb(self, wildcards, input, attempt) -> int:
+        return encode_mem_mb(size_mb(input.corpus), self._weights(self._reranker(wildcards)), attempt)
+
+    def rerank_runtime(self, wildcards, input, attempt) -> int:
+        docs = max(1, count_lines(input.corpus))
+        pairs = int(self.reg.derived[wildcards.model]["depth"]) * count_lines(input.queries)
+        reranker = self._reranker(wildcards)
+        return rerank_minutes(pairs, size_mb(input.corpus) / docs, self._weights(reranker), self.gpu(reranker) > 0,
+                              attempt)
+
+    # parsing, gathering, scoring, fusion
+    def light_mem_mb(self, wildcards, input, attempt) -> int:
+        return light_mem_mb(_total_mb(input), attempt)
+
+    def light_runtime(self, wildcards, input, attempt) -> int:
+        return light_minutes(_total_mb(input), attempt)

@@ -1,0 +1,129 @@
+"""Stage data (rules/data.smk): load each task from its on-disk layout once, validate it, write the
+internal layout; query variants; Hub downloads; CliniQ's queries and judgments."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+log = logging.getLogger("r2med_eval")
+
+
+def prepare_task(sm) -> None:
+    from .. import datasets
+
+    spec = sm.params.spec
+    log.info("loading %s/%s: layout %s from %s", sm.wildcards.benchmark, sm.wildcards.task, spec["layout"],
+             spec["path"])
+    ds = datasets.load(spec["layout"], spec["path"], split=spec["split"], empty_text=spec["empty_text"],
+                       unknown_qrels=spec["unknown_qrels"], duplicate_qrels=spec["duplicate_qrels"])
+    ds.stats.update({"benchmark": sm.wildcards.benchmark, "task": sm.wildcards.task})
+    _r2med_task_checks(spec, ds)
+    datasets.write_internal(ds, Path(sm.output.corpus).parent)
+    st = ds.stats
+    log.info("documents %d, queries %d (judged %d, unjudged %d: %s), judgments %d by grade %s",
+             st["documents"], st["queries"], st["judged_queries"], st["unjudged_queries"],
+             ", ".join(st["unjudged_query_ids"]) or "-", st["judgments"], st["judgments_by_grade"])
+    log.info("filtered: empty documents dropped %d; duplicate judgments merged %d; judgments on unknown "
+             "queries dropped %d, on unknown documents %d, on dropped documents %d",
+             st["empty_documents_dropped"], st["qrels_duplicates_merged"], st["qrels_unknown_query_dropped"],
+             st["qrels_unknown_document_dropped"], st["qrels_on_dropped_documents"])
+
+
+def _r2med_task_checks(spec, ds) -> None:
+    """A downloaded task's files against its manifest; an R2MED task's counts against the paper's."""
+    from .. import hfdata, r2med
+
+    if spec.get("source"):
+        folder = Path(spec["path"])
+        manifest = hfdata.verify_manifest(folder / "manifest.json", {n: folder / n for n in hfdata.CORE_FILES})
+        ds.stats["download"] = {"repo": manifest["repo"], "revision": manifest["revision"],
+                                "origin": manifest["origin"]["kind"]}
+        log.info("files match the download manifest (%s at %s)", manifest["repo"], manifest["revision"])
+    if spec.get("paper_task"):
+        ds.stats["paper_check"] = r2med.check_stats(spec["paper_task"], ds.stats)
+
+
+def prepare_query_variant(sm) -> None:
+    from .. import datasets, gar, io
+
+    queries = datasets.read_queries(sm.input.queries)
+    hy = gar.read_variant(sm.input.variant, queries)
+    n = io.write_jsonl(sm.output[0], ({"id": q, "text": queries[q], "hy_doc": hy[q]} for q in queries))
+    log.info("query variant %s/%s: %d queries", sm.wildcards.method, sm.wildcards.llm, n)
+
+
+def download_task(sm) -> None:
+    from .. import hfdata
+
+    p = sm.params.spec
+    manifest = hfdata.fetch_task(Path(sm.output.manifest).parent, task=sm.wildcards.task, source=p["source"],
+                                 local=p["local"], sha256_pins=p["sha256"])
+    log.info("placed %s at %s (%s) in %s", manifest["repo"], manifest["revision"], manifest["origin"]["kind"],
+             Path(sm.output.manifest).parent)
+
+
+def download_query_variant(sm) -> None:
+    from .. import hfdata
+
+    p = sm.params.spec
+    rel = f"{sm.wildcards.method}/{sm.wildcards.llm}/query_with_hydoc.jsonl"
+    info = hfdata.fetch_variant(sm.output[0], task=sm.wildcards.task, source=p["source"], relpath=rel,
+                                local=p["local"])
+    log.info("%s: %d lines, sha256 %s", rel, info["lines"], info["sha256"])
+
+
+def link_cliniq_corpus(sm) -> None:
+    """The retrievers' corpus.jsonl: a relative symlink to the owner-only chunks under resources/."""
+    from ..cliniq_files import link_relative
+
+    link_relative(Path(sm.input.corpus), Path(sm.output.corpus))
+    log.info("linked %s -> %s", sm.output.corpus, sm.input.corpus)
+
+
+def prepare_cliniq_queries(sm) -> None:
+    from .. import cliniq_corpus as cc
+    from ..io import write_jsonl, write_text
+
+    queries, qtypes = cc.read_queries(Path(sm.input.queries[0]).parent)
+    write_jsonl(sm.output.queries, ({"id": q, "text": t} for q, t in queries.items()))
+    write_text(sm.output.query_types, "".join(f"{q}\t{t}\n" for q, t in qtypes.items()))
+    log.info("queries %d: %s", len(queries), {t: sum(1 for v in qtypes.values() if v == t) for t in cc.QUERY_TYPES})
+
+
+def prepare_cliniq(sm) -> None:
+    from .. import cliniq_corpus as cc
+    from ..datasets import write_qrels
+    from ..io import read_lines, write_json, write_text
+
+    spec = sm.params.spec
+    folder = Path(sm.input.hadm_ids).parent
+    queries, qtypes = cc.read_queries(folder)
+    rows, stats = cc.read_qrels(folder, queries)
+    new = []
+    if spec["new_judgments"]:
+        new = cc.read_new_judgments(spec["new_judgments"], queries)
+        log.info("merged %d new judgments from %s (%d relevant, %d not relevant)", len(new), spec["new_judgments"],
+                 sum(1 for r in new if r[2] != cc.IRRELEVANT), sum(1 for r in new if r[2] == cc.IRRELEVANT))
+    ids = read_lines(sm.input.ids)
+    stats.update(cc.check_chunks(rows, set(ids), spec["missing_chunk_qrels_max"], folder / "qrels_*.tsv"))
+    all_rows = rows + new
+    write_text(sm.output.cliniq_qrels, "".join(f"{q}\t{c}\t{t}\n" for q, c, t in all_rows))
+    binary: dict[str, dict[str, int]] = {}
+    for q, c, t in all_rows:
+        grade = 0 if t == cc.IRRELEVANT else 1
+        binary.setdefault(q, {})[c] = max(grade, binary.get(q, {}).get(c, 0))
+    write_qrels(binary, sm.output.qrels)
+    by_type = {t: sum(1 for r in all_rows if r[2] == t) for t in cc.MATCH_TYPES + (cc.IRRELEVANT,)}
+    judged = {q for q, _, t in all_rows if t != cc.IRRELEVANT}
+    stats.update({"benchmark": sm.wildcards.benchmark, "task": sm.wildcards.task, "layout": "cliniq",
+                  "documents": len(ids), "queries": len(queries),
+                  "queries_by_type": {t: sum(1 for v in qtypes.values() if v == t) for t in cc.QUERY_TYPES},
+                  "judged_queries": len(judged), "unjudged_queries": len(queries) - len(judged),
+                  "unjudged_query_ids": [q for q in queries if q not in judged],
+                  "judgments_by_match_type": by_type, "new_judgments": len(new),
+                  "files": {name: {"sha256": cc.sha256_file(folder / name)} for name in cc.ANNOTATION_FILES}})
+    write_json(sm.output.stats, stats)
+    log.info("queries %d (%s); judgments %d by match type %s; repeated (query, chunk) rows %d; on chunks absent from "
+             "the corpus %d", len(queries), stats["queries_by_type"], len(all_rows), by_type,
+             stats["judgments_repeating_a_chunk"], stats["judgments_on_absent_chunks"])

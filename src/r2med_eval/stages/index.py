@@ -1,0 +1,66 @@
+"""Stage index (rules/index.smk): one Lucene index per task, shared by every BM25 configuration; dense
+corpus embeddings per (task, model), sharded, and query embeddings (the dense "index")."""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("r2med_eval")
+
+
+def _protect(sm, root: str) -> None:
+    """MIMIC-derived outputs (params.spec.private): the benchmark's index or embeddings folder is owner-only."""
+    if sm.params.spec["private"]:
+        from ..io import protect_dir
+        from ..workflow import paths
+
+        protect_dir(paths.fill(root, benchmark=sm.wildcards.benchmark))
+
+
+def lucene_index(sm) -> None:
+    from .. import io, lucene
+    from ..workflow import paths
+
+    _protect(sm, paths.INDEX_ROOT)
+    info = lucene.build_index(sm.input.corpus, sm.output.index, threads=sm.threads)
+    io.write_json(sm.output.info, info)
+
+
+def encode_corpus_shard(sm) -> None:
+    from .. import dense
+    from ..workflow import paths
+
+    shard, nshards = int(sm.wildcards.shard), int(sm.wildcards.nshards)
+    if not 1 <= shard <= nshards:
+        raise ValueError(f"shard {shard} of {nshards} is out of range")
+    _protect(sm, paths.EMB_ROOT)
+    dense.encode_corpus_shard(sm.input.corpus, sm.output.shard, sm.params.spec, sm.wildcards.model,
+                              sm.wildcards.task, shard - 1, nshards, threads=sm.threads)
+
+
+def gather_embeddings(sm) -> None:
+    from .. import dense
+    from ..workflow import paths
+
+    _protect(sm, paths.EMB_ROOT)
+    info = dense.gather(list(sm.input.shards), sm.input.corpus, sm.output.emb, sm.output.ids,
+                        storage=sm.params.spec["storage"])
+    log.info("gathered %d shards: %s", len(sm.input.shards), info)
+
+
+def encode_queries(sm) -> None:
+    from .. import dense
+    from ..workflow import paths
+
+    _protect(sm, paths.EMB_ROOT)
+    dense.encode_queries(sm.input.queries, sm.output.emb, sm.output.ids, sm.params.spec, sm.wildcards.model,
+                         sm.wildcards.task, threads=sm.threads)
+
+
+def encode_query_variant(sm) -> None:
+    from .. import dense
+    from ..workflow import paths
+
+    _protect(sm, paths.EMB_ROOT)
+    dense.encode_query_variant(sm.input.variant, sm.output.emb, sm.output.ids, sm.params.spec,
+                               sm.wildcards.model, sm.wildcards.task, sm.wildcards.method, threads=sm.threads)

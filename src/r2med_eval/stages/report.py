@@ -1,0 +1,176 @@
+"""Stage report (rules/report.smk): leaderboards, significance against the baseline, plots, provenance, the
+comparison with R2MED's published numbers and CliniQ's tables, over every scored run."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+log = logging.getLogger("r2med_eval")
+
+
+def significance(sm) -> None:
+    from .. import io
+    from .. import significance as sig
+    from ..workflow import paths
+
+    rep = sm.params.spec
+    files = [(*paths.parse(paths.PER_QUERY, p).values(), p) for p in sm.input]
+    rows = sig.compute(files, rep["baseline"], metric=rep["metric"], permutations=rep["permutations"],
+                       resamples=rep["bootstrap"], seed=rep["seed"], alpha=rep["alpha"])
+    io.write_text(sm.output.csv, sig.to_csv(rows))
+    io.write_text(sm.output.md, sig.to_markdown(rows, rep["baseline"], rep["alpha"], rep["permutations"],
+                                                rep["bootstrap"]))
+    tested = [r for r in rows if r.get("p_ttest") is not None]
+    log.info("%d runs x tasks, %d compared with %s (Holm over %d comparisons); significant: t-test %d, "
+             "randomization %d", len(rows), len(tested), rep["baseline"], len(tested),
+             sum(1 for r in tested if sig.MARK_TTEST in r["significant"]),
+             sum(1 for r in tested if sig.MARK_RANDOMIZATION in r["significant"]))
+
+
+def leaderboard(sm) -> None:
+    from .. import leaderboard as lb
+    from .. import significance as sig
+
+    rep = sm.params.spec
+    marks = sig.marks(sig.read_csv(sm.input.significance))
+    lb.write(list(sm.input.metrics), sm.output.csv, sm.output.md, metric=rep["metric"], html_path=sm.output.html,
+             significance=marks, legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"]))
+    log.info("leaderboard over %d metric files", len(sm.input.metrics))
+
+
+def leaderboard_benchmark(sm) -> None:
+    from .. import leaderboard as lb
+    from .. import significance as sig
+
+    rep = sm.params.spec
+    rows = sig.read_csv(sm.input.significance)
+    bench = sm.wildcards.benchmark
+    notes = sorted({f"{r['task']}/{r['model']}: {r['note']}" for r in rows
+                    if r["benchmark"] == bench and r["note"] and r["note"] != "baseline"})
+    n = sorted({(r["task"], r["n_queries"]) for r in rows if r["benchmark"] == bench and r["note"] == "baseline"})
+    notes = [f"Queries compared per task: {', '.join(f'{t} {k}' for t, k in n)}."] + notes if n else notes
+    lb.write_benchmark(list(sm.input.metrics), bench, sm.output.csv, sm.output.md, sm.output.html,
+                       metric=rep["metric"], significance=sig.marks(rows),
+                       legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"]), notes=notes)
+    log.info("leaderboard of %s over %d metric files", bench, len(sm.input.metrics))
+
+
+def plot_leaderboard(sm) -> None:
+    from .. import leaderboard as lb
+    from .. import plots
+
+    spec = sm.params.spec
+    table = lb.collect(list(sm.input), spec["metric"])
+    bench = sm.wildcards.benchmark
+    plots.by_task(table, bench, spec["metric"], sm.output.by_task_png, sm.output.by_task_svg)
+    plots.heatmap(table, bench, spec["metric"], sm.output.heatmap_png, sm.output.heatmap_svg)
+    for note in spec["notes"]:
+        log.info("note: %s", note)
+
+
+def plot_rerank_depth(sm) -> None:
+    from .. import leaderboard as lb
+    from .. import plots
+    from ..errors import InputError
+
+    spec = sm.params.spec
+    table = lb.collect(list(sm.input), spec["metric"])
+    if not plots.rerank_depth(table, sm.wildcards.benchmark, spec["metric"], sm.output.png, sm.output.svg,
+                              spec["lineage"]):
+        raise InputError(f"no reranked runs on benchmark {sm.wildcards.benchmark}.",
+                         fix="configure a rerank job, or do not ask for this plot.")
+
+
+def plot_scatter(sm) -> None:
+    from .. import plots
+    from .. import significance as sig
+    from ..workflow import paths
+
+    pair = sm.params.spec
+    per_task = {}
+    for a, b in zip(sm.input.a, sm.input.b):
+        per_task[paths.parse(paths.PER_QUERY, a)["task"]] = (sig.read_per_query(a, pair["metric"]),
+                                                             sig.read_per_query(b, pair["metric"]))
+    counts = plots.scatter(per_task, pair["a"], pair["b"], sm.wildcards.benchmark, pair["metric"], sm.output.png,
+                           sm.output.svg)
+    log.info("scatter %s vs %s: %s", pair["a"], pair["b"], counts)
+    if counts["only_one"]:
+        log.warning("%d queries judged for only one of the two runs are not drawn", counts["only_one"])
+
+
+def plot_cliniq(sm) -> None:
+    from .. import plots
+
+    plots.cliniq_breakdown(sm.input.match_type, "match_type", sm.wildcards.benchmark, sm.output.match_png,
+                           sm.output.match_svg)
+    plots.cliniq_breakdown(sm.input.query_type, "query_type", sm.wildcards.benchmark, sm.output.query_png,
+                           sm.output.query_svg)
+
+
+def provenance(sm) -> None:
+    from .. import io
+    from .. import provenance as prov
+    from ..workflow import paths
+
+    spec = sm.params.spec
+    stats = {"{benchmark}/{task}".format(**paths.parse(paths.STATS, p)): p for p in sm.input.stats}
+    entries = []
+    for run, metrics, run_file in zip(spec["runs"], sm.input.metrics, sm.input.runs):
+        where = paths.parse(paths.METRICS, metrics)
+        if (where["benchmark"], where["task"], where["model"]) != (run["benchmark"], run["task"], run["model"]):
+            raise ValueError(f"provenance inputs out of order: {metrics} for {run['model']}")
+        entries.append({**run, "metrics": metrics, "run": run_file,
+                        "stats": stats[f"{run['benchmark']}/{run['task']}"]})
+    repo = Path(prov.__file__).resolve().parents[2]  # the checkout the package runs from
+    doc = prov.collect(entries, spec["datasets"], repo)
+    io.write_json(sm.output[0], doc)
+    log.info("provenance of %d runs; git %s", len(entries), doc["git"])
+
+
+def r2med_vs_paper(sm) -> None:
+    from .. import r2med_paper
+
+    p = sm.params.spec
+    result = r2med_paper.write_report(list(sm.input.metrics), list(sm.input.stats), p["keys"], p["tasks"], sm.output[0])
+    flagged = [r for r in result["rows"] if r["flag"]]
+    for c in result["checks"]:
+        if not c["match"]:
+            log.warning("%s/%s: %d queries / %d documents, the paper reports %d / %d", c["benchmark"], c["task"],
+                        c["queries"], c["documents"], c["paper_queries"], c["paper_documents"])
+    log.info("%d (model, task) pairs, %d with a published number, %d differ by more than %.3f",
+             len(result["rows"]), sum(1 for r in result["rows"] if r["theirs"] is not None), len(flagged),
+             r2med_paper.FLAG_ABOVE)
+
+
+def report_cliniq(sm) -> None:
+    from .. import cliniq, runs
+    from ..cliniq_files import (completeness_markdown, nan_back, read_cliniq_qrels, read_query_types, table_csv,
+                                table_markdown)
+    from ..io import read_json, write_text
+
+    spec = sm.params.spec
+    models = list(spec["models"])
+    results = {m: read_json(p) for m, p in zip(models, sm.input.metrics)}
+    for grouping, csv_out, md_out, title in (
+            ("by_match_type", sm.output.match_csv, sm.output.match_md, "CliniQ by match type"),
+            ("by_query_type", sm.output.query_csv, sm.output.query_md, "CliniQ by query type")):
+        rows = [r for m in models for r in cliniq.table_rows(m, nan_back(results[m]), grouping)]
+        write_text(csv_out, table_csv(rows))
+        write_text(md_out, table_markdown(rows, f"{title} ({sm.wildcards.benchmark})") + "\n"
+                   + completeness_markdown(models, results))
+    rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)
+    judged: dict[str, set] = {}
+    for q, c, _ in rows:
+        judged.setdefault(q, set()).add(c)
+    for q, c in irrelevant:
+        judged.setdefault(q, set()).add(c)
+    qtypes = read_query_types(sm.input.query_types)
+    pooled = cliniq.pool({m: runs.read_run(p) for m, p in zip(models, sm.input.runs)}, judged, spec["depth"],
+                         queries=qtypes)
+    lines = ["query_id\tchunk_id\tquery_type\tbest_rank\tn_systems\tsystems"]
+    lines += [f"{p['query_id']}\t{p['chunk_id']}\t{qtypes[p['query_id']]}\t{p['best_rank']}\t{len(p['systems'])}\t"
+              f"{','.join(p['systems'])}" for p in pooled]
+    write_text(sm.output.pool, "\n".join(lines) + "\n")
+    log.info("pool of unjudged chunks in the top %d of %d systems: %d (query, chunk) pairs over %d queries",
+             spec["depth"], len(models), len(pooled), len({p["query_id"] for p in pooled}))

@@ -1,0 +1,32 @@
+"""Stage rerank (rules/rerank.smk): re-score the top k of a run with a cross-encoder or a bi-encoder."""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("r2med_eval")
+
+
+def rerank_run(sm) -> None:
+    from .. import datasets, io, rerank, runs
+
+    job = sm.params.spec
+    spec = job["reranker_spec"]
+    run = runs.read_run(sm.input.run)
+    rerank.check_depth(run, int(job["depth"]), job["run"])
+    if spec["type"] == "cross_encoder":
+        scorer = rerank.cross_encoder_scorer(spec, job["reranker"])
+        batch_size = int(spec["batch_size"])
+    else:
+        scorer = rerank.cached_embedding_scorer(sm.input.emb, sm.input.ids, sm.input.query_emb,
+                                                sm.input.query_ids, sm.input.corpus)
+        batch_size = max(1, int(job["depth"]))  # cached embeddings: one product per query
+    queries = datasets.read_queries(sm.input.queries)
+    corpus = datasets.read_corpus(sm.input.corpus)
+    merged, raw, info = rerank.rerank_run(run, int(job["depth"]), scorer, queries, corpus, batch_size=batch_size)
+    runs.write_run(merged, sm.output.run, tag=sm.wildcards.model)
+    lines = ["query_id\tdoc_id\tscore"] + [f"{q}\t{d}\t{s:.6f}" for q in sorted(raw) for d, s in
+                                           sorted(raw[q].items(), key=lambda x: (-x[1], x[0]))]
+    io.write_text(sm.output.scores, "\n".join(lines) + "\n")
+    io.write_json(sm.output.info, {"kind": "rerank", "input_run": job["run"], "reranker": job["reranker"],
+                                   "depth": int(job["depth"]), "reranker_type": spec["type"], **info})

@@ -1,0 +1,66 @@
+"""Stage retrieve (rules/retrieve.smk): first-stage runs, one TREC run file per (benchmark, task, model)."""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("r2med_eval")
+
+
+def _variant_queries(sm, queries: dict) -> dict:
+    """A query-variant run's BM25 queries, combined with the hypothetical documents as R2MED's BM25 code does."""
+    from .. import gar, io
+
+    hy = {obj["id"]: obj["hy_doc"] for _, obj in io.iter_jsonl(sm.input.variant)}
+    variant = sm.params.spec["variant"]
+    log.info("query variant %s/%s, combined as the official BM25 code does", variant["method"], variant["llm"])
+    return {q: gar.lexical_query(variant["method"], t, hy[q]) for q, t in queries.items()}
+
+
+def retrieve_bm25_lucene(sm) -> None:
+    from .. import datasets, lucene, runs
+
+    spec = sm.params.spec
+    queries = _variant_queries(sm, datasets.read_queries(sm.input.queries)) if spec.get("variant") else None
+    run = lucene.search(sm.input.index, sm.input.queries, k1=spec["k1"], b=spec["b"], k=spec["top_k"],
+                        threads=sm.threads, queries=queries)
+    lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model)
+    log.info("wrote %d lines for %d queries to %s", lines, len(run), sm.output.run)
+
+
+def retrieve_dense(sm) -> None:
+    import numpy as np
+
+    from .. import dense, io, runs
+
+    query_emb = np.load(sm.input.query_emb)
+    query_ids = io.read_lines(sm.input.query_ids)
+    corpus_emb, doc_ids = dense.load_corpus_embeddings(sm.input.emb, sm.input.ids, sm.input.corpus,
+                                                       dim=query_emb.shape[1])
+    spec = sm.params.spec
+    run, info = dense.search(corpus_emb, doc_ids, query_emb, query_ids, spec["top_k"], spec["index"],
+                             threads=sm.threads)
+    runs.write_run(run, sm.output.run, tag=sm.wildcards.model, query_order=sorted(run))
+    io.write_json(sm.output.info, info)
+
+
+def retrieve_bm25_paper(sm) -> None:
+    from .. import bm25_paper, datasets, io, runs
+
+    spec = sm.params.spec
+    corpus = datasets.read_corpus(sm.input.corpus)
+    queries = datasets.read_queries(sm.input.queries)
+    if spec.get("variant"):
+        queries = _variant_queries(sm, queries)
+    doc_ids = list(corpus)
+    run, info = bm25_paper.retrieve(doc_ids, [datasets.doc_contents(corpus[d]) for d in doc_ids], list(queries),
+                                    list(queries.values()), k1=spec["k1"], b=spec["b"], top_k=spec["top_k"],
+                                    fill_zero=spec["fill_zero"])
+    lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model, decimals=8)
+    io.write_json(sm.output.info, info)
+    log.info("paper-faithful BM25: %s", {k: v for k, v in info.items() if k != "queries_without_known_terms"})
+    if info["queries_without_known_terms"]:
+        log.warning("%d queries share no term with the corpus (their top %d is the first documents, score 0): %s",
+                    len(info["queries_without_known_terms"]), spec["top_k"],
+                    ", ".join(info["queries_without_known_terms"][:20]))
+    log.info("wrote %d lines for %d queries to %s", lines, len(run), sm.output.run)

@@ -1,0 +1,79 @@
+"""The control layer: configuration -> runs, paths, per-rule params and resources.
+
+``rules/*.smk`` only delegate to a ``Workflow`` built once per Snakemake invocation::
+
+    W = Workflow.load(config, config_files)   # validated, defaults filled; ConfigError on bad input
+    W.inputs.rerank_run                       # input function of rule rerank_run
+    W.params.of("score_run")                  # params function: the config keys it reads + code hash
+    W.resources.encoder_mem_mb                # resource function
+    W.constraint("model")                     # wildcard constraint
+
+Nothing here imports Snakemake, so all of it is unit-tested without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import inputs, paths
+from .code import CodeIndex
+from .config import check_paths, validate
+from .params import Params
+from .registry import Registry
+from .resources import Resources
+
+
+class Workflow:
+    def __init__(self, cfg: dict, code: CodeIndex | None = None):
+        self.cfg = cfg
+        self.registry = Registry(cfg)
+        self.inputs = inputs.Inputs(self.registry)
+        self.params = Params(self.registry, code)
+        self.resources = Resources(self.registry)
+
+    @classmethod
+    def load(cls, raw: dict, config_files=(), base: Path | None = None) -> "Workflow":
+        files = ", ".join(dict.fromkeys(str(f) for f in config_files)) or "config.yaml"
+        cfg = validate(raw, config_file=files)
+        check_paths(cfg, config_file=files, base=base)
+        return cls(cfg)
+
+    # ------------------------------------------------------------ wildcard constraints
+
+    def constraint(self, kind: str) -> str:
+        """The regex of a wildcard: exactly the names this configuration runs."""
+        reg = self.registry
+        names = {
+            "benchmark": reg.benchmarks,
+            "task": [t for _, t in reg.tasks],
+            "model": reg.all_runs + reg.encoders(),
+            "encoder": reg.encoders(),
+            "bm25_lucene": reg.retriever_runs("bm25_lucene"),
+            "bm25_paper": reg.retriever_runs("bm25_paper"),
+            "dense": reg.retriever_runs("dense"),
+            "rerank": list(reg.rerank_jobs),
+            "fusion": list(reg.fusion_jobs),
+            "cliniq_benchmark": reg.cliniq_benchmarks,
+            "generic_benchmark": [b for b in reg.benchmarks if not reg.is_cliniq(b)],
+            "source_benchmark": [b for b, _ in reg.source_tasks()],
+            "source_task": [t for _, t in reg.source_tasks()],
+            "anndir": list(self.inputs.cliniq_download_dirs()),
+        }[kind]
+        return paths.alternatives(names)
+
+    @staticmethod
+    def gar_methods() -> str:
+        """The GAR methods, from the schema (the one list of them)."""
+        from .config import load_schema
+
+        return paths.alternatives(load_schema()["$defs"]["gar_method"]["enum"])
+
+    def targets(self) -> list[str]:
+        return inputs.all_targets(self.registry)
+
+    def skipped_note(self) -> str | None:
+        skipped = self.registry.skipped
+        if not skipped:
+            return None
+        return ("r2med-eval: skipping derived runs whose inputs or reranker are not selected: "
+                + ", ".join(skipped))

@@ -1,0 +1,234 @@
+"""The rules' input functions and the targets of ``rule all``: which files exist follows from the registry,
+where they lie from ``workflow.paths``."""
+
+from __future__ import annotations
+
+from .paths import (BENCHMARK_LEADERBOARD, CHUNK_IDS, CLINIQ_METRICS, CLINIQ_POOL, CLINIQ_QRELS, CLINIQ_TABLE, CORPUS,
+                    DOWNLOAD, DOWNLOAD_FILES, EMB_CORPUS, EMB_CORPUS_IDS, EMB_QUERIES, EMB_QUERY_IDS, EMB_SHARD,
+                    EMB_VARIANT, EMB_VARIANT_IDS, INDEX, LEADERBOARD, METRICS, PER_QUERY, PLOT, PROVENANCE, QUERIES,
+                    QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, VARIANT, benchmark_file, fill)
+from .registry import Registry, job_inputs
+
+
+class Inputs:
+    """Input functions of the rules, each of the rule's ``wildcards``."""
+
+    def __init__(self, reg: Registry):
+        self.reg = reg
+        self.cfg = reg.cfg
+
+    # data
+    def task_location(self, benchmark: str, task: str) -> dict:
+        """A path task's folder; a source task's download folder resources/<benchmark>/<task> and its source."""
+        spec = self.cfg["benchmarks"][benchmark]["tasks"][task]
+        if "source" not in spec:
+            return {"path": spec["path"]}
+        return {"path": fill(DOWNLOAD, benchmark=benchmark, task=task), "source": spec["source"]}
+
+    def prepare_task(self, wildcards) -> list[str]:
+        from ..datasets import raw_files
+
+        bench = self.cfg["benchmarks"][wildcards.benchmark]
+        where = self.task_location(wildcards.benchmark, wildcards.task)
+        files = raw_files(bench["layout"], where["path"], bench["split"])
+        if "source" in where:
+            files.append(fill(DOWNLOAD_FILES["manifest"], **wildcards))
+        return files
+
+    def prepare_query_variant(self, wildcards) -> dict:
+        folder = self.task_location(wildcards.benchmark, wildcards.task)["path"]
+        return {"variant": f"{folder}/{wildcards.method}/{wildcards.llm}/query_with_hydoc.jsonl",
+                "queries": fill(QUERIES, **wildcards)}
+
+    def cliniq_annotation_dir(self, wildcards) -> str:
+        return self.cfg["benchmarks"][wildcards.benchmark]["tasks"][wildcards.task]["path"]
+
+    def chunk_cliniq(self, wildcards) -> dict:
+        return {"notes": self.cfg["benchmarks"][wildcards.benchmark]["noteevents"],
+                "hadm_ids": f"{self.cliniq_annotation_dir(wildcards)}/test_hadm_ids.txt"}
+
+    def prepare_cliniq_queries(self, wildcards) -> dict:
+        from ..cliniq_corpus import QUERY_TYPES as TYPES
+
+        folder = self.cliniq_annotation_dir(wildcards)
+        return {"queries": [f"{folder}/queries_{t}.jsonl" for t in TYPES]}
+
+    def prepare_cliniq(self, wildcards) -> dict:
+        from ..cliniq_corpus import ANNOTATION_FILES
+
+        folder = self.cliniq_annotation_dir(wildcards)
+        inputs = {"ids": fill(CHUNK_IDS, **wildcards), "hadm_ids": f"{folder}/test_hadm_ids.txt",
+                  "annotations": [f"{folder}/{name}" for name in ANNOTATION_FILES]}
+        extra = self.cfg["benchmarks"][wildcards.benchmark]["new_judgments"]
+        if extra:
+            inputs["new_judgments"] = extra
+        return inputs
+
+    def cliniq_download_dirs(self) -> dict[str, str]:
+        """Annotation folder -> benchmark, for CliniQ benchmarks whose annotations are downloaded."""
+        return {self.cfg["benchmarks"][b]["tasks"][self.reg.cliniq_task(b)]["path"].rstrip("/"): b
+                for b in self.reg.cliniq_benchmarks if self.cfg["benchmarks"][b]["annotations"]["download"]}
+
+    # index
+    def embedding_shards(self, wildcards) -> list[str]:
+        n = self.cfg["models"][wildcards.model]["shards"]
+        return [fill(EMB_SHARD, benchmark=wildcards.benchmark, task=wildcards.task, model=wildcards.model,
+                     shard=i, nshards=n) for i in range(1, n + 1)]
+
+    # retrieve
+    def _queries(self, wildcards) -> dict:
+        variant = self.reg.variants.get(wildcards.model)
+        out = {"queries": fill(QUERIES, **wildcards)}
+        if variant is not None:
+            out["variant"] = fill(VARIANT, benchmark=wildcards.benchmark, task=wildcards.task,
+                                  method=variant["method"], llm=variant["llm"])
+        return out
+
+    def retrieve_bm25_lucene(self, wildcards) -> dict:
+        return {"index": fill(INDEX, **wildcards), **self._queries(wildcards)}
+
+    def retrieve_bm25_paper(self, wildcards) -> dict:
+        return {"corpus": fill(CORPUS, **wildcards), **self._queries(wildcards)}
+
+    def _embeddings(self, benchmark: str, task: str, model: str, variant: dict | None = None) -> dict:
+        w = {"benchmark": benchmark, "task": task, "model": model}
+        if variant is None:
+            query, ids = fill(EMB_QUERIES, **w), fill(EMB_QUERY_IDS, **w)
+        else:
+            v = {"method": variant["method"], "llm": variant["llm"]}
+            query, ids = fill(EMB_VARIANT, **w, **v), fill(EMB_VARIANT_IDS, **w, **v)
+        return {"emb": fill(EMB_CORPUS, **w), "ids": fill(EMB_CORPUS_IDS, **w), "query_emb": query,
+                "query_ids": ids}
+
+    def retrieve_dense(self, wildcards) -> dict:
+        variant = self.reg.variants.get(wildcards.model)
+        emb = self._embeddings(wildcards.benchmark, wildcards.task, self.reg.model_of(wildcards.model), variant)
+        return {**emb, "corpus": fill(CORPUS, benchmark=wildcards.benchmark, task=wildcards.task)}
+
+    # rerank, fuse
+    def rerank_run(self, wildcards) -> dict:
+        """The run to re-score and the task; a dense re-scorer also reuses its cached embeddings."""
+        job = self.reg.derived[wildcards.model]
+        w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
+        inputs = {"run": fill(RUN, **w, model=job["run"]), "queries": fill(QUERIES, **w),
+                  "corpus": fill(CORPUS, **w)}
+        if self.cfg["models"][job["reranker"]]["type"] == "dense":
+            inputs.update(self._embeddings(wildcards.benchmark, wildcards.task, job["reranker"]))
+        return inputs
+
+    def fuse_runs(self, wildcards) -> list[str]:
+        job = self.reg.derived[wildcards.model]
+        return [fill(RUN, benchmark=wildcards.benchmark, task=wildcards.task, model=r) for r in job_inputs(job)]
+
+    # report
+    def _per_run(self, pattern: str, benchmark: str | None = None) -> list[str]:
+        return [fill(pattern, benchmark=b, task=t, model=m) for b, t, m in self.reg.run_tasks()
+                if benchmark is None or b == benchmark]
+
+    def metric_files(self) -> list[str]:
+        return self._per_run(METRICS)
+
+    def per_query_files(self) -> list[str]:
+        return self._per_run(PER_QUERY)
+
+    def stats_files(self) -> list[str]:
+        return [fill(STATS, benchmark=b, task=t) for b, t in self.reg.tasks]
+
+    def benchmark_metrics(self, wildcards) -> list[str]:
+        return self._per_run(METRICS, wildcards.benchmark)
+
+    def plot_scatter(self, wildcards) -> dict:
+        a, b = self.reg.scatter_runs(wildcards.benchmark)
+        tasks = [t for bb, t in self.reg.tasks if bb == wildcards.benchmark]
+        return {"a": [fill(PER_QUERY, benchmark=wildcards.benchmark, task=t, model=a) for t in tasks],
+                "b": [fill(PER_QUERY, benchmark=wildcards.benchmark, task=t, model=b) for t in tasks]}
+
+    def plot_cliniq(self, wildcards) -> dict:
+        if not self.reg.is_cliniq(wildcards.benchmark):
+            return {}
+        return {g: fill(CLINIQ_TABLE, benchmark=wildcards.benchmark, grouping=g, ext="csv")
+                for g in ("match_type", "query_type")}
+
+    def provenance(self) -> dict:
+        return {"metrics": self.metric_files(), "runs": self._per_run(RUN), "stats": self.stats_files()}
+
+    def report_cliniq(self, wildcards) -> dict:
+        b = wildcards.benchmark
+        w = {"benchmark": b, "task": self.reg.cliniq_task(b)}
+        models = self.reg.runs_of(b)
+        return {"metrics": [fill(CLINIQ_METRICS, **w, model=m) for m in models],
+                "runs": [fill(RUN, **w, model=m) for m in models],
+                "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w)}
+
+
+# ---------------------------------------------------------------- targets of rule all
+
+
+def report_targets(reg: Registry) -> list[str]:
+    targets = [fill(LEADERBOARD, ext="html")] + [fill(SIGNIFICANCE, ext=e) for e in ("csv", "md")] + [PROVENANCE]
+    for b in reg.benchmarks:
+        targets += [fill(BENCHMARK_LEADERBOARD, benchmark=b, ext=e) for e in ("csv", "md", "html")]
+        names = ["by_task", "heatmap"]
+        names += ["rerank_depth"] if reg.rerank_lineage(b) else []
+        names += ["scatter"] if reg.scatter_runs(b) else []
+        names += ["cliniq_by_match_type", "cliniq_by_query_type"] if reg.is_cliniq(b) else []
+        targets += [fill(PLOT, benchmark=b, name=n, ext=e) for n in names for e in ("png", "svg")]
+    return targets
+
+
+def cliniq_targets(reg: Registry) -> list[str]:
+    out = []
+    for b in reg.cliniq_benchmarks:
+        out += [fill(CLINIQ_TABLE, benchmark=b, grouping=g, ext=e) for g in ("match_type", "query_type")
+                for e in ("csv", "md")]
+        out.append(fill(CLINIQ_POOL, benchmark=b))
+    return out
+
+
+def all_targets(reg: Registry) -> list[str]:
+    return ([fill(LEADERBOARD, ext=e) for e in ("csv", "md")] + [R2MED_VS_PAPER] + report_targets(reg)
+            + cliniq_targets(reg))
+
+
+def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> list[tuple[str, str]]:
+    """(rule, benchmark file) of every job in a run's branch, shared jobs (task preparation, the Lucene
+    index, corpus encoding) included."""
+    cfg = reg.cfg
+    w = {"benchmark": benchmark, "task": task}
+
+    def bench(rule, **more):
+        return rule, fill(benchmark_file(rule), **w, **more)
+
+    out = [bench("prepare_task")]
+
+    def encoder(model):
+        n = cfg["models"][model]["shards"]
+        return [bench("encode_corpus_shard", model=model, shard=i, nshards=n) for i in range(1, n + 1)] + [
+            bench("gather_embeddings", model=model)]
+
+    for name, job in reg.branch(benchmark, task, run)["runs"].items():
+        kind = job["kind"]
+        if kind in ("retriever", "query_variant"):
+            model = job["model"]
+            mtype = cfg["models"][model]["type"]
+            if mtype == "bm25_lucene":
+                out += [bench("lucene_index"), bench("retrieve_bm25_lucene", model=name)]
+            elif mtype == "bm25_paper":
+                out.append(bench("retrieve_bm25_paper", model=name))
+            else:
+                out += encoder(model)
+                if kind == "retriever":
+                    out.append(bench("encode_queries", model=model))
+                else:
+                    out.append(bench("encode_query_variant", model=model, method=job["method"], llm=job["llm"]))
+                out.append(bench("retrieve_dense", model=name))
+            if kind == "query_variant":
+                out.append(bench("prepare_query_variant", method=job["method"], llm=job["llm"]))
+        elif kind == "rerank":
+            if cfg["models"][job["reranker"]]["type"] == "dense":
+                out += encoder(job["reranker"]) + [bench("encode_queries", model=job["reranker"])]
+            out.append(bench("rerank_run", model=name))
+        else:
+            out.append(bench("fuse_runs", model=name))
+    out.append(bench("score_run", model=run))
+    return list(dict.fromkeys(out))

@@ -1,0 +1,138 @@
+"""Every path the workflow writes, built and parsed here only.
+
+Patterns are Snakemake patterns relative to the working directory; rules name them (``paths.RUN``) and
+``fill``/``parse``/``partial`` turn them into concrete paths and back. This module imports nothing of the
+package, so a stage that parses a path depends on this file alone (``workflow.code``). The rules' input
+functions and the targets of ``rule all`` are in ``workflow.inputs``.
+"""
+
+from __future__ import annotations
+
+import re
+
+# ---------------------------------------------------------------- patterns
+
+DATA = "results/data/{benchmark}/{task}"
+CORPUS = DATA + "/corpus.jsonl"
+QUERIES = DATA + "/queries.jsonl"
+QRELS = DATA + "/qrels.tsv"
+STATS = DATA + "/stats.json"
+VARIANT = DATA + "/variants/{method}--{llm}.jsonl"
+CHUNK_IDS = DATA + "/chunk_ids.txt"
+CHUNK_STATS = DATA + "/chunk_stats.json"
+CLINIQ_QRELS = DATA + "/cliniq_qrels.tsv"
+QUERY_TYPES = DATA + "/query_types.tsv"
+
+DOWNLOAD = "resources/{benchmark}/{task}"
+DOWNLOAD_FILES = {"corpus": DOWNLOAD + "/corpus.jsonl", "queries": DOWNLOAD + "/query.jsonl",
+                  "qrels": DOWNLOAD + "/qrels.jsonl", "manifest": DOWNLOAD + "/manifest.json"}
+DOWNLOAD_VARIANT = DOWNLOAD + "/{method}/{llm}/query_with_hydoc.jsonl"
+CLINIQ_CHUNKS = "resources/cliniq/{benchmark}/{task}/corpus.jsonl"  # MIMIC text: owner-only, never in results/
+
+INDEX_ROOT = "results/index/{benchmark}"  # owner-only for MIMIC-derived benchmarks
+INDEX = INDEX_ROOT + "/{task}/lucene"
+INDEX_INFO = INDEX + ".json"
+
+EMB_ROOT = "results/embeddings/{benchmark}"  # owner-only for MIMIC-derived benchmarks
+EMB = EMB_ROOT + "/{task}/{model}"
+EMB_SHARD = EMB + "/shards/{shard}-of-{nshards}.npz"
+EMB_CORPUS = EMB + "/corpus.npy"
+EMB_CORPUS_IDS = EMB + "/corpus_ids.txt"
+EMB_QUERIES = EMB + "/queries.npy"
+EMB_QUERY_IDS = EMB + "/queries_ids.txt"
+EMB_VARIANT = EMB + "/variants/{method}--{llm}.npy"
+EMB_VARIANT_IDS = EMB + "/variants/{method}--{llm}_ids.txt"
+
+RUN = "results/runs/{benchmark}/{task}/{model}.trec"
+RUN_SEARCH_INFO = "results/runs/{benchmark}/{task}/{model}.search.json"
+RUN_BM25_PAPER_INFO = "results/runs/{benchmark}/{task}/{model}.bm25_paper.json"
+RUN_LINEAGE = "results/runs/{benchmark}/{task}/{model}.lineage.json"
+RUN_RESCORED = "results/runs/{benchmark}/{task}/{model}.rescored.tsv"
+
+METRICS = "results/metrics/{benchmark}/{task}/{model}.json"
+PER_QUERY = "results/per_query/{benchmark}/{task}/{model}.tsv"
+CLINIQ_METRICS = "results/cliniq/{benchmark}/{task}/{model}.json"
+CLINIQ_TABLE = "results/cliniq/{benchmark}/by_{grouping}.{ext}"
+CLINIQ_POOL = "results/cliniq/{benchmark}/pool.tsv"
+
+LEADERBOARD = "results/leaderboard.{ext}"
+BENCHMARK_LEADERBOARD = "results/leaderboards/{benchmark}.{ext}"
+SIGNIFICANCE = "results/significance.{ext}"
+PROVENANCE = "results/provenance.json"
+R2MED_VS_PAPER = "results/r2med_vs_paper.md"
+PLOT = "results/plots/{benchmark}/{name}.{ext}"
+
+# Wildcards of each rule's log and benchmark files (logs/<rule>/<key>.log, benchmarks/<rule>/<key>.tsv).
+JOB_KEYS = {
+    "prepare_task": "{benchmark}/{task}",
+    "prepare_query_variant": "{benchmark}/{task}/{method}--{llm}",
+    "download_task": "{benchmark}/{task}",
+    "download_query_variant": "{benchmark}/{task}/{method}--{llm}",
+    "link_cliniq_corpus": "{benchmark}/{task}",
+    "prepare_cliniq_queries": "{benchmark}/{task}",
+    "prepare_cliniq": "{benchmark}/{task}",
+    "download_cliniq_annotations": "{anndir}",
+    "chunk_cliniq": "{benchmark}/{task}",
+    "lucene_index": "{benchmark}/{task}",
+    "encode_corpus_shard": "{benchmark}/{task}/{model}/{shard}-of-{nshards}",
+    "gather_embeddings": "{benchmark}/{task}/{model}",
+    "encode_queries": "{benchmark}/{task}/{model}",
+    "encode_query_variant": "{benchmark}/{task}/{model}/{method}--{llm}",
+    "retrieve_bm25_lucene": "{benchmark}/{task}/{model}",
+    "retrieve_dense": "{benchmark}/{task}/{model}",
+    "retrieve_bm25_paper": "{benchmark}/{task}/{model}",
+    "rerank_run": "{benchmark}/{task}/{model}",
+    "fuse_runs": "{benchmark}/{task}/{model}",
+    "score_run": "{benchmark}/{task}/{model}",
+    "score_cliniq": "{benchmark}/{task}/{model}",
+    "significance": "significance",
+    "leaderboard": "leaderboard",
+    "leaderboard_benchmark": "{benchmark}",
+    "plot_leaderboard": "{benchmark}",
+    "plot_rerank_depth": "{benchmark}",
+    "plot_scatter": "{benchmark}",
+    "plot_cliniq": "{benchmark}",
+    "provenance": "provenance",
+    "r2med_vs_paper": "r2med_vs_paper",
+    "report_cliniq": "{benchmark}",
+}
+
+
+def log_file(rule: str) -> str:
+    return f"logs/{rule}/{JOB_KEYS[rule]}.log"
+
+
+def benchmark_file(rule: str) -> str:
+    return f"benchmarks/{rule}/{JOB_KEYS[rule]}.tsv"
+
+
+def fill(pattern: str, **wildcards) -> str:
+    return pattern.format(**wildcards)
+
+
+def partial(pattern: str, **known) -> str:
+    """``pattern`` with the given wildcards filled and the others left as Snakemake wildcards."""
+    return re.sub(r"\{(\w+)\}", lambda m: str(known.get(m.group(1), m.group(0))), pattern)
+
+
+def _regex(pattern: str) -> re.Pattern:
+    parts = re.split(r"\{(\w+)\}", pattern)
+    out = []
+    for i, part in enumerate(parts):
+        out.append(re.escape(part) if i % 2 == 0 else f"(?P<{part}>[^/]+)")
+    return re.compile("(?:^|/)" + "".join(out) + "$")
+
+
+def parse(pattern: str, path) -> dict:
+    """The wildcards of ``path`` (absolute or relative, forward slashes) under ``pattern``; ValueError if it
+    does not match."""
+    text = str(path).replace("\\", "/")
+    m = _regex(pattern).search(text)
+    if not m:
+        raise ValueError(f"{path} does not match {pattern}")
+    return m.groupdict()
+
+
+def alternatives(names) -> str:
+    """A wildcard constraint matching exactly these names (none: a regex that matches nothing)."""
+    return "|".join(re.escape(n) for n in sorted(set(names))) or "(?!)"

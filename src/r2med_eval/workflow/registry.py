@@ -1,0 +1,249 @@
+"""The run registry: which benchmarks, tasks and runs a configuration selects, and how runs are named.
+
+Run names are built and parsed here only:
+
+* a retriever's run is the model's name;
+* a query-variant (generation-augmented) run is ``<model>+<method>-<llm>``;
+* a rerank run is ``<run>--<reranker>@<depth>``;
+* a fusion run is its key in ``fusion``.
+
+``Registry`` is built once per Snakemake invocation from a validated configuration; every question a rule
+asks (runs of a benchmark, the job behind a derived run, the models a run comes from) is a dictionary look-up.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+RETRIEVER_TYPES = ("bm25_lucene", "dense", "bm25_paper")
+RERANKER_TYPES = ("cross_encoder", "dense")
+DOC_KEYS = ("description", "enabled", "paper_name")  # document a model; they shape no output
+
+_RERANK = re.compile(r"^(?P<run>.+)--(?P<reranker>[^@]+)@(?P<depth>\d+)$")
+
+
+def variant_name(model: str, method: str, llm: str) -> str:
+    return f"{model}+{method}-{llm}"
+
+
+def rerank_name(run: str, reranker: str, depth: int) -> str:
+    return f"{run}--{reranker}@{depth}"
+
+
+def parse_rerank_name(name: str) -> dict | None:
+    """{run, reranker, depth} of a name built by rerank_name; None for any other name. Prefer the registry's
+    lineage (``Registry.derived``): a model name may itself contain ``--``."""
+    m = _RERANK.match(name)
+    return {"run": m["run"], "reranker": m["reranker"], "depth": int(m["depth"])} if m else None
+
+
+def all_variant_names(cfg: dict) -> dict[str, dict]:
+    """Every configured query-variant run, selected or not: name -> {model, method, llm, benchmark}."""
+    return {variant_name(m, v["method"], v["llm"]): {"model": m, "method": v["method"], "llm": v["llm"],
+                                                     "benchmark": v["benchmark"]}
+            for v in cfg["query_variants"] for m in v["models"]}
+
+
+def derived_jobs(cfg: dict) -> dict[str, dict]:
+    """Every configured derived run, selected or not, in configuration order: name -> lineage."""
+    out: dict[str, dict] = {}
+    for job in cfg["rerank"]:
+        for depth in job["depths"]:
+            out[rerank_name(job["run"], job["reranker"], depth)] = {
+                "kind": "rerank", "run": job["run"], "reranker": job["reranker"], "depth": depth}
+    for name, spec in cfg["fusion"].items():
+        out[name] = {"kind": "fusion", **spec}
+    return out
+
+
+def job_inputs(job: dict) -> list[str]:
+    return [job["run"]] if job["kind"] == "rerank" else list(job["runs"])
+
+
+def strip_doc_keys(spec: dict) -> dict:
+    return {k: v for k, v in spec.items() if k not in DOC_KEYS}
+
+
+@dataclass
+class Registry:
+    cfg: dict
+    benchmarks: list[str] = field(init=False)
+    tasks: list[tuple[str, str]] = field(init=False)
+    selected: set[str] = field(init=False)
+    retrievers: list[str] = field(init=False)
+    variants: dict[str, dict] = field(init=False)
+    derived: dict[str, dict] = field(init=False)
+    skipped: list[str] = field(init=False)
+
+    def __post_init__(self):
+        cfg = self.cfg
+        self.models = cfg["models"]
+        self.benchmarks = list(cfg.get("benchmarks_to_run") or cfg["benchmarks"])
+        self.tasks = [(b, t) for b in self.benchmarks for t in cfg["benchmarks"][b]["tasks"]]
+        explicit = cfg.get("models_to_run")
+        order = list(explicit) if explicit else [m for m, s in self.models.items() if s["enabled"]]
+        self.selected = set(order)
+        self.retrievers = [m for m in order if self.models[m]["type"] in RETRIEVER_TYPES]
+        chosen = set(self.retrievers)
+        self.variants = {n: v for n, v in all_variant_names(cfg).items() if v["model"] in chosen}
+        self.all_derived = derived_jobs(cfg)
+        kept = self._close(chosen | set(self.variants))
+        self.derived = {n: j for n, j in self.all_derived.items() if n in kept}
+        self.skipped = [n for n in self.all_derived if n not in kept]
+        self.all_runs = self.retrievers + list(self.variants) + list(self.derived)
+        self._runs_of: dict[str, list[str]] = {}
+
+    def _close(self, available: set[str]) -> set[str]:
+        """Derived runs whose inputs are available (and whose reranker is selected), to a fixed point."""
+        kept: set[str] = set()
+        pending = [n for n, j in self.all_derived.items()
+                   if j["kind"] != "rerank" or j["reranker"] in self.selected]
+        changed = True
+        while changed and pending:
+            changed = False
+            rest = []
+            for name in pending:
+                if all(r in available or r in kept for r in job_inputs(self.all_derived[name])):
+                    kept.add(name)
+                    changed = True
+                else:
+                    rest.append(name)
+            pending = rest
+        return kept
+
+    # ------------------------------------------------------------ questions rules ask
+
+    @property
+    def rerank_jobs(self) -> dict[str, dict]:
+        return {n: j for n, j in self.derived.items() if j["kind"] == "rerank"}
+
+    @property
+    def fusion_jobs(self) -> dict[str, dict]:
+        return {n: j for n, j in self.derived.items() if j["kind"] == "fusion"}
+
+    def runs_of(self, benchmark: str) -> list[str]:
+        """Runs that exist on one benchmark: retrievers, its query-variant runs, derived runs whose inputs exist."""
+        if benchmark not in self._runs_of:
+            variants = [n for n, v in self.variants.items() if v["benchmark"] == benchmark]
+            base = set(self.retrievers) | set(variants)
+            kept = self._close(base) & set(self.derived)
+            self._runs_of[benchmark] = self.retrievers + variants + [n for n in self.derived if n in kept]
+        return self._runs_of[benchmark]
+
+    def run_tasks(self):
+        """(benchmark, task, run) of every run that is scored."""
+        return [(b, t, r) for b, t in self.tasks for r in self.runs_of(b)]
+
+    def model_of(self, run: str) -> str:
+        """The retriever behind a first-stage run (a query-variant run's model)."""
+        return self.variants[run]["model"] if run in self.variants else run
+
+    def retriever_runs(self, mtype: str) -> list[str]:
+        """First-stage run names of one retriever type, query-variant runs included."""
+        return [r for r in self.retrievers + list(self.variants) if self.models[self.model_of(r)]["type"] == mtype]
+
+    def encoders(self) -> list[str]:
+        """Dense models whose embeddings are needed: dense retrievers and dense re-scorers."""
+        names = [m for m in self.retrievers if self.models[m]["type"] == "dense"]
+        names += [j["reranker"] for j in self.rerank_jobs.values() if self.models[j["reranker"]]["type"] == "dense"]
+        return list(dict.fromkeys(names))
+
+    def root_types(self, run: str, seen: tuple = ()) -> set[str]:
+        """Types of the first-stage retrievers a run comes from (through reranking and fusion)."""
+        if run in self.models or run in self.variants:
+            return {self.models[self.model_of(run)]["type"]}
+        job = self.all_derived.get(run)
+        if job is None or run in seen:
+            return set()
+        return set().union(*(self.root_types(r, seen + (run,)) for r in job_inputs(job)))
+
+    def is_cliniq(self, benchmark: str) -> bool:
+        return self.cfg["benchmarks"][benchmark]["layout"] == "cliniq"
+
+    @property
+    def cliniq_benchmarks(self) -> list[str]:
+        return [b for b in self.benchmarks if self.is_cliniq(b)]
+
+    def cliniq_task(self, benchmark: str) -> str:
+        return next(iter(self.cfg["benchmarks"][benchmark]["tasks"]))
+
+    def source_tasks(self) -> list[tuple[str, str]]:
+        return [(b, t) for b, t in self.tasks if "source" in self.cfg["benchmarks"][b]["tasks"][t]]
+
+    def report_baseline(self) -> str | None:
+        """The configured baseline, else the first selected run."""
+        return self.cfg["report"].get("baseline") or (self.all_runs[0] if self.all_runs else None)
+
+    def report_scatter(self) -> list[str]:
+        """The two runs of the per-query scatter (configured, else the first two runs); [] when either is not run."""
+        pair = self.cfg["report"].get("scatter") or self.all_runs[:2]
+        return list(pair) if len(pair) == 2 and all(r in self.all_runs for r in pair) else []
+
+    def scatter_runs(self, benchmark: str) -> list[str]:
+        pair = self.report_scatter()
+        return pair if pair and all(r in self.runs_of(benchmark) for r in pair) else []
+
+    def rerank_lineage(self, benchmark: str) -> dict[str, dict]:
+        """Rerank runs of a benchmark: name -> {run, reranker, depth}."""
+        return {n: {k: j[k] for k in ("run", "reranker", "depth")} for n, j in self.rerank_jobs.items()
+                if n in self.runs_of(benchmark)}
+
+    # ------------------------------------------------------------ lineage
+
+    def branch(self, benchmark: str, task: str, run: str) -> dict:
+        """The configuration a run depends on: {"task": ..., "runs": {name: lineage}, "models": {name: entry}},
+        documentation keys (description, enabled, paper_name) left out."""
+        runs: dict = {}
+        models: dict = {}
+
+        def visit(name):
+            if name in runs:
+                return
+            if name in self.all_derived:
+                job = self.all_derived[name]
+                runs[name] = job
+                if job["kind"] == "rerank":
+                    models[job["reranker"]] = strip_doc_keys(self.models[job["reranker"]])
+                for r in job_inputs(job):
+                    visit(r)
+            elif name in self.variants:
+                runs[name] = {"kind": "query_variant", **self.variants[name]}
+                models[self.model_of(name)] = strip_doc_keys(self.models[self.model_of(name)])
+            else:
+                runs[name] = {"kind": "retriever", "model": name}
+                models[name] = strip_doc_keys(self.models[name])
+
+        visit(run)
+        return {"task": self.task_entry(benchmark, task), "runs": runs, "models": models}
+
+    def task_entry(self, benchmark: str, task: str) -> dict:
+        bench = self.cfg["benchmarks"][benchmark]
+        return {**{k: v for k, v in bench.items() if k != "tasks"}, "task": task, **bench["tasks"][task]}
+
+    def paper_key(self, run: str) -> dict:
+        """{key: the row of R2MED's published table a run is compared with (without the task), or None;
+        type: our model type}."""
+        models = self.models
+
+        def name(m):
+            return models[m].get("paper_name") if m in models else None
+
+        key, mtype = None, None
+        if run in models:
+            mtype = models[run]["type"]
+            if name(run):
+                key = ("retriever", name(run), "-", "-", "-", "-")
+        elif run in self.variants:
+            v = self.variants[run]
+            mtype = models[v["model"]]["type"]
+            if name(v["model"]):
+                key = ("gar", name(v["model"]), "-", "-", v["method"], v["llm"])
+        elif run in self.derived and self.derived[run]["kind"] == "rerank":
+            job = self.derived[run]
+            mtype = models[job["reranker"]]["type"]
+            if job["run"] in models and name(job["run"]) and name(job["reranker"]):
+                key = ("reranker", name(job["run"]), name(job["reranker"]), str(job["depth"]), "-", "-")
+        elif run in self.derived:
+            mtype = "fusion"
+        return {"key": list(key) if key else None, "type": mtype}
