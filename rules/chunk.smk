@@ -12,17 +12,17 @@ rule download_cliniq_annotations:
         qrels_procedure="{anndir}/qrels_procedure.tsv",
         qrels_drug="{anndir}/qrels_drug.tsv",
         sums="{anndir}/SHA256SUMS",
-    wildcard_constraints:
-        anndir=W.constraint("anndir"),
-    params:
-        spec=W.params.of("download_cliniq_annotations"),
-    localrule: True
     log:
         paths.log_file("download_cliniq_annotations"),
     benchmark:
         paths.benchmark_file("download_cliniq_annotations")
+    wildcard_constraints:
+        anndir=W.constraint("anndir"),
+    localrule: True
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("download_cliniq_annotations"),
     script:
         "../scripts/download_cliniq_annotations.py"
 
@@ -34,17 +34,17 @@ rule chunk_cliniq:
         corpus=paths.CLINIQ_CHUNKS,
         ids=paths.CHUNK_IDS,
         stats=paths.CHUNK_STATS,
-    wildcard_constraints:
-        benchmark=W.constraint("cliniq_benchmark"),
-    params:
-        spec=W.params.of("chunk_cliniq"),
-    resources:
-        mem_mb=4096,
     log:
         paths.log_file("chunk_cliniq"),
     benchmark:
         paths.benchmark_file("chunk_cliniq")
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
     conda:
         "../envs/core.yaml"
+    resources:
+        mem_mb=4096,
+    params:
+        spec=W.params.of("chunk_cliniq"),
     script:
         "../scripts/chunk_cliniq.py"

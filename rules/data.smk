@@ -10,19 +10,19 @@ rule prepare_task:
         queries=paths.QUERIES,
         qrels=paths.QRELS,
         stats=paths.STATS,
-    wildcard_constraints:
-        benchmark=W.constraint("generic_benchmark"),
-    params:
-        spec=W.params.of("prepare_task"),
-    resources:
-        mem_mb=W.resources.light_mem_mb,
-        runtime=W.resources.light_runtime,
     log:
         paths.log_file("prepare_task"),
     benchmark:
         paths.benchmark_file("prepare_task")
+    wildcard_constraints:
+        benchmark=W.constraint("generic_benchmark"),
     conda:
         "../envs/core.yaml"
+    resources:
+        mem_mb=W.resources.light_mem_mb,
+        runtime=W.resources.light_runtime,
+    params:
+        spec=W.params.of("prepare_task"),
     script:
         "../scripts/prepare_task.py"
 
@@ -32,14 +32,14 @@ rule prepare_query_variant:
         unpack(W.inputs.prepare_query_variant),
     output:
         paths.VARIANT,
-    params:
-        spec=W.params.of("prepare_query_variant"),
     log:
         paths.log_file("prepare_query_variant"),
     benchmark:
         paths.benchmark_file("prepare_query_variant")
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("prepare_query_variant"),
     script:
         "../scripts/prepare_query_variant.py"
 
@@ -47,18 +47,18 @@ rule prepare_query_variant:
 rule download_task:
     output:
         **paths.DOWNLOAD_FILES,
-    wildcard_constraints:
-        benchmark=W.constraint("source_benchmark"),
-        task=W.constraint("source_task"),
-    params:
-        spec=W.params.of("download_task"),
-    localrule: True
     log:
         paths.log_file("download_task"),
     benchmark:
         paths.benchmark_file("download_task")
+    wildcard_constraints:
+        benchmark=W.constraint("source_benchmark"),
+        task=W.constraint("source_task"),
+    localrule: True
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("download_task"),
     script:
         "../scripts/download_task.py"
 
@@ -68,18 +68,18 @@ rule download_query_variant:
         manifest=paths.DOWNLOAD_FILES["manifest"],
     output:
         paths.DOWNLOAD_VARIANT,
-    wildcard_constraints:
-        benchmark=W.constraint("source_benchmark"),
-        task=W.constraint("source_task"),
-    params:
-        spec=W.params.of("download_query_variant"),
-    localrule: True
     log:
         paths.log_file("download_query_variant"),
     benchmark:
         paths.benchmark_file("download_query_variant")
+    wildcard_constraints:
+        benchmark=W.constraint("source_benchmark"),
+        task=W.constraint("source_task"),
+    localrule: True
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("download_query_variant"),
     script:
         "../scripts/download_query_variant.py"
 
@@ -89,16 +89,16 @@ rule link_cliniq_corpus:
         corpus=paths.CLINIQ_CHUNKS,
     output:
         corpus=paths.CORPUS,
-    wildcard_constraints:
-        benchmark=W.constraint("cliniq_benchmark"),
-    params:
-        spec=W.params.of("link_cliniq_corpus"),
     log:
         paths.log_file("link_cliniq_corpus"),
     benchmark:
         paths.benchmark_file("link_cliniq_corpus")
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("link_cliniq_corpus"),
     script:
         "../scripts/link_cliniq_corpus.py"
 
@@ -109,16 +109,16 @@ rule prepare_cliniq_queries:
     output:
         queries=paths.QUERIES,
         query_types=paths.QUERY_TYPES,
-    wildcard_constraints:
-        benchmark=W.constraint("cliniq_benchmark"),
-    params:
-        spec=W.params.of("prepare_cliniq_queries"),
     log:
         paths.log_file("prepare_cliniq_queries"),
     benchmark:
         paths.benchmark_file("prepare_cliniq_queries")
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("prepare_cliniq_queries"),
     script:
         "../scripts/prepare_cliniq_queries.py"
 
@@ -130,15 +130,15 @@ rule prepare_cliniq:
         qrels=paths.QRELS,
         cliniq_qrels=paths.CLINIQ_QRELS,
         stats=paths.STATS,
-    wildcard_constraints:
-        benchmark=W.constraint("cliniq_benchmark"),
-    params:
-        spec=W.params.of("prepare_cliniq"),
     log:
         paths.log_file("prepare_cliniq"),
     benchmark:
         paths.benchmark_file("prepare_cliniq")
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("prepare_cliniq"),
     script:
         "../scripts/prepare_cliniq.py"

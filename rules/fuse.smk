@@ -7,15 +7,15 @@ rule fuse_runs:
     output:
         run=paths.RUN,
         info=paths.RUN_LINEAGE,
-    wildcard_constraints:
-        model=W.constraint("fusion"),
-    params:
-        spec=W.params.of("fuse_runs"),
     log:
         paths.log_file("fuse_runs"),
     benchmark:
         paths.benchmark_file("fuse_runs")
+    wildcard_constraints:
+        model=W.constraint("fusion"),
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("fuse_runs"),
     script:
         "../scripts/fuse_runs.py"

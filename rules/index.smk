@@ -8,18 +8,18 @@ rule lucene_index:
     output:
         index=directory(paths.INDEX),
         info=paths.INDEX_INFO,
-    params:
-        spec=W.params.of("lucene_index"),
-    threads: 4
-    resources:
-        mem_mb=W.resources.lucene_index_mem_mb,
-        runtime=W.resources.lucene_index_runtime,
     log:
         paths.log_file("lucene_index"),
     benchmark:
         paths.benchmark_file("lucene_index")
     conda:
         "../envs/lucene.yaml"
+    threads: 4
+    resources:
+        mem_mb=W.resources.lucene_index_mem_mb,
+        runtime=W.resources.lucene_index_runtime,
+    params:
+        spec=W.params.of("lucene_index"),
     script:
         "../scripts/lucene_index.py"
 
@@ -29,23 +29,23 @@ rule encode_corpus_shard:
         corpus=paths.CORPUS,
     output:
         shard=paths.EMB_SHARD,
+    log:
+        paths.log_file("encode_corpus_shard"),
+    benchmark:
+        paths.benchmark_file("encode_corpus_shard")
     wildcard_constraints:
         model=W.constraint("encoder"),
         shard=r"\d+",
         nshards=r"\d+",
-    params:
-        spec=W.params.of("encode_corpus_shard"),
+    conda:
+        "../envs/dense.yaml"
     threads: 4
     resources:
         mem_mb=W.resources.encoder_mem_mb,
         runtime=W.resources.encode_shard_runtime,
         gpu=W.resources.encoder_gpu,
-    log:
-        paths.log_file("encode_corpus_shard"),
-    benchmark:
-        paths.benchmark_file("encode_corpus_shard")
-    conda:
-        "../envs/dense.yaml"
+    params:
+        spec=W.params.of("encode_corpus_shard"),
     script:
         "../scripts/encode_corpus_shard.py"
 
@@ -57,19 +57,19 @@ rule gather_embeddings:
     output:
         emb=paths.EMB_CORPUS,
         ids=paths.EMB_CORPUS_IDS,
-    wildcard_constraints:
-        model=W.constraint("encoder"),
-    params:
-        spec=W.params.of("gather_embeddings"),
-    resources:
-        mem_mb=W.resources.light_mem_mb,
-        runtime=W.resources.light_runtime,
     log:
         paths.log_file("gather_embeddings"),
     benchmark:
         paths.benchmark_file("gather_embeddings")
+    wildcard_constraints:
+        model=W.constraint("encoder"),
     conda:
         "../envs/dense.yaml"
+    resources:
+        mem_mb=W.resources.light_mem_mb,
+        runtime=W.resources.light_runtime,
+    params:
+        spec=W.params.of("gather_embeddings"),
     script:
         "../scripts/gather_embeddings.py"
 
@@ -80,21 +80,21 @@ rule encode_queries:
     output:
         emb=paths.EMB_QUERIES,
         ids=paths.EMB_QUERY_IDS,
+    log:
+        paths.log_file("encode_queries"),
+    benchmark:
+        paths.benchmark_file("encode_queries")
     wildcard_constraints:
         model=W.constraint("encoder"),
-    params:
-        spec=W.params.of("encode_queries"),
+    conda:
+        "../envs/dense.yaml"
     threads: 2
     resources:
         mem_mb=W.resources.encoder_mem_mb,
         runtime=W.resources.encode_queries_runtime,
         gpu=W.resources.encoder_gpu,
-    log:
-        paths.log_file("encode_queries"),
-    benchmark:
-        paths.benchmark_file("encode_queries")
-    conda:
-        "../envs/dense.yaml"
+    params:
+        spec=W.params.of("encode_queries"),
     script:
         "../scripts/encode_queries.py"
 
@@ -106,20 +106,20 @@ rule encode_query_variant:
     output:
         emb=paths.EMB_VARIANT,
         ids=paths.EMB_VARIANT_IDS,
+    log:
+        paths.log_file("encode_query_variant"),
+    benchmark:
+        paths.benchmark_file("encode_query_variant")
     wildcard_constraints:
         model=W.constraint("encoder"),
-    params:
-        spec=W.params.of("encode_query_variant"),
+    conda:
+        "../envs/dense.yaml"
     threads: 2
     resources:
         mem_mb=W.resources.encoder_mem_mb,
         runtime=W.resources.encode_queries_runtime,
         gpu=W.resources.encoder_gpu,
-    log:
-        paths.log_file("encode_query_variant"),
-    benchmark:
-        paths.benchmark_file("encode_query_variant")
-    conda:
-        "../envs/dense.yaml"
+    params:
+        spec=W.params.of("encode_query_variant"),
     script:
         "../scripts/encode_query_variant.py"

@@ -17,14 +17,14 @@ rule significance:
             labels={"table": "significance against the baseline"},
         ),
         md=paths.fill(paths.SIGNIFICANCE, ext="md"),
-    params:
-        spec=W.params.of("significance"),
     log:
         paths.log_file("significance"),
     benchmark:
         paths.benchmark_file("significance")
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("significance"),
     script:
         "../scripts/significance.py"
 
@@ -47,14 +47,14 @@ rule leaderboard:
             category="Leaderboard",
             labels={"benchmark": "all", "format": "HTML"},
         ),
-    params:
-        spec=W.params.of("leaderboard"),
     log:
         paths.log_file("leaderboard"),
     benchmark:
         paths.benchmark_file("leaderboard")
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("leaderboard"),
     script:
         "../scripts/leaderboard.py"
 
@@ -72,14 +72,14 @@ rule leaderboard_benchmark:
             category="Leaderboard",
             labels={"benchmark": "{benchmark}", "format": "HTML"},
         ),
-    params:
-        spec=W.params.of("leaderboard_benchmark"),
     log:
         paths.log_file("leaderboard_benchmark"),
     benchmark:
         paths.benchmark_file("leaderboard_benchmark")
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("leaderboard_benchmark"),
     script:
         "../scripts/leaderboard_benchmark.py"
 
@@ -104,14 +104,14 @@ rule plot_leaderboard:
             labels={"benchmark": "{benchmark}", "figure": "model-by-task heatmap"},
         ),
         heatmap_svg=paths.partial(paths.PLOT, name="heatmap", ext="svg"),
-    params:
-        spec=W.params.of("plot_leaderboard"),
     log:
         paths.log_file("plot_leaderboard"),
     benchmark:
         paths.benchmark_file("plot_leaderboard")
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("plot_leaderboard"),
     script:
         "../scripts/plot_leaderboard.py"
 
@@ -128,14 +128,14 @@ rule plot_rerank_depth:
             labels={"benchmark": "{benchmark}", "figure": "reranking depth"},
         ),
         svg=paths.partial(paths.PLOT, name="rerank_depth", ext="svg"),
-    params:
-        spec=W.params.of("plot_rerank_depth"),
     log:
         paths.log_file("plot_rerank_depth"),
     benchmark:
         paths.benchmark_file("plot_rerank_depth")
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("plot_rerank_depth"),
     script:
         "../scripts/plot_rerank_depth.py"
 
@@ -152,14 +152,14 @@ rule plot_scatter:
             labels={"benchmark": "{benchmark}", "figure": "per-query scatter"},
         ),
         svg=paths.partial(paths.PLOT, name="scatter", ext="svg"),
-    params:
-        spec=W.params.of("plot_scatter"),
     log:
         paths.log_file("plot_scatter"),
     benchmark:
         paths.benchmark_file("plot_scatter")
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("plot_scatter"),
     script:
         "../scripts/plot_scatter.py"
 
@@ -184,14 +184,14 @@ rule plot_cliniq:
             labels={"benchmark": "{benchmark}", "figure": "CliniQ by query type"},
         ),
         query_svg=paths.partial(paths.PLOT, name="cliniq_by_query_type", ext="svg"),
-    params:
-        spec=W.params.of("plot_cliniq"),
     log:
         paths.log_file("plot_cliniq"),
     benchmark:
         paths.benchmark_file("plot_cliniq")
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("plot_cliniq"),
     script:
         "../scripts/plot_cliniq.py"
 
@@ -206,14 +206,14 @@ rule provenance:
             category="Provenance",
             labels={"file": "provenance.json"},
         ),
-    params:
-        spec=W.params.of("provenance"),
     log:
         paths.log_file("provenance"),
     benchmark:
         paths.benchmark_file("provenance")
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("provenance"),
     script:
         "../scripts/provenance.py"
 
@@ -224,14 +224,14 @@ rule r2med_vs_paper:
         stats=W.inputs.stats_files(),
     output:
         paths.R2MED_VS_PAPER,
-    params:
-        spec=W.params.of("r2med_vs_paper"),
     log:
         paths.log_file("r2med_vs_paper"),
     benchmark:
         paths.benchmark_file("r2med_vs_paper")
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("r2med_vs_paper"),
     script:
         "../scripts/r2med_vs_paper.py"
 
@@ -245,15 +245,15 @@ rule report_cliniq:
         query_csv=paths.partial(paths.CLINIQ_TABLE, grouping="query_type", ext="csv"),
         query_md=paths.partial(paths.CLINIQ_TABLE, grouping="query_type", ext="md"),
         pool=paths.CLINIQ_POOL,
-    wildcard_constraints:
-        benchmark=W.constraint("cliniq_benchmark"),
-    params:
-        spec=W.params.of("report_cliniq"),
     log:
         paths.log_file("report_cliniq"),
     benchmark:
         paths.benchmark_file("report_cliniq")
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("report_cliniq"),
     script:
         "../scripts/report_cliniq.py"

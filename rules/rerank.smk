@@ -8,20 +8,20 @@ rule rerank_run:
         run=paths.RUN,
         scores=paths.RUN_RESCORED,
         info=paths.RUN_LINEAGE,
+    log:
+        paths.log_file("rerank_run"),
+    benchmark:
+        paths.benchmark_file("rerank_run")
     wildcard_constraints:
         model=W.constraint("rerank"),
-    params:
-        spec=W.params.of("rerank_run"),
+    conda:
+        "../envs/dense.yaml"
     threads: 2
     resources:
         mem_mb=W.resources.rerank_mem_mb,
         runtime=W.resources.rerank_runtime,
         gpu=W.resources.rerank_gpu,
-    log:
-        paths.log_file("rerank_run"),
-    benchmark:
-        paths.benchmark_file("rerank_run")
-    conda:
-        "../envs/dense.yaml"
+    params:
+        spec=W.params.of("rerank_run"),
     script:
         "../scripts/rerank_run.py"

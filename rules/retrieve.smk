@@ -7,20 +7,20 @@ rule retrieve_bm25_lucene:
         unpack(W.inputs.retrieve_bm25_lucene),
     output:
         run=paths.RUN,
-    wildcard_constraints:
-        model=W.constraint("bm25_lucene"),
-    params:
-        spec=W.params.of("retrieve_bm25_lucene"),
-    threads: 2
-    resources:
-        mem_mb=W.resources.bm25_search_mem_mb,
-        runtime=W.resources.bm25_search_runtime,
     log:
         paths.log_file("retrieve_bm25_lucene"),
     benchmark:
         paths.benchmark_file("retrieve_bm25_lucene")
+    wildcard_constraints:
+        model=W.constraint("bm25_lucene"),
     conda:
         "../envs/lucene.yaml"
+    threads: 2
+    resources:
+        mem_mb=W.resources.bm25_search_mem_mb,
+        runtime=W.resources.bm25_search_runtime,
+    params:
+        spec=W.params.of("retrieve_bm25_lucene"),
     script:
         "../scripts/retrieve_bm25_lucene.py"
 
@@ -31,20 +31,20 @@ rule retrieve_dense:
     output:
         run=paths.RUN,
         info=paths.RUN_SEARCH_INFO,
-    wildcard_constraints:
-        model=W.constraint("dense"),
-    params:
-        spec=W.params.of("retrieve_dense"),
-    threads: 2
-    resources:
-        mem_mb=W.resources.dense_search_mem_mb,
-        runtime=W.resources.dense_search_runtime,
     log:
         paths.log_file("retrieve_dense"),
     benchmark:
         paths.benchmark_file("retrieve_dense")
+    wildcard_constraints:
+        model=W.constraint("dense"),
     conda:
         "../envs/dense.yaml"
+    threads: 2
+    resources:
+        mem_mb=W.resources.dense_search_mem_mb,
+        runtime=W.resources.dense_search_runtime,
+    params:
+        spec=W.params.of("retrieve_dense"),
     script:
         "../scripts/retrieve_dense.py"
 
@@ -55,19 +55,19 @@ rule retrieve_bm25_paper:
     output:
         run=paths.RUN,
         info=paths.RUN_BM25_PAPER_INFO,
-    wildcard_constraints:
-        model=W.constraint("bm25_paper"),
-    params:
-        spec=W.params.of("retrieve_bm25_paper"),
-    threads: 2
-    resources:
-        mem_mb=W.resources.bm25_paper_mem_mb,
-        runtime=W.resources.bm25_paper_runtime,
     log:
         paths.log_file("retrieve_bm25_paper"),
     benchmark:
         paths.benchmark_file("retrieve_bm25_paper")
+    wildcard_constraints:
+        model=W.constraint("bm25_paper"),
     conda:
         "../envs/lucene.yaml"
+    threads: 2
+    resources:
+        mem_mb=W.resources.bm25_paper_mem_mb,
+        runtime=W.resources.bm25_paper_runtime,
+    params:
+        spec=W.params.of("retrieve_bm25_paper"),
     script:
         "../scripts/retrieve_bm25_paper.py"

@@ -9,14 +9,14 @@ rule score_run:
     output:
         metrics=paths.METRICS,
         per_query=paths.PER_QUERY,
-    params:
-        spec=W.params.of("score_run"),
     log:
         paths.log_file("score_run"),
     benchmark:
         paths.benchmark_file("score_run")
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("score_run"),
     script:
         "../scripts/score_run.py"
 
@@ -29,15 +29,15 @@ rule score_cliniq:
         ids=paths.CHUNK_IDS,
     output:
         metrics=paths.CLINIQ_METRICS,
-    wildcard_constraints:
-        benchmark=W.constraint("cliniq_benchmark"),
-    params:
-        spec=W.params.of("score_cliniq"),
     log:
         paths.log_file("score_cliniq"),
     benchmark:
         paths.benchmark_file("score_cliniq")
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
     conda:
         "../envs/core.yaml"
+    params:
+        spec=W.params.of("score_cliniq"),
     script:
         "../scripts/score_cliniq.py"

