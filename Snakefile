@@ -29,6 +29,9 @@ include: "rules/score.smk"
 include: "rules/report.smk"
 
 
+declare_parameters(W)
+
+
 rule all:
     default_target: True
     input:

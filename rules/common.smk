@@ -20,3 +20,15 @@ def load_workflow(raw):
     if note:
         print(note, file=sys.stderr)
     return loaded
+
+
+def declare_parameters(loaded):
+    """Snakemake reads the parameters of every input, params and resource function for every job
+    (inspect.signature, a tenth of a large dry run); declare them once through its own hook instead.
+    """
+    import inspect
+
+    from snakemake.common import overwrite_function_params
+
+    for target, func in loaded.callables():
+        overwrite_function_params(target, inspect.signature(func).parameters)

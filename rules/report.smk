@@ -118,7 +118,7 @@ rule plot_leaderboard:
 
 rule plot_rerank_depth:
     input:
-        W.inputs.benchmark_metrics,
+        W.inputs.plot_rerank_depth,
     output:
         png=report(
             paths.partial(paths.PLOT, name="rerank_depth", ext="png"),

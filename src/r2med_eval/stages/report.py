@@ -116,11 +116,11 @@ def provenance(sm) -> None:
     spec = sm.params.spec
     stats = {"{benchmark}/{task}".format(**paths.parse(paths.STATS, p)): p for p in sm.input.stats}
     entries = []
-    for run, metrics, run_file in zip(spec["runs"], sm.input.metrics, sm.input.runs):
+    for run, metrics in zip(spec["runs"], sm.input.metrics):
         where = paths.parse(paths.METRICS, metrics)
         if (where["benchmark"], where["task"], where["model"]) != (run["benchmark"], run["task"], run["model"]):
             raise ValueError(f"provenance inputs out of order: {metrics} for {run['model']}")
-        entries.append({**run, "metrics": metrics, "run": run_file,
+        entries.append({**run, "metrics": metrics, "run": io.read_json(metrics)["run"],  # the scored run file
                         "stats": stats[f"{run['benchmark']}/{run['task']}"]})
     repo = Path(prov.__file__).resolve().parents[2]  # the checkout the package runs from
     doc = prov.collect(entries, spec["datasets"], repo)

@@ -68,6 +68,19 @@ class Workflow:
 
         return paths.alternatives(load_schema()["$defs"]["gar_method"]["enum"])
 
+    def callables(self):
+        """(holder, name, callable) of every function the rules hand to Snakemake: input functions, resource
+        functions and the params functions made so far. Snakemake inspects a callable's parameters for every
+        job; rules/common.smk declares them once instead."""
+        import inspect
+
+        for obj in (self.inputs, self.resources):
+            for name, member in inspect.getmembers(type(obj), inspect.isfunction):
+                if not name.startswith("_"):
+                    yield member, getattr(obj, name)
+        for spec in self.params.made:
+            yield spec, spec
+
     def targets(self) -> list[str]:
         return inputs.all_targets(self.registry)
 

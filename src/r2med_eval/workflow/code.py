@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 from pathlib import Path
 
 PACKAGE = "r2med_eval"
@@ -27,10 +28,30 @@ REPO_DIR = PACKAGE_DIR.parents[1]
 STAGES = f"{PACKAGE}.stages"
 
 
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(?P<level>\.*)(?P<stem>[\w.]*)[ \t]+import[ \t]+(?P<names>\([^)]*\)|[^\n#]*)"
+                     r"|import[ \t]+(?P<plain>[\w., \t]+))", re.M)
+_DATA_FILES = re.compile(r"^DATA_FILES = (?P<value>\([^)]*\))", re.M)
+
+
+def _statements(node: ast.AST):
+    """Every statement below ``node`` (imports are statements: no need to visit expressions)."""
+    todo = [node]
+    while todo:
+        current = todo.pop()
+        yield current
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            children = getattr(current, name, None)
+            if isinstance(children, list):
+                todo.extend(c for c in children if isinstance(c, (ast.stmt, ast.excepthandler, ast.match_case)))
+
+
 class CodeIndex:
     def __init__(self, package_dir: Path = PACKAGE_DIR, repo_dir: Path = REPO_DIR):
         self.package_dir = Path(package_dir)
         self.repo_dir = Path(repo_dir)
+        self._sources: dict[str, str] = {}
+        self._files: dict[str, Path | None] = {}
+        self._call_graph: dict[str, dict] = {}
         self._trees: dict[str, tuple[str, ast.Module]] = {}
         self._closure: dict[str, set[str]] = {}
         self._rules: dict[str, str] | None = None
@@ -39,6 +60,11 @@ class CodeIndex:
     # ------------------------------------------------------------ modules
 
     def _file(self, module: str) -> Path | None:
+        if module not in self._files:
+            self._files[module] = self._find(module)
+        return self._files[module]
+
+    def _find(self, module: str) -> Path | None:
         parts = module.split(".")
         if parts[0] != PACKAGE:
             return None
@@ -49,37 +75,57 @@ class CodeIndex:
             return base / "__init__.py"
         return None
 
+    def _source(self, module: str) -> str:
+        if module not in self._sources:
+            self._sources[module] = self._file(module).read_text(encoding="utf-8")
+        return self._sources[module]
+
     def _tree(self, module: str) -> tuple[str, ast.Module]:
+        """Source and syntax tree of a stage module (library modules are only read as text)."""
         if module not in self._trees:
-            source = self._file(module).read_text(encoding="utf-8")
-            self._trees[module] = (source, ast.parse(source))
+            self._trees[module] = (self._source(module), ast.parse(self._source(module)))
         return self._trees[module]
 
     def _package_of(self, module: str) -> str:
         path = self._file(module)
         return module if path is not None and path.name == "__init__.py" else module.rsplit(".", 1)[0]
 
+    def _resolve(self, module: str, level: int, stem: str | None, names: list[str] | None) -> set[str]:
+        """The package modules one import statement of ``module`` needs (names None: ``import stem``)."""
+        if names is None:
+            return {stem} if self._file(stem) is not None else set()
+        if level:
+            base = self._package_of(module).split(".")
+            base = base[: len(base) - (level - 1)]
+            stem = ".".join(base + ([stem] if stem else []))
+        # ``from pkg import mod`` needs mod's file; pkg's __init__ only for names that are not modules
+        subs = [f"{stem}.{n}" for n in names]
+        found = {n for n in subs if self._file(n) is not None}
+        if len(found) < len(subs) and self._file(stem) is not None:
+            found.add(stem)
+        return found
+
     def _imports(self, module: str, node: ast.AST) -> set[str]:
-        """Package modules imported anywhere below ``node`` (``module`` resolves relative imports)."""
+        """Package modules imported by the statements below ``node`` (a stage function)."""
         found: set[str] = set()
-        for sub in ast.walk(node):
+        for sub in _statements(node):
             if isinstance(sub, ast.Import):
-                names = [a.name for a in sub.names]
+                for a in sub.names:
+                    found |= self._resolve(module, 0, a.name, None)
             elif isinstance(sub, ast.ImportFrom):
-                if sub.level:
-                    base = self._package_of(module).split(".")
-                    base = base[: len(base) - (sub.level - 1)]
-                    stem = ".".join(base + ([sub.module] if sub.module else []))
-                else:
-                    stem = sub.module or ""
-                # ``from pkg import mod`` needs mod's file; pkg's __init__ only for names that are not modules
-                subs = [f"{stem}.{a.name}" for a in sub.names]
-                names = [n for n in subs if self._file(n) is not None]
-                if len(names) < len(subs):
-                    names.append(stem)
+                found |= self._resolve(module, sub.level, sub.module, [a.name for a in sub.names])
+        return found
+
+    def _module_imports(self, module: str) -> set[str]:
+        """Package modules a whole module imports, anywhere in it (read from the text: no parsing needed)."""
+        found: set[str] = set()
+        for m in _IMPORT.finditer(self._source(module)):
+            if m["stem"] is not None:
+                names = [n.split(" as ")[0].strip() for n in m["names"].strip().strip("()").replace("\\\n", " ").split(",")]
+                found |= self._resolve(module, len(m["level"]), m["stem"], [n for n in names if n])
             else:
-                continue
-            found |= {n for n in names if self._file(n) is not None}
+                for name in m["plain"].split(","):
+                    found |= self._resolve(module, 0, name.split(" as ")[0].strip(), None)
         return found
 
     def module_closure(self, module: str) -> set[str]:
@@ -89,18 +135,15 @@ class CodeIndex:
             todo = [module]
             while todo:
                 current = todo.pop()
-                for dep in self._imports(current, self._tree(current)[1]):
+                for dep in self._module_imports(current):
                     if dep not in self._closure[module]:
                         self._closure[module].add(dep)
                         todo.append(dep)
         return self._closure[module]
 
     def _data_files(self, module: str) -> list[Path]:
-        for node in self._tree(module)[1].body:
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "DATA_FILES"
-                                                    for t in node.targets):
-                return [self.repo_dir / p for p in ast.literal_eval(node.value)]
-        return []
+        m = _DATA_FILES.search(self._source(module))
+        return [self.repo_dir / p for p in ast.literal_eval(m["value"])] if m else []
 
     # ------------------------------------------------------------ rules
 
@@ -117,17 +160,25 @@ class CodeIndex:
                         self._rules[node.name] = module
         return self._rules
 
+    def _calls(self, module: str) -> dict[str, tuple[ast.FunctionDef, set[str]]]:
+        """Top-level functions of a stage module: name -> (node, the other top-level functions it names)."""
+        if module not in self._call_graph:
+            top = {n.name: n for n in self._tree(module)[1].body if isinstance(n, ast.FunctionDef)}
+            self._call_graph[module] = {name: (node, {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                                                      and n.id in top and n.id != name})
+                                        for name, node in top.items()}
+        return self._call_graph[module]
+
     def _functions(self, module: str, name: str) -> list[ast.FunctionDef]:
         """The function and the same-module functions it refers to, transitively."""
-        top = {n.name: n for n in self._tree(module)[1].body if isinstance(n, ast.FunctionDef)}
-        seen, todo = [], [name]
+        graph = self._calls(module)
+        seen, todo = set(), [name]
         while todo:
             current = todo.pop()
-            if current in seen or current not in top:
-                continue
-            seen.append(current)
-            todo += [n.id for n in ast.walk(top[current]) if isinstance(n, ast.Name) and n.id in top]
-        return [top[n] for n in sorted(seen)]
+            if current not in seen and current in graph:
+                seen.add(current)
+                todo.extend(graph[current][1])
+        return [graph[n][0] for n in sorted(seen)]
 
     def closure(self, rule: str) -> tuple[list[str], list[str]]:
         """(the functions, the package modules and data files) a rule's code hash covers."""
@@ -150,11 +201,11 @@ class CodeIndex:
     def hash(self, rule: str) -> str:
         if rule not in self._hashes:
             module = self.rules()[rule]
-            source, _ = self._tree(module)
+            lines = self._tree(module)[0].splitlines()
             digest = hashlib.sha256()
             for func in self._functions(module, rule):
                 digest.update(f"def {module}.{func.name}\0".encode())
-                digest.update(ast.get_source_segment(source, func).encode("utf-8"))
+                digest.update("\n".join(lines[func.lineno - 1: func.end_lineno]).encode("utf-8"))
             for rel in self.closure(rule)[1]:
                 digest.update(f"\0file {rel}\0".encode())
                 digest.update((self.repo_dir / rel).read_bytes())

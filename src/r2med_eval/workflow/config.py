@@ -24,7 +24,7 @@ FIX = "see schemas/config.schema.yaml and docs/configuration.md."
 @functools.lru_cache(maxsize=None)
 def _load_schema(path: str) -> dict:
     with open(path, encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+        return yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
 
 
 def load_schema(path=SCHEMA_PATH) -> dict:
@@ -81,10 +81,17 @@ def _resolve(node: dict, root: dict) -> dict:
     return node
 
 
+_VALIDATORS: dict[tuple[int, int], object] = {}
+
+
 def _is_valid(instance, schema: dict, root: dict) -> bool:
+    """``instance`` against a subschema (its $refs resolved in ``root``); one validator per subschema."""
     import jsonschema
 
-    return jsonschema.Draft202012Validator({**schema, "$defs": root.get("$defs", {})}).is_valid(instance)
+    key = (id(schema), id(root))
+    if key not in _VALIDATORS:
+        _VALIDATORS[key] = (jsonschema.Draft202012Validator({**schema, "$defs": root.get("$defs", {})}), schema, root)
+    return _VALIDATORS[key][0].is_valid(instance)
 
 
 def fill_defaults(instance, schema: dict, root: dict):

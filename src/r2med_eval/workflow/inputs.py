@@ -150,7 +150,15 @@ class Inputs:
                 for g in ("match_type", "query_type")}
 
     def provenance(self) -> dict:
-        return {"metrics": self.metric_files(), "runs": self._per_run(RUN), "stats": self.stats_files()}
+        """Metrics and task statistics; each run file is named in its metrics JSON (and hashed from there)."""
+        return {"metrics": self.metric_files(), "stats": self.stats_files()}
+
+    def plot_rerank_depth(self, wildcards) -> list[str]:
+        """The metrics of the runs the plot draws: each rerank run and the run it re-scores."""
+        lineage = self.reg.rerank_lineage(wildcards.benchmark)
+        runs = list(dict.fromkeys([job["run"] for job in lineage.values()] + list(lineage)))
+        tasks = [t for b, t in self.reg.tasks if b == wildcards.benchmark]
+        return [fill(METRICS, benchmark=wildcards.benchmark, task=t, model=m) for t in tasks for m in runs]
 
     def report_cliniq(self, wildcards) -> dict:
         b = wildcards.benchmark

@@ -52,6 +52,7 @@ class Params:
         self.reg = reg
         self.cfg = reg.cfg
         self.code = code or CodeIndex()
+        self.made: list = []  # every params function handed out (rules/common.smk tells Snakemake their arguments)
 
     def of(self, rule: str):
         """The params function of a rule: its projection of the configuration and its code hash."""
@@ -62,6 +63,7 @@ class Params:
             return {**(project(wildcards) if project else {}), "code": code}
 
         spec.__name__ = f"{rule}_params"
+        self.made.append(spec)
         return spec
 
     # ------------------------------------------------------------ data and chunk
