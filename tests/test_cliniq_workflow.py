@@ -247,3 +247,20 @@ def test_download_rule_fetches_pinned_annotations_then_prepares(tmp_path):
     stats = json.loads((work / "results/data/cliniq-demo/cliniq/stats.json").read_text())
     assert stats["files"]["qrels_drug.tsv"]["sha256"] == cc.sha256_file(DEMO / "qrels_drug.tsv")
     assert stats["judgments_on_absent_chunks"] == 0 and stats["documents"] == 203
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["no_header", "short_row"])
+def test_failing_chunk_job_leaks_no_note_text(tmp_path, kind):
+    """Issue 14.1 through Snakemake: the terminal output, every log and every file outside resources/
+    carry no word of a note, whatever the malformed NOTEEVENTS."""
+    from test_cliniq_corpus import PLANTED, _malformed_notes
+
+    notes = _malformed_notes(tmp_path, kind)
+    work = workflow_dir(tmp_path, CONFIG.replace(str(DEMO / "NOTEEVENTS.csv"), str(notes)))
+    proc = snakemake(work, "--cores", "1", "results/data/cliniq-demo/cliniq/chunk_ids.txt", check=False)
+    assert proc.returncode != 0 and "NOTEEVENTS.csv" in proc.stdout
+    assert PLANTED not in proc.stdout
+    for path in work.rglob("*"):
+        if path.is_file() and not path.is_symlink() and "resources" not in path.relative_to(work).parts:
+            assert PLANTED.encode() not in path.read_bytes(), path
