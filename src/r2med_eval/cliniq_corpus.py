@@ -228,13 +228,11 @@ def write_private_jsonl(target, rows) -> int:
     target.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(target.parent, 0o700)
     count = 0
-    with atomic_path(target) as tmp:
-        os.chmod(tmp, 0o600)
+    with atomic_path(target, private=True) as tmp:
         with open(tmp, "w", encoding="utf-8") as handle:
             for row in rows:
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
                 count += 1
-    os.chmod(target, 0o600)
     return count
 
 
