@@ -83,7 +83,8 @@ def write_text(target, text: str) -> None:
 
 
 def write_json(target, obj) -> None:
-    write_text(target, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    """Strict JSON: a NaN or infinity stops here (ValueError) instead of reaching a result file."""
+    write_text(target, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def write_jsonl(target, rows) -> int:
