@@ -69,11 +69,13 @@ def rerank_run(run: dict, k: int, score_pairs, queries: dict[str, str], corpus: 
 def cross_encoder_scorer(spec: dict, name: str):
     from sentence_transformers import CrossEncoder
 
-    from .dense import pick_device, resolve_source
+    from .dense import load_model, pick_device, resolve_source
 
     source, revision = resolve_source(spec["source"], name)
-    model = CrossEncoder(source, max_length=int(spec["max_length"]), device=pick_device(spec["device"]),
-                         trust_remote_code=bool(spec["trust_remote_code"]), revision=revision)
+    device = pick_device(spec["device"])
+    model = load_model(lambda: CrossEncoder(source, max_length=int(spec["max_length"]), device=device,
+                                            trust_remote_code=bool(spec["trust_remote_code"]), revision=revision),
+                       source, name, revision)
     batch = int(spec["batch_size"])
 
     def score(pairs, qid=None, doc_ids=None):
