@@ -217,22 +217,22 @@ def shard_batches(plan: list[list[int]], shard: int, nshards: int) -> list[list[
 
 
 def encode_batches(model, texts: list[str], batches: list[list[int]], *, normalize: bool,
-                   log_every: int = 20, label: str = "") -> np.ndarray:
-    """Encode ``texts`` batch by batch in the given plan; rows come back in plan order."""
+                   label: str = "") -> np.ndarray:
+    """Encode ``texts`` batch by batch in the given plan; rows come back in plan order. Progress (count, rate,
+    ETA) goes to the log every R2MED_EVAL_PROGRESS_SECONDS."""
     import torch
 
+    from .progress import Progress
+
     out = []
-    done, total = 0, sum(len(b) for b in batches)
-    start = time.perf_counter()
+    progress = Progress(f"{label} encoding".strip(), sum(len(b) for b in batches), "texts", log)
     with torch.inference_mode():
-        for n, batch in enumerate(batches, start=1):
+        for batch in batches:
             emb = model.encode([texts[i] for i in batch], batch_size=len(batch), convert_to_numpy=True,
                                normalize_embeddings=normalize, show_progress_bar=False)
             out.append(np.asarray(emb, dtype=np.float32))
-            done += len(batch)
-            if n % log_every == 0 or n == len(batches):
-                rate = done / max(time.perf_counter() - start, 1e-9)
-                log.info("%s encoded %d/%d texts (%.1f texts/s)", label, done, total, rate)
+            progress.update(len(batch))
+    progress.finish()
     if not out:
         return np.zeros((0, 0), dtype=np.float32)
     return np.concatenate(out, axis=0)

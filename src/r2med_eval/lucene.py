@@ -48,13 +48,9 @@ def build_index(corpus_path, index_dir, threads: int = 1, private: bool = False)
                "--storeDocvectors"]
         log.info("indexing %d documents with %d threads: %s", len(corpus), threads, " ".join(cmd))
         start = time.perf_counter()
-        proc = subprocess.run(cmd, env=java_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        output = _run_streamed(cmd)
         elapsed = time.perf_counter() - start
-        for line in proc.stdout.splitlines():
-            log.info("anserini: %s", line)
-        if proc.returncode != 0:
-            raise RuntimeError(f"pyserini indexing failed with exit code {proc.returncode}; see the log above.")
-        count = _index_doc_count(proc.stdout)
+        count = _index_doc_count(output)
         expected = sum(1 for doc in corpus.values() if doc_contents(doc).strip())  # Anserini skips empty ones
         if count is not None and count != expected:
             raise RuntimeError(f"Lucene indexed {count} documents, the corpus holds {expected} non-empty ones.")
@@ -68,6 +64,23 @@ def build_index(corpus_path, index_dir, threads: int = 1, private: bool = False)
             "docs_per_second": round(len(corpus) / elapsed, 1) if elapsed > 0 else None}
     log.info("index built: %s", info)
     return info
+
+
+def _run_streamed(cmd) -> str:
+    """Run Anserini, each output line to the log as it comes (with the time since the start: indexing
+    progress while it runs); the whole output back."""
+    lines = []
+    start = time.perf_counter()
+    with subprocess.Popen(cmd, env=java_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          bufsize=1) as proc:
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            lines.append(line)
+            log.info("anserini [%.0f s]: %s", time.perf_counter() - start, line)
+        returncode = proc.wait()
+    if returncode != 0:
+        raise RuntimeError(f"pyserini indexing failed with exit code {returncode}; see the log above.")
+    return "\n".join(lines)
 
 
 def _index_doc_count(output: str):
