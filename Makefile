@@ -18,7 +18,7 @@ $(VENV)/.installed: requirements.lock requirements.txt
 	touch $@
 
 run: setup
-	$(BIN)/snakemake --cores $(CORES) all
+	$(BIN)/snakemake --cores $(CORES) --rerun-incomplete all
 
 test: setup
 	$(BIN)/python -m pytest tests

@@ -95,6 +95,7 @@ rule link_cliniq_corpus:
         paths.benchmark_file("link_cliniq_corpus")
     wildcard_constraints:
         benchmark=W.constraint("cliniq_benchmark"),
+    localrule: True
     conda:
         "../envs/core.yaml"
     params:

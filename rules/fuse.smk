@@ -13,6 +13,7 @@ rule fuse_runs:
         paths.benchmark_file("fuse_runs")
     wildcard_constraints:
         model=W.constraint("fusion"),
+    localrule: True
     conda:
         "../envs/core.yaml"
     params:

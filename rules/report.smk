@@ -21,6 +21,7 @@ rule significance:
         paths.log_file("significance"),
     benchmark:
         paths.benchmark_file("significance")
+    localrule: True
     conda:
         "../envs/core.yaml"
     params:
@@ -51,6 +52,7 @@ rule leaderboard:
         paths.log_file("leaderboard"),
     benchmark:
         paths.benchmark_file("leaderboard")
+    localrule: True
     conda:
         "../envs/core.yaml"
     params:
@@ -76,6 +78,7 @@ rule leaderboard_benchmark:
         paths.log_file("leaderboard_benchmark"),
     benchmark:
         paths.benchmark_file("leaderboard_benchmark")
+    localrule: True
     conda:
         "../envs/core.yaml"
     params:
@@ -108,6 +111,7 @@ rule plot_leaderboard:
         paths.log_file("plot_leaderboard"),
     benchmark:
         paths.benchmark_file("plot_leaderboard")
+    localrule: True
     conda:
         "../envs/core.yaml"
     params:
@@ -132,6 +136,7 @@ rule plot_rerank_depth:
         paths.log_file("plot_rerank_depth"),
     benchmark:
         paths.benchmark_file("plot_rerank_depth")
+    localrule: True
     conda:
         "../envs/core.yaml"
     params:
@@ -156,6 +161,7 @@ rule plot_scatter:
         paths.log_file("plot_scatter"),
     benchmark:
         paths.benchmark_file("plot_scatter")
+    localrule: True
     conda:
         "../envs/core.yaml"
     params:
@@ -188,6 +194,7 @@ rule plot_cliniq:
         paths.log_file("plot_cliniq"),
     benchmark:
         paths.benchmark_file("plot_cliniq")
+    localrule: True
     conda:
         "../envs/core.yaml"
     params:
@@ -210,6 +217,7 @@ rule provenance:
         paths.log_file("provenance"),
     benchmark:
         paths.benchmark_file("provenance")
+    localrule: True
     conda:
         "../envs/core.yaml"
     params:
@@ -228,6 +236,7 @@ rule r2med_vs_paper:
         paths.log_file("r2med_vs_paper"),
     benchmark:
         paths.benchmark_file("r2med_vs_paper")
+    localrule: True
     conda:
         "../envs/core.yaml"
     params:
@@ -251,6 +260,7 @@ rule report_cliniq:
         paths.benchmark_file("report_cliniq")
     wildcard_constraints:
         benchmark=W.constraint("cliniq_benchmark"),
+    localrule: True
     conda:
         "../envs/core.yaml"
     params:

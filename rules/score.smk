@@ -13,6 +13,7 @@ rule score_run:
         paths.log_file("score_run"),
     benchmark:
         paths.benchmark_file("score_run")
+    localrule: True
     conda:
         "../envs/core.yaml"
     params:
@@ -35,6 +36,7 @@ rule score_cliniq:
         paths.benchmark_file("score_cliniq")
     wildcard_constraints:
         benchmark=W.constraint("cliniq_benchmark"),
+    localrule: True
     conda:
         "../envs/core.yaml"
     params:

@@ -182,6 +182,56 @@ def test_header_without_needed_columns_stops(tmp_path):
         cc.read_discharge_notes(path, ["1"])
 
 
+PLANTED = "Zyxwquartzplanted"  # a word only the notes hold: it must appear in no message or log
+
+
+def _malformed_notes(tmp_path, kind):
+    """NOTEEVENTS files broken in each way a reader can fail, every note holding the planted word."""
+    text = f"patient {PLANTED} seen, \"quoted\" {PLANTED}"
+    good = row(1, "100", "Discharge summary", text)
+    path = tmp_path / ("NOTEEVENTS.csv.gz" if kind == "gzip" else "NOTEEVENTS.csv")
+    if kind == "no_header":
+        write_notes(path, [row(2, "200", "Discharge summary", text)], header=good)
+    elif kind == "no_header_text_first":
+        write_notes(path, [], header=[text] + good[1:])
+    elif kind == "quoted_cut":
+        write_notes(path, [good])
+        data = path.read_bytes()
+        path.write_bytes(data[: data.rindex(PLANTED.encode())])
+    elif kind == "short_row":
+        write_notes(path, [good, [3, 1, "300", f"{PLANTED} {PLANTED}"]])
+    elif kind == "long_row":
+        write_notes(path, [good + [PLANTED]])
+    elif kind == "not_utf8":
+        write_notes(path, [good])
+        path.write_bytes(path.read_bytes().replace(PLANTED.encode(), PLANTED.encode() + b"\xff", 1))
+    elif kind == "gzip":
+        write_notes(path, [row(i, str(i), "Discharge summary", (text + " ") * 300) for i in range(30)])
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    elif kind == "bad_quote":
+        path.write_text(",".join(HEADER) + f'\n1,1,100,d,,,Discharge summary,R,,,"{PLANTED}"x{PLANTED}\n')
+    elif kind == "missing_note":
+        write_notes(path, [row(1, "999", "Discharge summary", text)])
+    return path
+
+
+@pytest.mark.parametrize("kind", ["no_header", "no_header_text_first", "quoted_cut", "short_row", "long_row",
+                                  "not_utf8", "gzip", "bad_quote", "missing_note"])
+def test_no_note_text_in_any_message_or_log(tmp_path, caplog, capsys, kind):
+    """Issue 14.1: a NOTEEVENTS file without its header line printed its first row (note text)."""
+    path = _malformed_notes(tmp_path, kind)
+    ids = tmp_path / "ids.txt"
+    ids.write_text("100\n")
+    caplog.set_level("DEBUG")
+    with pytest.raises(InputError) as info:
+        cc.chunk_corpus(path, ids, tmp_path / "resources" / "corpus.jsonl", expected=None)
+    out = capsys.readouterr()
+    for where in (str(info.value), caplog.text, out.out, out.err):
+        assert PLANTED not in where, (kind, where)
+    assert str(path) in str(info.value)
+
+
 def test_mimic_header_is_the_real_one():
     """The reader accepts MIMIC-III's own NOTEEVENTS header (shared schema file: header only)."""
     path = shared_dataset("mimic3-demo-noteevents-schema") / "NOTEEVENTS.csv"

@@ -247,3 +247,91 @@ def test_download_rule_fetches_pinned_annotations_then_prepares(tmp_path):
     stats = json.loads((work / "results/data/cliniq-demo/cliniq/stats.json").read_text())
     assert stats["files"]["qrels_drug.tsv"]["sha256"] == cc.sha256_file(DEMO / "qrels_drug.tsv")
     assert stats["judgments_on_absent_chunks"] == 0 and stats["documents"] == 203
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["no_header", "short_row"])
+def test_failing_chunk_job_leaks_no_note_text(tmp_path, kind):
+    """Issue 14.1 through Snakemake: the terminal output, every log and every file outside resources/
+    carry no word of a note, whatever the malformed NOTEEVENTS."""
+    from test_cliniq_corpus import PLANTED, _malformed_notes
+
+    notes = _malformed_notes(tmp_path, kind)
+    work = workflow_dir(tmp_path, CONFIG.replace(str(DEMO / "NOTEEVENTS.csv"), str(notes)))
+    proc = snakemake(work, "--cores", "1", "results/data/cliniq-demo/cliniq/chunk_ids.txt", check=False)
+    assert proc.returncode != 0 and "NOTEEVENTS.csv" in proc.stdout
+    assert PLANTED not in proc.stdout
+    for path in work.rglob("*"):
+        if path.is_file() and not path.is_symlink() and "resources" not in path.relative_to(work).parts:
+            assert PLANTED.encode() not in path.read_bytes(), path
+
+
+BM25_ONLY = CONFIG.split("  minilm:")[0] + "leaderboard: {metric: ndcg_at_10}\n"
+
+
+def _modes(root):
+    """(path, mode) of every file and folder under root (root included), links skipped."""
+    out = [(root, stat.S_IMODE(os.stat(root).st_mode))]
+    for path in root.rglob("*"):
+        if not path.is_symlink():
+            out.append((path, stat.S_IMODE(os.stat(path).st_mode)))
+    return out
+
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+@pytest.mark.slow
+def test_mimic_outputs_owner_only_however_rebuilt_and_no_temporary_survives_a_kill(tmp_path, umask_022):
+    """Issue 14.2, 14.3, 14.6, 14.7: under umask 022 the CliniQ index is owner-only after a first build, after
+    `rm -rf results/index` and a rebuild, and after a kill -9 mid-indexing and a rerun, which leaves no
+    `.lucene.*` copy of the chunk text; the non-MIMIC outputs follow the umask."""
+    import signal
+    import subprocess
+    import time
+
+    from conftest import SNAKEMAKE
+
+    work = workflow_dir(tmp_path, BM25_ONLY.replace("rrf-bm25-minilm: {method: rrf, runs: [bm25, minilm], k: 60}",
+                                                    "{}").replace("fusion:\n  {}", "fusion: {}"))
+    index = work / "results" / "index" / "cliniq-demo"
+
+    def check_private():
+        for path, mode in _modes(index):
+            if path.name == ".snakemake_timestamp":  # Snakemake's own empty marker of a directory() output
+                assert path.stat().st_size == 0
+                continue
+            assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+        assert not list(index.rglob(".lucene.*")), "a temporary copy of the chunk text survived"
+
+    snakemake(work, "--cores", "1", "all")
+    check_private()
+    for top in ("results/runs", "results/metrics", "results/leaderboard.md", "results/data/cliniq-demo/cliniq/qrels.tsv"):
+        for path, mode in _modes(work / top):
+            assert mode == (0o755 if path.is_dir() else 0o644), (path, oct(mode))
+    import shutil
+
+    target = "results/index/cliniq-demo/cliniq/lucene"
+    shutil.rmtree(work / "results" / "index")
+    snakemake(work, "--cores", "1", target)
+    check_private()
+    # kill -9 of Snakemake and its job while Anserini indexes
+    shutil.rmtree(work / "results" / "index")
+    cmd = SNAKEMAKE + ["-s", str(REPO / "Snakefile"), "-d", str(work), "--configfile", str(work / "config.yaml"),
+                       "--cores", "1", target]
+    proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 300
+    while not list(index.glob("*/.lucene.*/collection/docs.jsonl")) and time.time() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert list(index.glob("*/.lucene.*/collection/docs.jsonl")), "the kill came too late to test"
+    # the documented recovery (docs/cluster.md, README): unlock, then rerun the incomplete jobs
+    snakemake(work, "--unlock")
+    snakemake(work, "--cores", "1", "--rerun-incomplete", target)
+    check_private()

@@ -129,8 +129,11 @@ def test_demo_benchmark(demo_path):
 
 def test_real_r2med_demo():
     root = shared_dataset("r2med-biology-demo")
-    ds = datasets.load("r2med", root, unknown_qrels="drop")
-    assert len(ds.queries) >= 1 and len(ds.corpus) >= 1
+    ds = datasets.load("r2med", root, unknown_qrels="keep")
+    assert len(ds.queries) >= 1 and len(ds.corpus) >= 1 and ds.stats["judged_queries"] == 1
+    # its judgments all name documents its 2-document corpus lacks: dropping them leaves no judged query
+    with pytest.raises(InputError, match="no query is judged"):
+        datasets.load("r2med", root, unknown_qrels="drop")
 
 
 def test_real_medquad():
@@ -139,3 +142,32 @@ def test_real_medquad():
     assert ds.stats["documents"] == 17908 and ds.stats["queries"] == 104
     assert ds.stats["judged_queries"] == 103 and ds.stats["qrels_duplicates_merged"] == 168
     assert json.dumps(ds.stats)  # serialisable
+
+
+@pytest.mark.parametrize("grade", ["NaN", "Infinity", "-Infinity", "1e20", "-1e20", "2147483648", "1.5", "true"])
+def test_every_bad_grade_stops_with_file_and_line(tmp_path, grade):
+    """Issue 14.5: NaN/Infinity ended in a traceback, 1e20 passed and crashed pytrec_eval in score_run."""
+    root = make_r2med(tmp_path)
+    with open(root / "qrels.jsonl", "a") as handle:
+        handle.write('{"q_id": "q1", "p_id": "d2", "score": ' + grade + '}\n')
+    with pytest.raises(InputError, match=r"qrels.jsonl, line 4: relevance grade .* (is not an integer|outside)"):
+        datasets.load("r2med", root)
+    beir = make_beir(tmp_path / "beir", ("query-id\tcorpus-id\tscore", f"q1\td1\t{grade}"))
+    with pytest.raises(InputError, match=r"test.tsv, line 2: relevance grade"):
+        datasets.load("beir", beir)
+
+
+def test_largest_valid_grade_and_a_bom_in_beir_qrels(tmp_path):
+    root = make_beir(tmp_path, ("\ufeffquery-id\tcorpus-id\tscore", "q1\td1\t2147483647"))
+    assert datasets.load("beir", root).qrels == {"q1": {"d1": 2147483647}}
+    root = make_beir(tmp_path / "b", ("\ufeffq1\td1\t1",))  # a BOM before the first judgment, no header
+    assert datasets.load("beir", root).qrels == {"q1": {"d1": 1}}
+
+
+def test_a_task_without_judged_queries_stops(tmp_path):
+    """Issue 14.4: no judged query gave NaN metrics and exit 0."""
+    with pytest.raises(InputError, match=r"qrels.jsonl: no query is judged.*file holds no judgment"):
+        datasets.load("r2med", make_r2med(tmp_path / "a", qrels=[]))
+    root = make_r2med(tmp_path / "b", qrels=[{"q_id": "q9", "p_id": "d1", "score": 1}])
+    with pytest.raises(InputError, match=r"no query is judged.*1 judgments named unknown queries"):
+        datasets.load("r2med", root, unknown_qrels="drop")

@@ -130,3 +130,56 @@ def test_explicit_pooling_path(internal, tmp_path):
     text = ["insulin lowers blood glucose"]
     assert np.allclose(model.encode(text, normalize_embeddings=True), ref.encode(text, normalize_embeddings=True),
                        atol=1e-5)
+
+
+def _plain_hf_copy(tmp_path):
+    """The MiniLM package's checkpoint without sentence-transformers' files: a plain Hugging Face folder."""
+    import shutil
+
+    src, _ = dense.resolve_source(MINILM["source"], "m")
+    plain = tmp_path / "plain"
+    shutil.copytree(src, plain, ignore=shutil.ignore_patterns("modules.json", "1_Pooling", "2_Normalize",
+                                                              "sentence_*", "config_sentence_transformers.json"))
+    return plain
+
+
+@pytest.mark.parametrize("pooling", ["model", "cls"])
+def test_broken_model_folders_stop_with_one_message(tmp_path, pooling):
+    """Issue 14.5: an empty or garbage model folder gave a raw traceback."""
+    spec = {**MINILM, "pooling": pooling}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match=r"empty: model 'm': the model folder holds no config.json \(empty\)"):
+        dense.load_encoder({**spec, "source": {"path": str(empty)}}, "m")
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    (garbage / "config.json").write_text("{not json")
+    with pytest.raises(InputError, match=r"config.json: model 'm': config.json is not readable JSON"):
+        dense.load_encoder({**spec, "source": {"path": str(garbage)}}, "m")
+    (garbage / "config.json").write_text('{"model_type": "bert"}')  # JSON, but no weights or tokenizer
+    (garbage / "model.safetensors").write_bytes(b"garbage")
+    with pytest.raises(InputError, match=r"model 'm': cannot load .*garbage.*Fix: check models.m.source") as err:
+        dense.load_encoder({**spec, "source": {"path": str(garbage)}}, "m")
+    assert "\n" not in str(err.value)
+
+
+def test_plain_hf_folder_warns_naming_the_pooling(tmp_path, caplog):
+    """Issue 14.5: a plain Hugging Face folder silently fell back to mean pooling."""
+    caplog.set_level("INFO")
+    dense.load_encoder({**MINILM, "source": {"path": str(_plain_hf_copy(tmp_path))}}, "m")
+    assert "plain Hugging Face checkpoint" in caplog.text and "MEAN pooling" in caplog.text
+    assert "Set models.m.pooling" in caplog.text
+    caplog.clear()
+    dense.load_encoder(MINILM, "m")
+    assert "plain Hugging Face" not in caplog.text and "model m (doc side): mean pooling" in caplog.text
+
+
+def test_offline_download_says_what_to_do(tmp_path, monkeypatch):
+    """Issue 14.5: a model download inside an offline job gave a 111-line OSError."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    spec = {**MINILM, "source": {"hf": "no-such-org/no-such-model-r2med", "revision": "main"}}
+    with pytest.raises(InputError, match=r"cannot download no-such-org/no-such-model-r2med .*Fix: download the "
+                                         r"weights where the network is reachable.*hf download") as err:
+        dense.load_encoder(spec, "m")
+    assert "\n" not in str(err.value) and len(str(err.value)) < 1200

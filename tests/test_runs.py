@@ -42,3 +42,32 @@ def test_bad_run_file(tmp_path):
         runs.read_run(bad)
     with pytest.raises(InputError):
         runs.write_run({"q": {"d": 1}}, tmp_path / "x", tag="has space")
+
+
+def test_outputs_follow_the_umask_and_private_ones_are_owner_only(tmp_path):
+    """Issue 14.7: mkstemp made every output 0600; now they follow the umask, MIMIC-derived ones stay 0600."""
+    import os
+    import stat
+
+    from r2med_eval import io
+
+    old = os.umask(0o022)
+    try:
+        io.write_json(tmp_path / "a" / "x.json", {"a": 1})
+        with io.atomic_path(tmp_path / "p.jsonl", private=True) as tmp:
+            tmp.write_text("secret\n")
+        tree = tmp_path / "tree" / "sub"
+        tree.mkdir(parents=True)
+        (tree / "f").write_text("x")
+        os.chmod(tree, 0o700)
+        io.set_tree_mode(tmp_path / "tree")
+        assert stat.S_IMODE(os.stat(tmp_path / "a" / "x.json").st_mode) == 0o644
+        assert stat.S_IMODE(os.stat(tmp_path / "p.jsonl").st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(tree).st_mode) == 0o755
+        io.protect_tree(tmp_path / "tree")
+        assert stat.S_IMODE(os.stat(tree).st_mode) == 0o700 and stat.S_IMODE(os.stat(tree / "f").st_mode) == 0o600
+        os.umask(0o077)
+        io.write_text(tmp_path / "y.txt", "y")
+        assert stat.S_IMODE(os.stat(tmp_path / "y.txt").st_mode) == 0o600
+    finally:
+        os.umask(old)

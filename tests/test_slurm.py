@@ -149,8 +149,14 @@ def test_every_job_ran_on_slurm_with_data_derived_resources(slurm_run):
     work, output = slurm_run
     jobs = submitted(output)
     for rule in ("prepare_task", "lucene_index", "retrieve_bm25_lucene", "encode_corpus_shard", "gather_embeddings",
-                 "encode_queries", "retrieve_dense", "score_run", "leaderboard"):
+                 "encode_queries", "retrieve_dense"):
         assert rule in jobs, f"{rule} was not submitted to SLURM"
+    # the light rules (scoring, reports) ran on the submitting host, not as SLURM jobs (issue 14.8)
+    for rule in ("score_run", "leaderboard", "leaderboard_benchmark", "significance", "plot_leaderboard",
+                 "provenance"):
+        assert rule in r2res.LOCAL_LIGHT_RULES
+        assert rule not in jobs, f"{rule} was submitted to SLURM"
+        assert re.search(rf"^localrule {rule}:", output, flags=re.M), f"{rule} did not run locally"
     # the two shards are two SLURM jobs, each with its own log
     assert len(set(jobs["encode_corpus_shard"])) == 2
     logs = sorted((work / ".snakemake" / "slurm_logs" / "rule_encode_corpus_shard").rglob("*.log"))

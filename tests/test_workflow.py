@@ -145,6 +145,30 @@ def test_bad_input_message_reaches_the_terminal(tmp_path):
     assert not (work / "results" / "data" / "demo" / "demo" / "corpus.jsonl").exists()
 
 
+@pytest.mark.parametrize("case", ["no_qrels", "unknown_queries", "nan_grade", "huge_grade"])
+def test_unscorable_task_stops_with_one_line_and_writes_no_nan(tmp_path, case):
+    """Issue 14.4 and 14.5: no judged query gave NaN metrics and exit 0; a NaN grade a traceback; 1e20 a
+    pytrec_eval crash. Each stops in prepare_task with one line naming the file, and no file holds NaN."""
+    from conftest import make_r2med
+
+    qrels = {"no_qrels": [], "unknown_queries": [{"q_id": "q9", "p_id": "d1", "score": 1}],
+             "nan_grade": ['{"q_id": "q1", "p_id": "d1", "score": NaN}'],
+             "huge_grade": [{"q_id": "q1", "p_id": "d1", "score": 1e20}]}[case]
+    data = make_r2med(tmp_path / "data", qrels=qrels)
+    config = DEMO_CONFIG.replace(str(REPO / "data" / "demo"), str(data))
+    config = config.replace("    layout: r2med\n", "    layout: r2med\n    unknown_qrels: drop\n")
+    work = workflow_dir(tmp_path, config)
+    proc = snakemake(work, "--cores", "1", "all", check=False)
+    assert proc.returncode != 0
+    message = [line for line in proc.stdout.splitlines() if line.startswith("r2med-eval: ")]
+    assert len(message) == 1 and str(data / "qrels.jsonl") in message[0], proc.stdout
+    assert ("no query is judged" if case in ("no_qrels", "unknown_queries") else "relevance grade") in message[0]
+    assert "Traceback" not in proc.stdout
+    for path in (work / "results").rglob("*"):
+        if path.is_file():
+            assert not re.search(r"\bnan\b", path.read_text(errors="ignore"), re.I), path
+
+
 def test_lint_is_clean():
     proc = snakemake(REPO, "--lint", check=False)
     assert proc.returncode == 0, proc.stdout

@@ -44,3 +44,18 @@ def test_sizes_and_line_counts_of_missing_inputs_are_zero(tmp_path):
     (tmp_path / "a.jsonl").write_text("1\n2\n3\n")
     assert r2res.count_lines(tmp_path / "a.jsonl") == 3
     assert r2res.size_mb(tmp_path) == 6 / 2**20
+
+
+def test_light_rules_and_downloads_are_local_rules_and_nothing_else():
+    """Issue 14.8: every score, plot and leaderboard job was its own sbatch job waiting in the queue."""
+    import re
+
+    from conftest import REPO
+
+    local = set()
+    for path in (REPO / "rules").glob("*.smk"):
+        for block in re.split(r"\n(?=rule )", path.read_text()):
+            name = re.match(r"rule (\w+):", block.strip())
+            if name and re.search(r"^\s+localrule: True$", block, flags=re.M):
+                local.add(name.group(1))
+    assert local == set(r2res.LOCAL_LIGHT_RULES) | set(r2res.LOCAL_DOWNLOAD_RULES)

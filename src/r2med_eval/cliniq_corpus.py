@@ -161,9 +161,12 @@ def read_discharge_notes(path, hadm_ids) -> tuple[dict[str, str], dict]:
                 header[0] = header[0][1:]
             missing = [c for c in NEEDED_COLUMNS if c not in header]
             if missing:
-                raise InputError(f"the header lacks the column(s) {', '.join(missing)} (found: {', '.join(header)}).",
-                                 path=path, line=1,
-                                 fix=f"point noteevents at MIMIC-III's NOTEEVENTS.csv(.gz), header {','.join(NOTE_HEADER)}.")
+                # the first line may be a note (a file without its header line): name no field of it
+                raise InputError(f"the first line is not NOTEEVENTS' header: it lacks the column(s) "
+                                 f"{', '.join(missing)} ({len(header)} fields; the file may have lost its header "
+                                 "line).", path=path, line=1,
+                                 fix=f"point noteevents at MIMIC-III's NOTEEVENTS.csv(.gz), whose first line is the "
+                                     f"header {','.join(NOTE_HEADER)}.")
             if tuple(header) != NOTE_HEADER:
                 log.warning("%s: header differs from MIMIC-III v1.4's (%s); reading columns by name", path,
                             ",".join(NOTE_HEADER))
@@ -225,13 +228,11 @@ def write_private_jsonl(target, rows) -> int:
     target.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(target.parent, 0o700)
     count = 0
-    with atomic_path(target) as tmp:
-        os.chmod(tmp, 0o600)
+    with atomic_path(target, private=True) as tmp:
         with open(tmp, "w", encoding="utf-8") as handle:
             for row in rows:
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
                 count += 1
-    os.chmod(target, 0o600)
     return count
 
 

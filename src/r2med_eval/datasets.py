@@ -16,6 +16,7 @@ Internal layout (written once per task by the ``prepare_task`` rule, read by eve
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,15 +136,25 @@ def _read_queries(path, id_keys) -> dict[str, str]:
     return queries
 
 
+GRADE_RANGE = (-(2 ** 31), 2 ** 31 - 1)  # trec_eval (pytrec_eval) reads a grade as a C int
+
+
 def _grade(value, path, lineno) -> int:
+    """A relevance grade: an integer (``2``, ``"2"``, ``2.0``) within a C int; anything else stops with the
+    file and line (NaN, Infinity and 1e20 included)."""
     try:
         as_float = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         as_float = None
-    if as_float is None or isinstance(value, bool) or as_float != int(as_float):
+    if as_float is None or isinstance(value, bool) or not math.isfinite(as_float) or as_float != int(as_float):
         raise InputError(f"relevance grade {value!r} is not an integer.", path=path, line=lineno,
                          fix="write relevance grades as integers (0 = not relevant).")
-    return int(as_float)
+    grade = int(as_float) if not isinstance(value, int) else value
+    if not GRADE_RANGE[0] <= grade <= GRADE_RANGE[1]:
+        raise InputError(f"relevance grade {value!r} is outside the range trec_eval accepts "
+                         f"({GRADE_RANGE[0]} to {GRADE_RANGE[1]}).", path=path, line=lineno,
+                         fix="write relevance grades as small integers (0 = not relevant, e.g. 1-3 relevant).")
+    return grade
 
 
 DUPLICATE_POLICIES = ("error", "max", "first", "last")
@@ -196,6 +207,8 @@ def _read_qrels_beir(path, duplicates: str, dups: list) -> tuple[dict, dict]:
             except UnicodeDecodeError:
                 raise InputError("bytes that are not UTF-8.", path=path, line=lineno,
                                  fix="re-encode the file as UTF-8.") from None
+            if lineno == 1 and line.startswith("\ufeff"):  # a byte-order mark (Excel's "UTF-8 with BOM")
+                line = line[1:]
             if not line.strip():
                 continue
             parts = line.split("\t")
@@ -283,6 +296,14 @@ def load(layout: str, path, *, split: str = "test", empty_text: str = "error",
         log.warning("%s: %d duplicate judgments (%d with different grades) merged by duplicate_qrels: %s",
                     files["qrels"], len(dups), conflicting, duplicate_qrels)
     _check_qrels(qrels, seen, corpus, queries, files["qrels"], unknown_qrels, stats, dropped_docs)
+    if not qrels:
+        raise InputError(
+            f"no query is judged: of {len(queries)} queries none has a judgment left"
+            + (f" ({stats['qrels_unknown_query_dropped']} judgments named unknown queries and "
+               f"{stats['qrels_unknown_document_dropped']} unknown documents, dropped)" if seen else
+               " (the file holds no judgment)") + "; every metric would be undefined (NaN).",
+            path=files["qrels"],
+            fix="use the qrels that belong to this task's queries and corpus, or remove the task from config.yaml.")
     stats["files"] = {k: {"path": str(v), "sha256": sha256(v)} for k, v in files.items()}
     ds = Dataset(corpus=corpus, queries=queries, qrels=qrels, stats=stats)
     stats.update(count_stats(ds))

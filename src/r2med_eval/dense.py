@@ -68,6 +68,62 @@ def source_fingerprint(source: dict, model_name: str) -> dict:
     return info
 
 
+def check_model_folder(path: str, model_name: str) -> None:
+    """A local model folder must hold a Hugging Face checkpoint (``config.json``, readable JSON)."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return  # a Hub name
+    config = folder / "config.json"
+    fix = (f"point models.{model_name}.source.path at a folder holding a complete checkpoint (config.json, the "
+           "weights, the tokenizer), e.g. one saved by save_pretrained or downloaded with `hf download`.")
+    if not config.is_file():
+        contents = sorted(p.name for p in folder.iterdir())[:10]
+        raise InputError(f"model {model_name!r}: the model folder holds no config.json "
+                         f"({'empty' if not contents else 'found: ' + ', '.join(contents)}).", path=folder, fix=fix)
+    try:
+        json.loads(config.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"model {model_name!r}: config.json is not readable JSON ({exc}).", path=config,
+                         fix=fix) from None
+
+
+def load_model(factory, name: str, model_name: str, revision=None):
+    """``factory()`` (a SentenceTransformer, Transformer or CrossEncoder), its failure as one InputError:
+    offline downloads with what to do, a broken checkpoint with its first error line."""
+    check_model_folder(name, model_name)
+    try:
+        return factory()
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - transformers raises OSError, ValueError, KeyError, ...
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        where = f"{name}" + (f" at revision {revision}" if revision else "")
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1" or any(
+            s in str(exc) for s in ("connect", "offline", "Connection", "resolve", "Max retries"))
+        if offline and not Path(name).is_dir():
+            raise InputError(
+                f"model {model_name!r}: cannot download {where} (no network here, or HF_HUB_OFFLINE=1): "
+                f"{type(exc).__name__}: {first}",
+                fix="download the weights where the network is reachable (on a cluster, the login node) before "
+                    f"the run, e.g. `hf download {name}` (docs/models.md); jobs then read them from the Hugging "
+                    f"Face cache (HF_HOME). Or set models.{model_name}.source.path to a local copy.") from None
+        raise InputError(f"model {model_name!r}: cannot load {where}: {type(exc).__name__}: {first}",
+                         path=name if Path(name).is_dir() else None,
+                         fix=f"check models.{model_name}.source (a complete checkpoint, the right revision; "
+                             "trust_remote_code for custom code).") from None
+
+
+def pooling_used(model) -> str:
+    """The pooling mode of a loaded SentenceTransformer ('cls', 'mean', ...), or 'none'."""
+    for module in model:
+        mode = getattr(module, "pooling_mode", None)
+        if isinstance(mode, str):
+            return mode
+        if callable(getattr(module, "get_pooling_mode_str", None)):
+            return module.get_pooling_mode_str()
+    return "none"
+
+
 def needs_remote_code(path: str) -> bool:
     """True when a local checkpoint's config maps its classes to custom code (``auto_map``)."""
     config = Path(path) / "config.json"
@@ -109,21 +165,29 @@ def load_encoder(spec: dict, model_name: str, side: str = "doc"):
                   token=os.environ.get("HF_TOKEN") or None)
     pooling = spec["pooling"]
     if pooling == "model":
-        model = SentenceTransformer(name, **common)
+        model = load_model(lambda: SentenceTransformer(name, **common), name, model_name, revision)
+        used = pooling_used(model)
+        if Path(name).is_dir() and not (Path(name) / "modules.json").is_file():
+            log.warning("model %s: pooling: model, but %s is a plain Hugging Face checkpoint without "
+                        "sentence-transformers' modules.json: sentence-transformers chose %s pooling itself. "
+                        "Set models.%s.pooling (cls, mean, lasttoken or max) to the pooling the model was trained "
+                        "with", model_name, name, used.upper(), model_name)
+        log.info("model %s (%s side): %s pooling", model_name, side, used)
     else:
         from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
         config_kwargs = {"trust_remote_code": trust, "revision": revision}
-        transformer = Transformer(name, model_kwargs={**model_kwargs, "trust_remote_code": trust,
-                                                      "revision": revision},
-                                  processor_kwargs={"trust_remote_code": trust, "revision": revision},
-                                  config_kwargs=config_kwargs)
+        transformer = load_model(lambda: Transformer(
+            name, model_kwargs={**model_kwargs, "trust_remote_code": trust, "revision": revision},
+            processor_kwargs={"trust_remote_code": trust, "revision": revision}, config_kwargs=config_kwargs),
+            name, model_name, revision)
         dim = transformer.get_embedding_dimension() if hasattr(transformer, "get_embedding_dimension") \
             else transformer.get_word_embedding_dimension()
         modules = [transformer, Pooling(dim, pooling_mode=POOLING[pooling], include_prompt=spec["pool_prompt"])]
         if spec["normalize"]:
             modules.append(Normalize())
         model = SentenceTransformer(modules=modules, device=device)
+        log.info("model %s (%s side): %s pooling (set by pooling:)", model_name, side, pooling)
     length = spec.get("query_max_length") if side == "query" and spec.get("query_max_length") else spec["max_length"]
     model.max_seq_length = int(length)
     model.eval()
@@ -153,22 +217,22 @@ def shard_batches(plan: list[list[int]], shard: int, nshards: int) -> list[list[
 
 
 def encode_batches(model, texts: list[str], batches: list[list[int]], *, normalize: bool,
-                   log_every: int = 20, label: str = "") -> np.ndarray:
-    """Encode ``texts`` batch by batch in the given plan; rows come back in plan order."""
+                   label: str = "") -> np.ndarray:
+    """Encode ``texts`` batch by batch in the given plan; rows come back in plan order. Progress (count, rate,
+    ETA) goes to the log every R2MED_EVAL_PROGRESS_SECONDS."""
     import torch
 
+    from .progress import Progress
+
     out = []
-    done, total = 0, sum(len(b) for b in batches)
-    start = time.perf_counter()
+    progress = Progress(f"{label} encoding".strip(), sum(len(b) for b in batches), "texts", log)
     with torch.inference_mode():
-        for n, batch in enumerate(batches, start=1):
+        for batch in batches:
             emb = model.encode([texts[i] for i in batch], batch_size=len(batch), convert_to_numpy=True,
                                normalize_embeddings=normalize, show_progress_bar=False)
             out.append(np.asarray(emb, dtype=np.float32))
-            done += len(batch)
-            if n % log_every == 0 or n == len(batches):
-                rate = done / max(time.perf_counter() - start, 1e-9)
-                log.info("%s encoded %d/%d texts (%.1f texts/s)", label, done, total, rate)
+            progress.update(len(batch))
+    progress.finish()
     if not out:
         return np.zeros((0, 0), dtype=np.float32)
     return np.concatenate(out, axis=0)

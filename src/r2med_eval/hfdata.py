@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import InputError
+from . import io
 from .io import iter_jsonl, read_json, sha256_file, write_json
 
 log = logging.getLogger(__name__)
@@ -228,6 +229,7 @@ def fetch_task(target, *, task: str, source: dict, local=None, sha256_pins: dict
                      files[name]["bytes"], files[name]["sha256"], " (matches the Hub's checksum)" if hub else "")
         manifest = {"task": task, "repo": repo, "revision": revision, "origin": origin, "files": files}
         write_json(tmp / "manifest.json", manifest)
+        io.set_tree_mode(tmp)  # mkdtemp made it 0700: the download follows the umask
         _place(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

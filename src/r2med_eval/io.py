@@ -2,7 +2,8 @@
 
 Every reader names the file and line of the first problem it meets; every writer writes to a
 temporary file beside the target and renames it into place, so that a killed job never leaves a
-file that looks complete.
+file that looks complete. Written files follow the umask (0644 under umask 022), as files that
+``open`` creates do; MIMIC-derived data is owner-only (``private=True``, ``protect_tree``).
 """
 
 from __future__ import annotations
@@ -58,12 +59,15 @@ def iter_jsonl(path) -> Iterator[tuple[int, dict]]:
 
 
 @contextlib.contextmanager
-def atomic_path(target, suffix: str = ""):
-    """Give a temporary path beside ``target``; rename it onto ``target`` when the block succeeds."""
+def atomic_path(target, suffix: str = "", private: bool = False):
+    """Give a temporary path beside ``target``; rename it onto ``target`` when the block succeeds.
+
+    The file gets the mode a new file gets under the umask, or 0600 if ``private``."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent)
     os.close(fd)
+    os.chmod(tmp, file_mode(private))  # mkstemp makes 0600 whatever the umask
     try:
         yield Path(tmp)
         os.replace(tmp, target)
@@ -79,7 +83,8 @@ def write_text(target, text: str) -> None:
 
 
 def write_json(target, obj) -> None:
-    write_text(target, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    """Strict JSON: a NaN or infinity stops here (ValueError) instead of reaching a result file."""
+    write_text(target, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def write_jsonl(target, rows) -> int:
@@ -111,8 +116,61 @@ def sha256_file(path) -> str:
     return digest.hexdigest()
 
 
+def current_umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def file_mode(private: bool = False) -> int:
+    """0600 for MIMIC-derived data, else what the umask gives a new file (0644 under 022)."""
+    return 0o600 if private else 0o666 & ~current_umask()
+
+
+def dir_mode(private: bool = False) -> int:
+    return 0o700 if private else 0o777 & ~current_umask()
+
+
+def set_tree_mode(root, private: bool = False) -> None:
+    """Every folder and file under ``root`` (``root`` included) to the modes of ``file_mode``/``dir_mode``:
+    for trees built in a ``mkdtemp`` folder (0700) or by a tool, before they are renamed into place."""
+    root = Path(root)
+    fmode, dmode = file_mode(private), dir_mode(private)
+    if root.is_file():
+        os.chmod(root, fmode)
+        return
+    for folder, dirs, files in os.walk(root):
+        os.chmod(folder, dmode)
+        for name in files:
+            if not os.path.islink(os.path.join(folder, name)):
+                os.chmod(os.path.join(folder, name), fmode)
+
+
 def protect_dir(folder) -> None:
     """An output folder of MIMIC-derived data (index, embeddings): created owner-only (0700)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
+
+
+def protect_tree(root) -> None:
+    """MIMIC-derived output (a file, or a folder and all it holds): owner-only (0600 files, 0700 folders)."""
+    set_tree_mode(root, private=True)
+
+
+def remove_stale(folder, prefix: str) -> list[str]:
+    """Remove the temporaries ``prefix*`` that a killed job left in ``folder`` (only its own job writes
+    them: Snakemake runs one job per output at a time). Returns the names removed."""
+    import shutil
+
+    folder = Path(folder)
+    removed = []
+    if folder.is_dir():
+        for path in sorted(folder.glob(prefix + "*")):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+            removed.append(path.name)
+    return removed

@@ -13,21 +13,27 @@ from pathlib import Path
 
 from .datasets import doc_contents, read_corpus, read_queries
 from .errors import InputError
+from .io import remove_stale, set_tree_mode
 from .java import configure_java, java_env
 
 log = logging.getLogger(__name__)
 
 
-def build_index(corpus_path, index_dir, threads: int = 1) -> dict:
+def build_index(corpus_path, index_dir, threads: int = 1, private: bool = False) -> dict:
     """Index the internal corpus with Anserini's DefaultLuceneDocumentGenerator (Porter, stopwords).
 
-    The index is built in a temporary folder beside ``index_dir`` and renamed into place.
+    The index is built in a temporary folder ``.<name>.*`` beside ``index_dir`` (it holds a copy of
+    the corpus text) and renamed into place; temporaries a killed job left are removed first. The
+    index follows the umask, or is owner-only if ``private`` (MIMIC-derived).
     """
     index_dir = Path(index_dir)
     corpus = read_corpus(corpus_path)
     if not corpus:
         raise InputError("the corpus holds no documents.", path=corpus_path, fix="check the dataset.")
     index_dir.parent.mkdir(parents=True, exist_ok=True)
+    stale = remove_stale(index_dir.parent, f".{index_dir.name}.")
+    if stale:
+        log.info("removed %d temporaries of a killed job: %s", len(stale), ", ".join(stale))
     work = Path(tempfile.mkdtemp(prefix=f".{index_dir.name}.", dir=index_dir.parent))
     try:
         collection = work / "collection"
@@ -42,16 +48,13 @@ def build_index(corpus_path, index_dir, threads: int = 1) -> dict:
                "--storeDocvectors"]
         log.info("indexing %d documents with %d threads: %s", len(corpus), threads, " ".join(cmd))
         start = time.perf_counter()
-        proc = subprocess.run(cmd, env=java_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        output = _run_streamed(cmd)
         elapsed = time.perf_counter() - start
-        for line in proc.stdout.splitlines():
-            log.info("anserini: %s", line)
-        if proc.returncode != 0:
-            raise RuntimeError(f"pyserini indexing failed with exit code {proc.returncode}; see the log above.")
-        count = _index_doc_count(proc.stdout)
+        count = _index_doc_count(output)
         expected = sum(1 for doc in corpus.values() if doc_contents(doc).strip())  # Anserini skips empty ones
         if count is not None and count != expected:
             raise RuntimeError(f"Lucene indexed {count} documents, the corpus holds {expected} non-empty ones.")
+        set_tree_mode(tmp_index, private)
         if index_dir.exists():
             shutil.rmtree(index_dir)
         tmp_index.rename(index_dir)
@@ -61,6 +64,23 @@ def build_index(corpus_path, index_dir, threads: int = 1) -> dict:
             "docs_per_second": round(len(corpus) / elapsed, 1) if elapsed > 0 else None}
     log.info("index built: %s", info)
     return info
+
+
+def _run_streamed(cmd) -> str:
+    """Run Anserini, each output line to the log as it comes (with the time since the start: indexing
+    progress while it runs); the whole output back."""
+    lines = []
+    start = time.perf_counter()
+    with subprocess.Popen(cmd, env=java_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          bufsize=1) as proc:
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            lines.append(line)
+            log.info("anserini [%.0f s]: %s", time.perf_counter() - start, line)
+        returncode = proc.wait()
+    if returncode != 0:
+        raise RuntimeError(f"pyserini indexing failed with exit code {returncode}; see the log above.")
+    return "\n".join(lines)
 
 
 def _index_doc_count(output: str):

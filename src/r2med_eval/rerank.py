@@ -46,8 +46,11 @@ def rerank_run(run: dict, k: int, score_pairs, queries: dict[str, str], corpus: 
     """``score_pairs(list of (query, doc text), qid, doc ids) -> scores``.
 
     Returns (merged run, raw new scores, info)."""
+    from .progress import Progress
+
     pairs_done, start = 0, time.perf_counter()
     merged, raw = {}, {}
+    progress = Progress(f"re-scoring the top {k}", sum(min(k, len(docs)) for docs in run.values()), "pairs", log)
     for qid in sorted(run):
         top = [d for d, _ in ranked(run[qid])[:k]]
         scores: dict[str, float] = {}
@@ -57,8 +60,10 @@ def rerank_run(run: dict, k: int, score_pairs, queries: dict[str, str], corpus: 
             for did, s in zip(chunk, np.asarray(values, dtype=np.float64).reshape(-1)):
                 scores[did] = float(s)
             pairs_done += len(chunk)
+            progress.update(len(chunk))
         raw[qid] = scores
         merged[qid] = merge(run[qid], scores)
+    progress.finish()
     elapsed = time.perf_counter() - start
     info = {"pairs": pairs_done, "seconds": round(elapsed, 3),
             "pairs_per_second": round(pairs_done / elapsed, 1) if elapsed > 0 else None}
@@ -69,11 +74,13 @@ def rerank_run(run: dict, k: int, score_pairs, queries: dict[str, str], corpus: 
 def cross_encoder_scorer(spec: dict, name: str):
     from sentence_transformers import CrossEncoder
 
-    from .dense import pick_device, resolve_source
+    from .dense import load_model, pick_device, resolve_source
 
     source, revision = resolve_source(spec["source"], name)
-    model = CrossEncoder(source, max_length=int(spec["max_length"]), device=pick_device(spec["device"]),
-                         trust_remote_code=bool(spec["trust_remote_code"]), revision=revision)
+    device = pick_device(spec["device"])
+    model = load_model(lambda: CrossEncoder(source, max_length=int(spec["max_length"]), device=device,
+                                            trust_remote_code=bool(spec["trust_remote_code"]), revision=revision),
+                       source, name, revision)
     batch = int(spec["batch_size"])
 
     def score(pairs, qid=None, doc_ids=None):

@@ -9,7 +9,8 @@ log = logging.getLogger("r2med_eval")
 
 
 def _protect(sm, root: str) -> None:
-    """MIMIC-derived outputs (params.spec.private): the benchmark's index or embeddings folder is owner-only."""
+    """MIMIC-derived outputs (params.spec.private): the benchmark's index or embeddings folder is owner-only
+    before the job writes (a rebuilt ``results/index`` too)."""
     if sm.params.spec["private"]:
         from ..io import protect_dir
         from ..workflow import paths
@@ -17,13 +18,33 @@ def _protect(sm, root: str) -> None:
         protect_dir(paths.fill(root, benchmark=sm.wildcards.benchmark))
 
 
+def _protect_outputs(sm, root: str) -> None:
+    """MIMIC-derived outputs: every file and folder the job wrote, and the folders between them and the
+    benchmark's root folder, owner-only."""
+    if sm.params.spec["private"]:
+        from pathlib import Path
+
+        from ..io import protect_tree
+        from ..workflow import paths
+
+        top = Path(paths.fill(root, benchmark=sm.wildcards.benchmark)).resolve()
+        for out in sm.output:
+            protect_tree(out)
+            folder = Path(out).resolve().parent
+            while folder != top and top in folder.parents:
+                folder.chmod(0o700)
+                folder = folder.parent
+
+
 def lucene_index(sm) -> None:
     from .. import io, lucene
     from ..workflow import paths
 
     _protect(sm, paths.INDEX_ROOT)
-    info = lucene.build_index(sm.input.corpus, sm.output.index, threads=sm.threads)
+    info = lucene.build_index(sm.input.corpus, sm.output.index, threads=sm.threads,
+                              private=sm.params.spec["private"])
     io.write_json(sm.output.info, info)
+    _protect_outputs(sm, paths.INDEX_ROOT)
 
 
 def encode_corpus_shard(sm) -> None:
@@ -36,6 +57,7 @@ def encode_corpus_shard(sm) -> None:
     _protect(sm, paths.EMB_ROOT)
     dense.encode_corpus_shard(sm.input.corpus, sm.output.shard, sm.params.spec, sm.wildcards.model,
                               sm.wildcards.task, shard - 1, nshards, threads=sm.threads)
+    _protect_outputs(sm, paths.EMB_ROOT)
 
 
 def gather_embeddings(sm) -> None:
@@ -46,6 +68,7 @@ def gather_embeddings(sm) -> None:
     info = dense.gather(list(sm.input.shards), sm.input.corpus, sm.output.emb, sm.output.ids,
                         storage=sm.params.spec["storage"])
     log.info("gathered %d shards: %s", len(sm.input.shards), info)
+    _protect_outputs(sm, paths.EMB_ROOT)
 
 
 def encode_queries(sm) -> None:
@@ -55,6 +78,7 @@ def encode_queries(sm) -> None:
     _protect(sm, paths.EMB_ROOT)
     dense.encode_queries(sm.input.queries, sm.output.emb, sm.output.ids, sm.params.spec, sm.wildcards.model,
                          sm.wildcards.task, threads=sm.threads)
+    _protect_outputs(sm, paths.EMB_ROOT)
 
 
 def encode_query_variant(sm) -> None:
@@ -64,3 +88,4 @@ def encode_query_variant(sm) -> None:
     _protect(sm, paths.EMB_ROOT)
     dense.encode_query_variant(sm.input.variant, sm.output.emb, sm.output.ids, sm.params.spec,
                                sm.wildcards.model, sm.wildcards.task, sm.wildcards.method, threads=sm.threads)
+    _protect_outputs(sm, paths.EMB_ROOT)

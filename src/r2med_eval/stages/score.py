@@ -10,6 +10,7 @@ log = logging.getLogger("r2med_eval")
 
 def score_run(sm) -> None:
     from .. import datasets, io, metrics, runs
+    from ..errors import InputError
 
     run = runs.read_run(sm.input.run)
     qrels = datasets.read_qrels(sm.input.qrels)
@@ -20,6 +21,10 @@ def score_run(sm) -> None:
         log.info("ignore_identical_ids: dropped %d retrieved documents whose id equals the query id", identical)
     result = metrics.evaluate(run, qrels, queries)
     c = result["counts"]
+    if not c["judged_queries_scored"]:
+        raise InputError("no query of the task is judged: every metric would be undefined (NaN).",
+                         path=sm.input.qrels, fix="use the qrels of this task's queries, or remove the task from "
+                                                  "config.yaml.")
     if identical is not None:
         c["identical_ids_dropped"] = identical
     log.info("scored %d judged queries; %d unjudged queries excluded (%s); %d judged queries with an empty "

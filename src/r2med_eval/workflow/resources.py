@@ -138,6 +138,16 @@ def bm25_paper_mem_mb(corpus_mb: float, attempt: int = 1) -> int:
     return _retry(BASE_MEM_MB + 20 * corpus_mb, attempt)
 
 
+# Rules that run on the submitting host (``localrule: True``), never as their own SLURM job: scoring,
+# fusion, the reports and the CliniQ symlink read small files and take seconds, far less than a job's
+# wait in the queue. The downloads are local too (they need the network). tests/test_workflow_resources.py
+# checks the rules files against these tuples.
+LOCAL_LIGHT_RULES = ("score_run", "score_cliniq", "fuse_runs", "significance", "leaderboard", "leaderboard_benchmark",
+                     "plot_leaderboard", "plot_rerank_depth", "plot_scatter", "plot_cliniq", "provenance",
+                     "r2med_vs_paper", "report_cliniq", "link_cliniq_corpus")
+LOCAL_DOWNLOAD_RULES = ("download_task", "download_query_variant", "download_cliniq_annotations")
+
+
 def light_minutes(input_mb: float, attempt: int = 1) -> int:
     """Parsing, scoring, fusion, gathering: 10 minutes plus 1 per 200 MB read."""
     return _retry(BASE_MINUTES + input_mb / 200, attempt)
