@@ -221,7 +221,7 @@ def read_cliniq(path) -> list[dict]:
                 raise InputError(f"setting {row['setting']!r} is not one of {', '.join(CLINIQ_SETTINGS)}.",
                                  path=path, line=lineno, fix="use multi or single.")
             try:
-                row["value"] = float(row["value"])
+                row["value"] = float(row["value"]) if row["value"] != "" else math.nan  # nothing scored
                 row["n_queries"] = int(row["n_queries"])
             except ValueError:
                 raise InputError("value must be a number and n_queries an integer.", path=path, line=lineno,
