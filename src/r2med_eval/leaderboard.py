@@ -124,7 +124,7 @@ def to_html(header, rows, metric: str, cell_marks: dict | None = None, legend: s
             title: str = "Leaderboard", table_id: str = "leaderboard", notes=()) -> str:
     from . import htmlreport as h
 
-    caption = f"{metric} x 100; best per column in bold; a dash = not run"
+    caption = f"{metric_label(metric)} x 100; best per column in bold; a dash = not run"
     parts = [h.table(header, rows, table_id=table_id, caption=caption, best=best_per_column(rows),
                      marks=cell_marks)]
     if legend:
