@@ -142,6 +142,7 @@ def test_every_table_compiles_with_pdflatex(board, tmp_path):
 def test_escapes():
     assert tables.md_escape("a*b_c|d") == r"a\*b\_c\|d"
     assert tables.tex_escape("50% & a_b \u2020") == r"50\% \& a\_b \dag{}"
+    assert tables.tex_escape("bm25--minilm@100 \u2013") == "bm25-{}-minilm@100 --"  # the name, not a dash
     assert [tables.metric_label(m) for m in ("ndcg_at_10", "ndcg_at_10_cliniq", "recall_at_100", "map", "mrr")] == [
         "nDCG@10", "nDCG@10 (CliniQ)", "Recall@100", "MAP", "MRR"]
 

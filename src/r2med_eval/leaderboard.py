@@ -87,7 +87,7 @@ def to_latex(header, rows, metric: str, cell_marks: dict | None = None, legend: 
              label: str = "tab:leaderboard", notes=()) -> str:
     """The leaderboard as a booktabs table: a spanning header per benchmark over its tasks and average."""
     columns = [tuple(h.split("/", 1)) if "/" in h else ("", h) for h in header[1:]]
-    caption = (f"{metric_label(metric)} \u00d7 100; best per column in bold; -- = not run; averages are per "
+    caption = (f"{metric_label(metric)} \u00d7 100; best per column in bold; \u2013 = not run; averages are per "
                "benchmark.")
     return latex_table(columns, rows, caption=caption, label=label, marks=cell_marks,
                        notes=[*([legend + "."] if legend else []), *notes])

@@ -45,7 +45,10 @@ _TEX_MARKS = {"*": "*", "\u2020": r"\dag"}
 
 
 def tex_escape(text: str) -> str:
-    return "".join(_TEX_SPECIAL.get(c, c) for c in str(text))
+    """``text`` printed literally; ``--`` in a name (``bm25--minilm@100``) stays two hyphens, not a dash."""
+    text = str(text)
+    return "".join("{}-" if c == "-" and i and text[i - 1] == "-" else _TEX_SPECIAL.get(c, c)
+                   for i, c in enumerate(text))
 
 
 def tex_marks(marks: str) -> str:
