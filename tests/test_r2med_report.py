@@ -210,8 +210,8 @@ def test_local_alone_stands_for_the_r2med_task():
 @pytest.mark.slow
 def test_offline_recipe_end_to_end(tmp_path):
     """The documented offline recipe (config.yaml + config/r2med-local.yaml), its local: pointed at a tiny
-    copy: the default rerank at depth 100 re-scores the whole run (BM25 finds at most 3 documents) with a note, provenance says
-    local, and the paper comparison blames the dataset, not the retriever."""
+    copy: the default rerank at depth 100 re-scores the whole run (BM25 finds at most 3 documents) with a note,
+    provenance says local, and the paper comparison blames the dataset, not the retriever."""
     copy = make_r2med(tmp_path / "Biology")
     text = (REPO / "config.yaml").read_text().replace("path: data/demo", f"path: {REPO / 'data' / 'demo'}")
     text = text.replace("data/cliniq-demo", str(REPO / "data" / "cliniq-demo"))

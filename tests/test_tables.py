@@ -65,9 +65,10 @@ def test_markdown_marks_survive_rendering(board):
         assert "<p>* paired t-test, \u2020 paired randomization test" in html
         assert "<strong>80.00</strong>*</td>" in html and "40.00*\u2020</td>" in html
         assert "p &lt; 0.05" in html
-    sig = significance.to_markdown([{"benchmark": "r2med", "task": "a", "model": "dense", "mean": 0.4, "ci_low": 0.3,
-                                     "ci_high": 0.5, "diff": 0.1, "p_ttest": 0.01, "significant": "*\u2020",
-                                     "note": "only_common *queries*", "n_queries": 25, "metric": "ndcg_at_10"}], "bm25", 0.05, 100, 100)
+    row = {"benchmark": "r2med", "task": "a", "model": "dense", "mean": 0.4, "ci_low": 0.3, "ci_high": 0.5,
+           "diff": 0.1, "p_ttest": 0.01, "significant": "*\u2020", "note": "only_common *queries*", "n_queries": 25,
+           "metric": "ndcg_at_10"}
+    sig = significance.to_markdown([row], "bm25", 0.05, 100, 100)
     html = md.render(sig)
     assert "<li>" in html and "<p>* paired t-test" in html and "<td>*\u2020</td>" in html
     assert "<li>r2med/a dense: only_common *queries*</li>" in html

@@ -189,7 +189,8 @@ def test_shipped_default_config_end_to_end(tmp_path):
     report_files = ["leaderboard.html", "leaderboard.md", "leaderboard.csv", "significance.csv", "significance.md",
                     "leaderboards/demo.csv", "r2med_vs_paper.md", "index.html"]
     report_files += [f"plots/demo/{n}.{e}" for n in ("by_task", "heatmap", "rerank_depth", "scatter") for e in ("png", "svg")]
-    report_files += [f"plots/cliniq-demo/cliniq_by_{g}.{e}" for g in ("match_type", "query_type") for e in ("png", "svg")]
+    report_files += [f"plots/cliniq-demo/cliniq_by_{g}.{e}" for g in ("match_type", "query_type")
+                     for e in ("png", "svg")]
     tex = sorted(p.name for p in (work / "results" / "tables").glob("*.tex"))
     assert tex == ["cliniq-cliniq-demo-by_match_type.tex", "cliniq-cliniq-demo-by_query_type.tex",
                    "leaderboard-cliniq-demo.tex", "leaderboard-demo.tex", "leaderboard.tex", "r2med_vs_paper.tex"]

@@ -1,4 +1,5 @@
-"""Self-contained HTML pages (inline CSS, no scripts, no external assets): the leaderboards and ``results/index.html``."""
+"""Self-contained HTML pages (inline CSS, no scripts, no external assets): the leaderboards and
+``results/index.html``."""
 
 from __future__ import annotations
 

@@ -279,7 +279,8 @@ def cliniq_breakdown(path, what: str, benchmark: str, png, svg) -> None:
     for setting, row in row_of.items():
         for j in range(placed[setting], ncols):
             axes[row][j].remove()
-    axes[0][placed[next(iter(row_of))] - 1].legend(fontsize=7, frameon=False, bbox_to_anchor=(1.01, 1), loc="upper left")
+    first = next(iter(row_of))
+    axes[0][placed[first] - 1].legend(fontsize=7, frameon=False, bbox_to_anchor=(1.01, 1), loc="upper left")
     fig.suptitle(f"{benchmark}: by {what.replace('_', ' ')}")
     fig.tight_layout()
     save(fig, png, svg)
