@@ -42,6 +42,7 @@ rule leaderboard:
             labels={"benchmark": "all", "format": "CSV"},
         ),
         md=paths.fill(paths.LEADERBOARD, ext="md"),
+        tex=paths.fill(paths.TABLE, name="leaderboard"),
         html=report(
             paths.fill(paths.LEADERBOARD, ext="html"),
             caption="../report/leaderboard.rst",
@@ -68,6 +69,7 @@ rule leaderboard_benchmark:
     output:
         csv=paths.partial(paths.BENCHMARK_LEADERBOARD, ext="csv"),
         md=paths.partial(paths.BENCHMARK_LEADERBOARD, ext="md"),
+        tex=paths.fill(paths.TABLE, name="leaderboard-{benchmark}"),
         html=report(
             paths.partial(paths.BENCHMARK_LEADERBOARD, ext="html"),
             caption="../report/leaderboard.rst",
@@ -231,7 +233,8 @@ rule r2med_vs_paper:
         metrics=W.inputs.metric_files(),
         stats=W.inputs.stats_files(),
     output:
-        paths.R2MED_VS_PAPER,
+        md=paths.R2MED_VS_PAPER,
+        tex=paths.fill(paths.TABLE, name="r2med_vs_paper"),
     log:
         paths.log_file("r2med_vs_paper"),
     benchmark:
@@ -253,6 +256,8 @@ rule report_cliniq:
         match_md=paths.partial(paths.CLINIQ_TABLE, grouping="match_type", ext="md"),
         query_csv=paths.partial(paths.CLINIQ_TABLE, grouping="query_type", ext="csv"),
         query_md=paths.partial(paths.CLINIQ_TABLE, grouping="query_type", ext="md"),
+        match_tex=paths.fill(paths.TABLE, name="cliniq-{benchmark}-by_match_type"),
+        query_tex=paths.fill(paths.TABLE, name="cliniq-{benchmark}-by_query_type"),
         pool=paths.CLINIQ_POOL,
     log:
         paths.log_file("report_cliniq"),
@@ -267,3 +272,26 @@ rule report_cliniq:
         spec=W.params.of("report_cliniq"),
     script:
         "../scripts/report_cliniq.py"
+
+
+rule report_index:
+    input:
+        W.inputs.report_index(),
+    output:
+        report(
+            paths.INDEX_PAGE,
+            caption="../report/index.rst",
+            category="Index",
+            labels={"page": "results/index.html"},
+        ),
+    log:
+        paths.log_file("report_index"),
+    benchmark:
+        paths.benchmark_file("report_index")
+    localrule: True
+    conda:
+        "../envs/core.yaml"
+    params:
+        spec=W.params.of("report_index"),
+    script:
+        "../scripts/report_index.py"

@@ -1,6 +1,7 @@
 """The published R2MED table, results/r2med_vs_paper.md, scoring as the official code, ignore_identical_ids."""
 import json
 import random
+import re
 
 import pytest
 
@@ -190,3 +191,43 @@ def test_empty_documents_kept_as_r2med_does(tmp_path):
     assert ds.stats["empty_documents_kept"] == 1 and ds.stats["documents"] == 3
     model = bm25_paper.BM25Paper().fit([["aspirin"], [], ["insulin", "aspirin"]])
     assert model.n_docs == 3 and model.avgdl == 1.0
+
+
+def test_local_alone_stands_for_the_r2med_task():
+    """`local:` alone is an offline copy of the R2MED task it is named after (or paper_task); other names stop
+    with a message saying what to do."""
+    base = {"benchmarks_to_run": ["r"], "models": {"bm25": {"type": "bm25_lucene"}}}
+    cfg = r2config.validate({**base, "benchmarks": {"r": {"layout": "r2med", "tasks": {
+        "Biology": {"local": "/data/Biology"}, "bio2": {"local": "/data/b", "paper_task": "Bioinformatics"}}}}})
+    tasks = cfg["benchmarks"]["r"]["tasks"]
+    assert tasks["Biology"]["source"]["hf"] == "R2MED/Biology" and tasks["Biology"]["local"] == "/data/Biology"
+    assert tasks["bio2"]["source"]["hf"] == "R2MED/Bioinformatics"
+    with pytest.raises(r2config.ConfigError, match="local alone stands for an R2MED task, and 'mine' is not one") as e:
+        r2config.validate({**base, "benchmarks": {"r": {"layout": "r2med", "tasks": {"mine": {"local": "/x"}}}}})
+    assert "use path: /x" in str(e.value)
+
+
+@pytest.mark.slow
+def test_offline_recipe_end_to_end(tmp_path):
+    """The documented offline recipe (config.yaml + config/r2med-local.yaml), its local: pointed at a tiny
+    copy: the default rerank at depth 100 re-scores the whole run (BM25 finds at most 3 documents) with a note,
+    provenance says local, and the paper comparison blames the dataset, not the retriever."""
+    copy = make_r2med(tmp_path / "Biology")
+    text = (REPO / "config.yaml").read_text().replace("path: data/demo", f"path: {REPO / 'data' / 'demo'}")
+    text = text.replace("data/cliniq-demo", str(REPO / "data" / "cliniq-demo"))
+    work = workflow_dir(tmp_path, text)
+    fragment = (REPO / "config" / "r2med-local.yaml").read_text()
+    assert "Biology: {local: data/demo}" in fragment
+    (work / "local.yaml").write_text(fragment.replace("local: data/demo", f"local: {copy}"))
+    snakemake(work, "--cores", "2", "all", "--configfile", str(work / "config.yaml"), str(work / "local.yaml"),
+              config=False)
+    res = work / "results"
+    lineage = json.loads((res / "runs" / "r2med-local" / "Biology" / "bm25--minilm@100.lineage.json").read_text())
+    assert re.search(r"rerank depth 100 is larger than the depth [1-3] of run 'bm25': the whole run is re-scored",
+                     lineage["note"])
+    prov = json.loads((res / "provenance.json").read_text())["datasets"]["r2med-local/Biology"]
+    assert prov["source"] == "local" and prov["local"] == str(copy) and prov["revision"] is None
+    assert prov["instead_of"]["hf"] == "R2MED/Biology"
+    paper = (res / "r2med_vs_paper.md").read_text()
+    assert "**Not comparable:** r2med-local/Biology" in paper and "analyzer" not in paper
+    assert (res / "index.html").is_file() and (res / "tables" / "r2med_vs_paper.tex").is_file()

@@ -181,7 +181,7 @@ def test_benchmark_leaderboard_marks_best_and_significance(tmp_path):
     assert [r["model"] for r in rows] == ["bm25", "dense"]  # avg 0.40 > 0.30
     assert rows[1]["a"] == "0.40000" and rows[1]["a sig"] == "*" and rows[0]["avg"] == "0.40000"
     md = out["md"].read_text()
-    assert "| dense | **40.00*** | 20.00 | 30.00 |" in md and "LEGEND" in md and "NOTE" in md
+    assert "| dense | **40.00**\\* | 20.00 | 30.00 |" in md and "LEGEND" in md and "NOTE" in md
     html = out["html"].read_text()
     assert '<td class="num best">40.00<sup class="sig">*</sup></td>' in html
     assert "http" not in html and "<script" not in html and "<link" not in html  # self-contained

@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from r2med_eval import leaderboard, significance
+from r2med_eval import leaderboard, plots, significance
 
 MODELS = {"bm25": (0.31, 0.52), "minilm": (0.44, 0.21), "bm25--minilm@100": (0.40, 0.50),
           "rrf-bm25-minilm": (0.45, 0.55), "minilm+hyde-handwritten": (0.29, None)}
@@ -100,11 +100,11 @@ def test_leaderboard_page_in_headless_chromium(page, tmp_path):
     reader = TableReader("leaderboard")
     reader.feed(dom)
     header = [c["text"] for c in reader.rows[0]]
-    assert header == ["model", "r2med/easy", "r2med/hard", "r2med/avg", "avg"]
+    assert header == ["model", "r2med/easy", "r2med/hard", "r2med/avg"]  # averages per benchmark only
     body = {r[0]["text"]: r[1:] for r in reader.rows[1:]}
     assert set(body) == set(MODELS)  # every model is shown
-    assert [c["text"] for c in body["rrf-bm25-minilm"]] == ["55.00", "45.00*\u2020", "50.00", "50.00"]
-    assert "best" in body["rrf-bm25-minilm"][0]["class"] and "best" in body["rrf-bm25-minilm"][3]["class"]
+    assert [c["text"] for c in body["rrf-bm25-minilm"]] == ["55.00", "45.00*\u2020", "50.00"]
+    assert "best" in body["rrf-bm25-minilm"][0]["class"] and "best" in body["rrf-bm25-minilm"][2]["class"]
     assert body["minilm+hyde-handwritten"][0]["text"] == "\u2013"  # not run on that task: a dash
     assert "best per column in bold" in reader.caption
     assert "paired randomization test" in dom
@@ -120,3 +120,82 @@ def test_leaderboard_page_in_headless_chromium(page, tmp_path):
     assert colours is not None and len(colours) > 20  # text and shading were drawn, not a blank page
     best_green = (0xe8, 0xf4, 0xe8)
     assert any(c == best_green for _, c in colours)  # the best cells' background is painted
+
+
+class Links(HTMLParser):
+    """Every href and img src of a page, and the section ids."""
+
+    def __init__(self):
+        super().__init__()
+        self.hrefs, self.images, self.sections = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "a":
+            self.hrefs.append(attrs["href"])
+        elif tag == "img":
+            self.images.append(attrs["src"])
+        elif tag == "section":
+            self.sections.append(attrs["id"])
+
+
+def test_index_page_in_headless_chromium(tmp_path, monkeypatch):
+    """results/index.html (the report_index stage on a small results tree): every link and image resolves to a
+    file beside it, the tables are rendered with their marks, nothing is fetched from elsewhere."""
+    import json
+    from types import SimpleNamespace
+
+    from r2med_eval.stages import report
+
+    binary = chromium()
+    work = tmp_path / "work"
+    res = work / "results"
+    monkeypatch.chdir(tmp_path)
+    files = []
+    for model, values in MODELS.items():
+        for task, v in zip(("hard", "easy"), values):
+            if v is not None:
+                path = tmp_path / "metrics" / f"{model}-{task}.json"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps({"benchmark": "r2med", "task": task, "model": model,
+                                            "metrics": {"ndcg_at_10": v}}))
+                files.append(path)
+    (res / "tables").mkdir(parents=True)
+    marks = {("r2med", "hard"): {"rrf-bm25-minilm": "*\u2020"}}
+    leaderboard.write(files, res / "leaderboard.csv", res / "leaderboard.md", html_path=res / "leaderboard.html",
+                      significance=marks, legend=significance.legend(0.05, "bm25", 10000),
+                      tex_path=res / "tables" / "leaderboard.tex")
+    table = leaderboard.collect(files)
+    plots.by_task(table, "r2med", "ndcg_at_10", res / "plots" / "r2med" / "by_task.png",
+                  res / "plots" / "r2med" / "by_task.svg")
+    (res / "provenance.json").write_text(json.dumps({"runs": [{}] * 9, "datasets": {"r2med/hard": {}}}))
+    (res / "r2med_vs_paper.md").write_text("# R2MED\n\nNo paper numbers apply.\n")
+    monkeypatch.chdir(work)
+    inputs = sorted(str(p.relative_to(work)) for p in res.rglob("*") if p.is_file())
+    sm = SimpleNamespace(input=inputs, output=["results/index.html"],
+                         params=SimpleNamespace(spec={"benchmarks": ["r2med"], "cliniq": []}))
+    report.report_index(sm)
+    index = res / "index.html"
+    html = index.read_text()
+    assert "<script" not in html and "http://" not in html and "https://" not in html  # opens offline
+
+    dom = run_chromium(binary, tmp_path, "--dump-dom", index.as_uri())
+    links = Links()
+    links.feed(dom)
+    assert links.sections == ["leaderboard", "benchmark-r2med", "significance", "paper", "provenance", "files"]
+    local = [h for h in links.hrefs if not h.startswith("#")]
+    assert {h for h in links.hrefs if h.startswith("#")} == {f"#{s}" for s in links.sections}
+    for target in local + links.images:
+        assert (res / target).is_file(), target
+    assert {str(p.relative_to(res)) for p in res.rglob("*") if p.is_file() and p.name != "index.html"} <= set(local)
+    assert links.images == ["plots/r2med/by_task.png"]
+    assert "<strong>55.00</strong>" in dom and "<strong>45.00</strong>*\u2020" in dom and "<p>* paired t-test" in dom
+
+    shot = tmp_path / "index.png"
+    run_chromium(binary, tmp_path, f"--screenshot={shot}", "--window-size=1000,1400", "--hide-scrollbars",
+                 index.as_uri())
+    from PIL import Image
+
+    image = Image.open(shot).convert("RGB")
+    colours = image.getcolors(maxcolors=1 << 20)
+    assert colours is not None and len(colours) > 50  # tables and the plot were drawn

@@ -3,7 +3,6 @@ small deterministic model built locally; depth checks."""
 import pytest
 
 from r2med_eval import fusion, rerank
-from r2med_eval.errors import InputError
 from r2med_eval.workflow.config import with_defaults
 
 A = {"q": {"d1": 3.0, "d2": 2.0, "d3": 1.0}}
@@ -35,9 +34,10 @@ def test_merge_keeps_tail_order():
     assert sorted(merged, key=lambda d: -merged[d]) == ["b", "c", "a", "d", "e"]
 
 
-def test_depth_larger_than_run_stops():
-    with pytest.raises(InputError, match="rerank depth 100 is larger than the depth 3 of run 'bm25'"):
-        rerank.check_depth(A, 100, "bm25")
+def test_depth_larger_than_run_rescores_the_whole_run():
+    note = rerank.check_depth(A, 100, "bm25")  # deeper than the run: the whole run is re-scored, with a note
+    assert "rerank depth 100 is larger than the depth 3 of run 'bm25': the whole run is re-scored" in note
+    assert rerank.check_depth(A, 3, "bm25") is None
 
 
 @pytest.fixture(scope="module")

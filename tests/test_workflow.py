@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from conftest import REPO, demo_config, snakemake, workflow_dir
+from conftest import REPO, check_tex, compile_tex, demo_config, snakemake, workflow_dir
 
 DEMO_CONFIG = demo_config(device="cpu")
 
@@ -36,7 +36,7 @@ def planned_jobs(proc_output: str) -> dict:
 
 # the report stage re-runs whenever a score changes (plot_scatter too when one of its two runs changes)
 REPORT_JOBS = {"all": 1, "leaderboard": 1, "leaderboard_benchmark": 1, "significance": 1, "plot_leaderboard": 1,
-               "provenance": 1, "r2med_vs_paper": 1}
+               "provenance": 1, "r2med_vs_paper": 1, "report_index": 1}
 
 
 @pytest.fixture(scope="module")
@@ -210,10 +210,24 @@ def test_shipped_default_config_end_to_end(tmp_path):
     for rel in cliniq:
         assert (work / rel).read_bytes() == (work2 / rel).read_bytes(), rel
     # the report stage too: tables and plots byte-identical (provenance.json holds timings, so it is not)
-    report_files = ["leaderboard.html", "significance.csv", "significance.md", "leaderboards/demo.csv"]
+    report_files = ["leaderboard.html", "leaderboard.md", "leaderboard.csv", "significance.csv", "significance.md",
+                    "leaderboards/demo.csv", "r2med_vs_paper.md", "index.html"]
     report_files += [f"plots/demo/{n}.{e}" for n in ("by_task", "heatmap", "rerank_depth", "scatter") for e in ("png", "svg")]
+    report_files += [f"plots/cliniq-demo/cliniq_by_{g}.{e}" for g in ("match_type", "query_type")
+                     for e in ("png", "svg")]
+    tex = sorted(p.name for p in (work / "results" / "tables").glob("*.tex"))
+    assert tex == ["cliniq-cliniq-demo-by_match_type.tex", "cliniq-cliniq-demo-by_query_type.tex",
+                   "leaderboard-cliniq-demo.tex", "leaderboard-demo.tex", "leaderboard.tex", "r2med_vs_paper.tex"]
+    report_files += [f"tables/{name}" for name in tex]
     for name in report_files:
         assert (work / "results" / name).read_bytes() == (work2 / "results" / name).read_bytes(), name
+    # the index links every output of rule all; the LaTeX tables parse and compile
+    index = (work / "results" / "index.html").read_text()
+    for name in [f for f in report_files if f != "index.html"] + ["provenance.json", "cliniq/cliniq-demo/pool.tsv"]:
+        assert f'href="{name}"' in index, name
+    for name in tex:
+        check_tex((work / "results" / "tables" / name).read_text(), name)
+    compile_tex([work / "results" / "tables" / name for name in tex], tmp_path / "latex")
 
 
 def test_report_outputs(demo_run):

@@ -1,4 +1,5 @@
-"""Self-contained HTML pages (inline CSS, no scripts, no external assets) for the leaderboards."""
+"""Self-contained HTML pages (inline CSS, no scripts, no external assets): the leaderboards and
+``results/index.html``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ td.best { font-weight: 700; background: #e8f4e8; }
 td.missing { color: #999; }
 sup.sig { color: #a33; }
 p.legend, p.note { font-size: .9em; color: #444; max-width: 60em; }
+h3 { font-size: 1.05em; } h4 { font-size: 1em; }
+figure { display: inline-block; margin: .5em 1em .5em 0; vertical-align: top; }
+figure img { max-width: 46em; width: 100%; border: 1px solid #ddd; }
+figcaption { font-size: .85em; color: #444; }
+ul.files { columns: 2; font-size: .9em; }
+nav ul { display: flex; flex-wrap: wrap; gap: .4em 1.2em; list-style: none; padding: 0; }
 """.strip()
 
 
@@ -66,3 +73,35 @@ def paragraph(text: str, cls: str = "note") -> str:
 
 def heading(text: str) -> str:
     return f"<h2>{escape(text)}</h2>"
+
+
+def markdown(text: str, demote: int = 2) -> str:
+    """Markdown (CommonMark with GFM tables) as HTML, headings ``demote`` levels lower; raw HTML is escaped."""
+    import re
+
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+    return re.sub(r"<(/?)h([1-6])>", lambda m: f"<{m.group(1)}h{min(6, int(m.group(2)) + demote)}>", html)
+
+
+def link(href: str, text: str | None = None) -> str:
+    return f'<a href="{escape(href)}">{escape(text or href)}</a>'
+
+
+def figure(src: str, alt: str, svg: str | None = None) -> str:
+    more = f" ({link(svg, 'SVG')})" if svg else ""
+    return (f'<figure><a href="{escape(src)}"><img src="{escape(src)}" alt="{escape(alt)}" loading="lazy"></a>'
+            f"<figcaption>{escape(alt)}{more}</figcaption></figure>")
+
+
+def index_page(title: str, sections) -> str:
+    """A page of ``sections`` [(id, heading, [html parts])] with a table of contents on top."""
+    toc = "<nav><ul>" + "".join(f'<li><a href="#{escape(sid)}">{escape(head)}</a></li>' for sid, head, _ in sections)
+    parts = [toc + "</ul></nav>"]
+    for sid, head, body in sections:
+        parts.append(f'<section id="{escape(sid)}">')
+        parts.append(f"<h2>{escape(head)}</h2>")
+        parts += list(body)
+        parts.append("</section>")
+    return page(title, parts)

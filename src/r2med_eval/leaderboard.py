@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .io import read_json, write_text
+from .tables import best_per_column, latex_table, md_escape, metric_label, tex_label
 
 
 def collect(metric_files, metric: str = "ndcg_at_10") -> dict:
@@ -22,21 +23,36 @@ def collect(metric_files, metric: str = "ndcg_at_10") -> dict:
 
 
 def build(table: dict, metric: str = "ndcg_at_10") -> tuple[list[str], list[list]]:
+    """A column per (benchmark, task), then ``<benchmark>/avg`` for each benchmark with several tasks: averages
+    are per benchmark, never across benchmarks. Row order: ``rank_key``."""
     columns = sorted({c for row in table.values() for c in row})
     benchmarks = sorted({b for b, _ in columns})
     multi = [b for b in benchmarks if sum(1 for c in columns if c[0] == b) > 1]
-    header = ["model"] + [f"{b}/{t}" for b, t in columns] + [f"{b}/avg" for b in multi] + ["avg"]
+    header = ["model"] + [f"{b}/{t}" for b, t in columns] + [f"{b}/avg" for b in multi]
     rows = []
     for model in sorted(table):
         values = [table[model].get(c) for c in columns]
-        per_bench = []
-        for b in multi:
-            vals = [table[model].get(c) for c in columns if c[0] == b]
-            per_bench.append(None if any(v is None for v in vals) else math.fsum(vals) / len(vals))
-        avg = None if any(v is None for v in values) else math.fsum(values) / len(values)
-        rows.append([model] + values + per_bench + [avg])
-    rows.sort(key=lambda r: (-(r[-1] if r[-1] is not None else -1.0), r[0]))
+        per_bench = [_mean([table[model].get(c) for c in columns if c[0] == b]) for b in multi]
+        rows.append([model] + values + per_bench)
+    keys = {r[0]: rank_key({b: [table[r[0]].get(c) for c in columns if c[0] == b] for b in benchmarks})
+            for r in rows}
+    rows.sort(key=lambda r: (keys[r[0]], r[0]))
     return header, rows
+
+
+def _mean(values):
+    """The mean, or None (an empty cell) when a value is missing."""
+    return None if not values or any(v is None for v in values) else math.fsum(values) / len(values)
+
+
+def rank_key(by_benchmark: dict) -> float:
+    """Sort key of a row (smaller first) from {benchmark: [task values, None where not run]}: the mean over
+    the benchmarks the row has any value on of its mean over the tasks it has there. A missing cell neither
+    sinks a row to the bottom nor counts as 0; each benchmark weighs the same, however many tasks it has.
+    Rows without any value go last."""
+    means = [math.fsum(v for v in vals if v is not None) / sum(1 for v in vals if v is not None)
+             for vals in by_benchmark.values() if any(v is not None for v in vals)]
+    return -math.fsum(means) / len(means) if means else math.inf
 
 
 def _fmt(v, scale: float = 1.0) -> str:
@@ -49,39 +65,43 @@ def to_csv(header, rows) -> str:
     return "\n".join(lines) + "\n"
 
 
-def best_per_column(header, rows) -> dict:
-    best = {}
-    for j in range(1, len(header)):
-        vals = [r[j] for r in rows if r[j] is not None]
-        best[j] = max(vals) if vals else None
-    return best
-
-
 def to_markdown(header, rows, metric: str = "ndcg_at_10", cell_marks: dict | None = None,
                 legend: str | None = None, title: str = "Leaderboard") -> str:
-    best = best_per_column(header, rows)
+    best = best_per_column(rows)
     cell_marks = cell_marks or {}
-    lines = [f"# {title} ({metric} x 100; best per column in bold; empty = not run)", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" + "---:|" * (len(header) - 1)]
+    lines = [f"# {md_escape(title)} ({metric_label(metric)} x 100; best per column in bold; empty = not run)", "",
+             "| " + " | ".join(md_escape(h) for h in header) + " |", "|" + "---|" + "---:|" * (len(header) - 1)]
     for r in rows:
-        cells = [r[0]]
+        cells = [md_escape(r[0])]
         for j, v in enumerate(r[1:], start=1):
             text = _fmt(v, 100.0)
-            text = f"**{text}**" if v is not None and v == best[j] and len(rows) > 1 else text
-            cells.append(text + cell_marks.get((r[0], j), ""))
+            text = f"**{text}**" if v is not None and v == best.get(j) and len(rows) > 1 else text
+            cells.append(text + md_escape(cell_marks.get((r[0], j), "")))
         lines.append("| " + " | ".join(cells) + " |")
     if legend:
-        lines += ["", legend]
+        lines += ["", md_escape(legend)]
     return "\n".join(lines) + "\n"
 
 
+def to_latex(header, rows, metric: str, cell_marks: dict | None = None, legend: str | None = None,
+             label: str = "tab:leaderboard", notes=()) -> str:
+    """The leaderboard as a booktabs table: a spanning header per benchmark over its tasks and average."""
+    columns = [tuple(h.split("/", 1)) if "/" in h else ("", h) for h in header[1:]]
+    caption = (f"{metric_label(metric)} \u00d7 100; best per column in bold; \u2013 = not run; averages are per "
+               "benchmark.")
+    return latex_table(columns, rows, caption=caption, label=label, marks=cell_marks,
+                       notes=[*([legend + "."] if legend else []), *notes])
+
+
 def write(metric_files, csv_path, md_path, metric: str = "ndcg_at_10", html_path=None, significance=None,
-          legend: str | None = None) -> None:
+          legend: str | None = None, tex_path=None) -> None:
     """The leaderboard over every benchmark; ``significance``: {(benchmark, task): {model: marker}}."""
     header, rows = build(collect(metric_files, metric), metric)
     cell_marks = column_marks(header, significance or {})
     write_text(Path(csv_path), to_csv(header, rows))
     write_text(Path(md_path), to_markdown(header, rows, metric, cell_marks, legend))
+    if tex_path is not None:
+        write_text(Path(tex_path), to_latex(header, rows, metric, cell_marks, legend))
     if html_path is not None:
         write_text(Path(html_path), to_html(header, rows, metric, cell_marks, legend, title="Leaderboard",
                                             table_id="leaderboard"))
@@ -104,8 +124,8 @@ def to_html(header, rows, metric: str, cell_marks: dict | None = None, legend: s
             title: str = "Leaderboard", table_id: str = "leaderboard", notes=()) -> str:
     from . import htmlreport as h
 
-    caption = f"{metric} x 100; best per column in bold; a dash = not run"
-    parts = [h.table(header, rows, table_id=table_id, caption=caption, best=best_per_column(header, rows),
+    caption = f"{metric_label(metric)} x 100; best per column in bold; a dash = not run"
+    parts = [h.table(header, rows, table_id=table_id, caption=caption, best=best_per_column(rows),
                      marks=cell_marks)]
     if legend:
         parts.append(h.paragraph(legend, "legend"))
@@ -114,7 +134,7 @@ def to_html(header, rows, metric: str, cell_marks: dict | None = None, legend: s
 
 
 def build_benchmark(table: dict, benchmark: str) -> tuple[list[str], list[list]]:
-    """One benchmark's table: a column per task, then the average over its tasks; best average first."""
+    """One benchmark's table: a column per task, then the average over its tasks; order: ``rank_key``."""
     tasks = sorted({t for row in table.values() for b, t in row if b == benchmark})
     if not tasks:
         raise ValueError(f"no scored runs for benchmark {benchmark!r}")
@@ -124,9 +144,8 @@ def build_benchmark(table: dict, benchmark: str) -> tuple[list[str], list[list]]
         values = [table[model].get((benchmark, t)) for t in tasks]
         if all(v is None for v in values):
             continue
-        avg = None if any(v is None for v in values) else math.fsum(values) / len(values)
-        rows.append([model] + values + [avg])
-    rows.sort(key=lambda r: (-(r[-1] if r[-1] is not None else -1.0), r[0]))
+        rows.append([model] + values + [_mean(values)])
+    rows.sort(key=lambda r: (rank_key({benchmark: r[1:-1]}), r[0]))
     return header, rows
 
 
@@ -142,12 +161,16 @@ def benchmark_csv(header, rows, cell_marks: dict) -> str:
 
 
 def write_benchmark(metric_files, benchmark: str, csv_path, md_path, html_path, metric: str = "ndcg_at_10",
-                    significance=None, legend: str | None = None, notes=()) -> None:
+                    significance=None, legend: str | None = None, notes=(), tex_path=None) -> None:
     header, rows = build_benchmark(collect(metric_files, metric), benchmark)
     cell_marks = column_marks(header, significance or {}, benchmark=benchmark)
     title = f"Leaderboard: {benchmark}"
     write_text(Path(csv_path), benchmark_csv(header, rows, cell_marks))
     md = to_markdown(header, rows, metric, cell_marks, legend, title=title)
-    write_text(Path(md_path), md + "".join(f"\n{n}\n" for n in notes))
+    write_text(Path(md_path), md + "".join(f"\n{md_escape(n)}\n" for n in notes))
     write_text(Path(html_path), to_html(header, rows, metric, cell_marks, legend, title=title,
                                         table_id=f"leaderboard-{benchmark}", notes=notes))
+    if tex_path is not None:
+        tex_header = ["model"] + [f"{benchmark}/{t}" for t in header[1:]]
+        write_text(Path(tex_path), to_latex(tex_header, rows, metric, cell_marks, legend,
+                                            label=tex_label("tab", "leaderboard", benchmark), notes=notes))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .io import atomic_path
+from .tables import metric_label
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ def _pyplot():
 def save(fig, png, svg) -> None:
     """Write ``fig`` to ``png`` and ``svg`` atomically, without dates; close it."""
     plt = _pyplot()
+    check_panels(fig)
     with atomic_path(png, suffix=".png") as tmp:
         fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight", metadata={"Software": None})
     with atomic_path(svg, suffix=".svg") as tmp:
@@ -51,11 +53,26 @@ def _models_tasks(table: dict, benchmark: str) -> tuple[list[str], list[str]]:
     return models, tasks
 
 
-def _label(metric: str) -> str:
-    m = re.match(r"^(ndcg|map|recall|precision)_at_(\d+)$", metric)
-    if m:
-        return {"ndcg": "nDCG", "map": "MAP", "recall": "Recall", "precision": "P"}[m.group(1)] + f"@{m.group(2)}"
-    return metric
+def panel_points(ax) -> int:
+    """How many finite data points a panel draws (bars, markers, image cells); reference lines do not count."""
+    import numpy as np
+
+    n = sum(1 for p in ax.patches if hasattr(p, "get_height") and math.isfinite(p.get_height()))
+    n += sum(len(c.get_offsets()) for c in ax.collections if hasattr(c, "get_offsets") and c.get_array() is None)
+    n += sum(int(np.isfinite(np.ma.filled(np.ma.asarray(im.get_array(), dtype=float), np.nan)).sum())
+             for im in ax.images)
+    n += sum(int(np.isfinite(np.asarray(line.get_ydata(), dtype=float)).sum()) for line in ax.lines
+             if not str(line.get_label()).startswith("_"))
+    return n
+
+
+def check_panels(fig) -> None:
+    """Every panel of ``fig`` (colour bars aside) draws data: an empty panel is a bug, not a figure."""
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>":
+            continue
+        if panel_points(ax) == 0:
+            raise ValueError(f"plot panel {ax.get_title()!r} has no data")
 
 
 def by_task(table: dict, benchmark: str, metric: str, png, svg) -> None:
@@ -79,8 +96,8 @@ def by_task(table: dict, benchmark: str, metric: str, png, svg) -> None:
         ax.bar(xs, [value(model, g) * 100 for g in groups], width=width, label=model, color=cmap(i % cmap.N))
     ax.set_xticks(range(len(groups)), groups, rotation=30 if len(groups) > 4 else 0, ha="right" if len(groups) > 4
                   else "center")
-    ax.set_ylabel(f"{_label(metric)} x 100")
-    ax.set_title(f"{benchmark}: {_label(metric)} by task and model")
+    ax.set_ylabel(f"{metric_label(metric)} x 100")
+    ax.set_title(f"{benchmark}: {metric_label(metric)} by task and model")
     ax.legend(fontsize=7, frameon=False, bbox_to_anchor=(1.01, 1), loc="upper left")
     save(fig, png, svg)
 
@@ -109,8 +126,8 @@ def heatmap(table: dict, benchmark: str, metric: str, png, svg) -> None:
             text = "-" if math.isnan(v) else f"{v * 100:.1f}"
             ax.text(j, i, text, ha="center", va="center", fontsize=7,
                     color="black" if not math.isnan(v) and v * 100 > mid else "white")
-    fig.colorbar(image, ax=ax, label=f"{_label(metric)} x 100")
-    ax.set_title(f"{benchmark}: {_label(metric)}, model by task")
+    fig.colorbar(image, ax=ax, label=f"{metric_label(metric)} x 100")
+    ax.set_title(f"{benchmark}: {metric_label(metric)}, model by task")
     save(fig, png, svg)
 
 
@@ -143,7 +160,7 @@ def rerank_depth(table: dict, benchmark: str, metric: str, png, svg, lineage: di
         ax.plot(xs, ys, marker="o", label=f"{run} reranked by {reranker}")
     ax.set_xticks(range(len(depths) + 1), ["no rerank"] + [f"top {d}" for d in depths])
     ax.set_xlabel("reranking depth")
-    ax.set_ylabel(f"{_label(metric)} x 100" + (" (mean over tasks)" if len(tasks) > 1 else ""))
+    ax.set_ylabel(f"{metric_label(metric)} x 100" + (" (mean over tasks)" if len(tasks) > 1 else ""))
     ax.set_title(f"{benchmark}: reranking depth")
     ax.legend(fontsize=7, frameon=False)
     save(fig, png, svg)
@@ -161,20 +178,20 @@ def scatter(per_task: dict, name_a: str, name_b: str, benchmark: str, metric: st
         a, b = per_task[task]
         common = sorted(set(a) & set(b))
         counts["only_one"] += len(set(a) ^ set(b))
-        xs = [a[q] for q in common]
-        ys = [b[q] for q in common]
+        xs = [a[q] * 100 for q in common]
+        ys = [b[q] * 100 for q in common]
         counts["queries"] += len(common)
         counts["a_better"] += sum(1 for x, y in zip(xs, ys) if x > y)
         counts["b_better"] += sum(1 for x, y in zip(xs, ys) if y > x)
         counts["ties"] += sum(1 for x, y in zip(xs, ys) if x == y)
         ax.scatter(xs, ys, s=14, alpha=0.7, label=f"{task} ({len(common)})", color=cmap(i % cmap.N),
                    edgecolors="none")
-    ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle="--")
-    ax.set_xlim(-0.03, 1.03)
-    ax.set_ylim(-0.03, 1.03)
+    ax.plot([0, 100], [0, 100], color="grey", linewidth=0.8, linestyle="--", label="_diagonal")
+    ax.set_xlim(-3, 103)
+    ax.set_ylim(-3, 103)
     ax.set_aspect("equal")
-    ax.set_xlabel(f"{name_a}: {_label(metric)}")
-    ax.set_ylabel(f"{name_b}: {_label(metric)}")
+    ax.set_xlabel(f"{name_a}: {metric_label(metric)} x 100")
+    ax.set_ylabel(f"{name_b}: {metric_label(metric)} x 100")
     ax.set_title(f"{benchmark}: per query ({counts['queries']}); {name_a} better {counts['a_better']}, "
                  f"{name_b} better {counts['b_better']}, ties {counts['ties']}", fontsize=8)
     if len(per_task) > 1:
@@ -204,7 +221,7 @@ def read_cliniq(path) -> list[dict]:
                 raise InputError(f"setting {row['setting']!r} is not one of {', '.join(CLINIQ_SETTINGS)}.",
                                  path=path, line=lineno, fix="use multi or single.")
             try:
-                row["value"] = float(row["value"])
+                row["value"] = float(row["value"]) if row["value"] != "" else math.nan  # nothing scored
                 row["n_queries"] = int(row["n_queries"])
             except ValueError:
                 raise InputError("value must be a number and n_queries an integer.", path=path, line=lineno,
@@ -216,33 +233,54 @@ def read_cliniq(path) -> list[dict]:
 
 
 def cliniq_breakdown(path, what: str, benchmark: str, png, svg) -> None:
-    """CliniQ by match type or by query type: a panel per (setting, metric), grouped bars (group x model),
-    the number of queries of each group under its label."""
+    """CliniQ by match type or by query type: a row of panels per setting, a panel per metric of that setting
+    (single- and multi-patient measure different metrics), grouped bars (group x model) x 100, the number of
+    queries of each group under its label. Groups nothing was scored on are left out (logged)."""
     plt = _pyplot()
     rows = read_cliniq(path)
     settings = [s for s in CLINIQ_SETTINGS if any(r["setting"] == s for r in rows)]
-    metrics = sorted({r["metric"] for r in rows})
     models = sorted({r["model"] for r in rows})
-    fig, axes = plt.subplots(len(settings), len(metrics), squeeze=False,
-                             figsize=(max(4.5, 3.6 * len(metrics)), 3.0 * len(settings)))
-    cmap = plt.get_cmap("tab10")
-    for si, setting in enumerate(settings):
-        for mi, metric in enumerate(metrics):
-            ax = axes[si][mi]
+    panels = []
+    for setting in settings:
+        metrics = list(dict.fromkeys(r["metric"] for r in rows if r["setting"] == setting))
+        for metric in metrics:
             sub = [r for r in rows if r["setting"] == setting and r["metric"] == metric]
-            groups = sorted({r["group"] for r in sub}, key=lambda g: (g == "overall", g))
-            values = {(r["model"], r["group"]): r for r in sub}
-            width = 0.8 / max(1, len(models))
-            for i, model in enumerate(models):
-                xs = [g + (i - (len(models) - 1) / 2) * width for g in range(len(groups))]
-                ys = [values[(model, grp)]["value"] * 100 if (model, grp) in values else math.nan for grp in groups]
-                ax.bar(xs, ys, width=width, label=model, color=cmap(i % cmap.N))
-            n = {grp: max((values[(m, grp)]["n_queries"] for m in models if (m, grp) in values), default=0)
-                 for grp in groups}
-            ax.set_xticks(range(len(groups)), [f"{g}\n(n={n[g]})" for g in groups], fontsize=7)
-            ax.set_title(f"{setting}-patient: {_label(metric)}", fontsize=9)
-            ax.set_ylabel("x 100")
-    axes[0][-1].legend(fontsize=7, frameon=False, bbox_to_anchor=(1.01, 1), loc="upper left")
+            values = {(r["model"], r["group"]): r for r in sub if math.isfinite(r["value"])}
+            groups = sorted({g for _, g in values}, key=lambda g: (g != "all", g))
+            empty = sorted({r["group"] for r in sub} - set(groups))
+            if empty:
+                log.info("%s-patient %s: nothing scored for %s (not drawn)", setting, metric, ", ".join(empty))
+            if groups:
+                panels.append((setting, metric, groups, values))
+    if not panels:
+        raise InputError(f"nothing was scored in {path}.", path=path, fix="check the CliniQ scoring step.")
+    ncols = max(sum(1 for p in panels if p[0] == s) for s in settings)
+    nrows = len({p[0] for p in panels})
+    most = max(len(p[2]) for p in panels)
+    fig, axes = plt.subplots(nrows, ncols, squeeze=False,
+                             figsize=(max(4.5, (1.0 + 0.45 * most * max(1, len(models)) ** 0.5) * ncols),
+                                      3.4 * nrows))
+    cmap = plt.get_cmap("tab10")
+    placed = {s: 0 for s in settings}
+    row_of = {s: i for i, s in enumerate(dict.fromkeys(p[0] for p in panels))}
+    for setting, metric, groups, values in panels:
+        ax = axes[row_of[setting]][placed[setting]]
+        placed[setting] += 1
+        width = 0.8 / max(1, len(models))
+        for i, model in enumerate(models):
+            xs = [g + (i - (len(models) - 1) / 2) * width for g in range(len(groups))]
+            ys = [values[(model, grp)]["value"] * 100 if (model, grp) in values else math.nan for grp in groups]
+            ax.bar(xs, ys, width=width, label=model, color=cmap(i % cmap.N))
+        n = {grp: max(values[(m, grp)]["n_queries"] for m in models if (m, grp) in values) for grp in groups}
+        ax.set_xticks(range(len(groups)), [f"{g} (n={n[g]})" for g in groups], fontsize=7, rotation=30, ha="right",
+                      rotation_mode="anchor")
+        ax.set_title(f"{setting}-patient: {metric_label(metric)}", fontsize=9)
+        ax.set_ylabel(f"{metric_label(metric)} x 100")
+    for setting, row in row_of.items():
+        for j in range(placed[setting], ncols):
+            axes[row][j].remove()
+    first = next(iter(row_of))
+    axes[0][placed[first] - 1].legend(fontsize=7, frameon=False, bbox_to_anchor=(1.01, 1), loc="upper left")
     fig.suptitle(f"{benchmark}: by {what.replace('_', ' ')}")
     fig.tight_layout()
     save(fig, png, svg)

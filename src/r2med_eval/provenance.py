@@ -178,8 +178,10 @@ def collect(entries: list[dict], datasets: dict, repo, base=".") -> dict:
             stats = json.loads(Path(e["stats"]).read_text(encoding="utf-8"))
             spec = datasets[key]
             source = spec.get("source") if isinstance(spec.get("source"), dict) else None
+            local = ({"source": "local", "local": spec["local"], "revision": None, "instead_of": source}
+                     if spec.get("local") else {})
             out_datasets[key] = {"path": spec.get("path"), "layout": spec.get("layout"),
-                                 "source": source, "revision": (source or {}).get("revision"),
+                                 "source": source, "revision": (source or {}).get("revision"), **local,
                                  "files": stats.get("files", {}),
                                  "counts": {k: stats.get(k) for k in ("documents", "queries", "judged_queries",
                                                                        "judgments")}}

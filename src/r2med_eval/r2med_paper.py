@@ -54,6 +54,12 @@ def _fmt(v) -> str:
 def compare(metric_files, stats_files, keys: dict, tasks: dict, table=None) -> dict:
     """Rows of the comparison and the statistics checks."""
     table = read_paper_table() if table is None else table
+    checks = []
+    for path in stats_files:
+        st = read_json(path)
+        if st.get("paper_check"):
+            checks.append({"benchmark": st["benchmark"], "task": st["task"], **st["paper_check"]})
+    mismatch = {f"{c['benchmark']}/{c['task']}": c for c in checks if not c["match"]}
     rows = []
     for path in metric_files:
         m = read_json(path)
@@ -74,18 +80,19 @@ def compare(metric_files, stats_files, keys: dict, tasks: dict, table=None) -> d
             else:
                 row.update(theirs=ref["ndcg_at_10"], source=f"{ref['source_path']}@{ref['source_commit'][:7]}")
                 row["diff"] = ours - ref["ndcg_at_10"]
-                if abs(row["diff"]) > FLAG_ABOVE:
+                if abs(row["diff"]) > FLAG_ABOVE and where in mismatch:
+                    c = mismatch[where]
+                    row["flag"] = True
+                    row["note"] = (f"not comparable: this dataset has {c['queries']} queries / {c['documents']} "
+                                   f"documents, the paper's {ptask} {c['paper_queries']} / {c['paper_documents']} "
+                                   "(statistics below)")
+                elif abs(row["diff"]) > FLAG_ABOVE:
                     row["flag"] = True
                     reasons = [KNOWN_BY_PAPER_NAME.get(info["key"][1]), KNOWN_BY_TYPE.get(info["type"])]
                     if m["model"] == "medcpt-official":
                         reasons[0] = None
                     row["note"] = " ".join(r for r in reasons if r) or "no known reason"
         rows.append(row)
-    checks = []
-    for path in stats_files:
-        st = read_json(path)
-        if st.get("paper_check"):
-            checks.append({"benchmark": st["benchmark"], "task": st["task"], **st["paper_check"]})
     return {"rows": rows, "checks": checks}
 
 
@@ -100,6 +107,11 @@ def to_markdown(result: dict) -> str:
         lines += [f"Published numbers: `data/reference/r2med_paper_ndcg10.tsv` (R2MED repository results/). "
                   f"A difference above {FLAG_ABOVE} is flagged with the known reasons. "
                   f"{len(compared)} of {len(rows)} (model, task) pairs have a published number.", ""]
+        bad = [f"{c['benchmark']}/{c['task']}" for c in checks if not c["match"]]
+        if bad:
+            lines += [f"**Not comparable:** {', '.join(bad)} {'does' if len(bad) == 1 else 'do'} not hold the paper's "
+                      "dataset (query and document counts differ, see the statistics below), so differences there "
+                      "say nothing about the retrievers.", ""]
     lines += ["| benchmark/task | R2MED task | model | ours | paper | difference | flag | note |",
               "|---|---|---|---:|---:|---:|---|---|"]
     for r in sorted(rows, key=lambda r: (r["benchmark"], r["task"], r["model"])):
@@ -121,7 +133,29 @@ def to_markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def write_report(metric_files, stats_files, keys, tasks, target, table_path=PAPER_TABLE) -> dict:
+def to_latex(result: dict) -> str:
+    """The (model, task) pairs with a published number as a booktabs table: ours, the paper's, the difference."""
+    from .tables import latex_table
+
+    compared = sorted((r for r in result["rows"] if r["theirs"] is not None),
+                      key=lambda r: (r["paper_task"], r["model"], r["benchmark"]))
+    rows = [[f"{r['model']} ({r['benchmark']}/{r['task']})", r["ours"], r["theirs"], r["diff"]] for r in compared]
+    columns = [("nDCG@10 \u00d7 100", "ours"), ("nDCG@10 \u00d7 100", "paper"), ("nDCG@10 \u00d7 100", "difference")]
+    flagged = sum(1 for r in compared if r["flag"])
+    notes = [f"{flagged} of {len(compared)} pairs differ by more than {FLAG_ABOVE * 100:g} points; the reasons are in "
+             "results/r2med_vs_paper.md." if compared else
+             "No paper numbers apply: none of the tasks run is an R2MED task."]
+    mismatched = [c for c in result["checks"] if not c["match"]]
+    notes += [f"{c['benchmark']}/{c['task']} differs from the paper's {c['paper_task']} ({c['queries']} queries / "
+              f"{c['documents']} documents against {c['paper_queries']} / {c['paper_documents']}): not comparable."
+              for c in mismatched]
+    return latex_table(columns, rows, caption="R2MED: our nDCG@10 against the published numbers.",
+                       label="tab:r2med-vs-paper", stub="Model (benchmark/task)", notes=notes, bold=False)
+
+
+def write_report(metric_files, stats_files, keys, tasks, target, table_path=PAPER_TABLE, tex_target=None) -> dict:
     result = compare(metric_files, stats_files, keys, tasks, table=read_paper_table(table_path))
     write_text(target, to_markdown(result))
+    if tex_target is not None:
+        write_text(tex_target, to_latex(result))
     return result

@@ -12,17 +12,19 @@ import time
 import numpy as np
 
 from .datasets import doc_contents
-from .errors import InputError
 from .runs import ranked
 
 log = logging.getLogger(__name__)
 
 
-def check_depth(run: dict, k: int, name: str) -> None:
+def check_depth(run: dict, k: int, name: str) -> str | None:
+    """A note when ``k`` is deeper than the run (its longest ranking): then the whole run is re-scored, which
+    is what the depth asks for on a shorter run."""
     depth = max((len(d) for d in run.values()), default=0)
     if k > depth:
-        raise InputError(f"rerank depth {k} is larger than the depth {depth} of run {name!r}.",
-                         fix=f"lower the depth or retrieve at least {k} documents with {name!r} (top_k).")
+        return (f"rerank depth {k} is larger than the depth {depth} of run {name!r}: the whole run is re-scored "
+                f"(retrieve at least {k} documents with {name!r}, top_k, for a true top-{k} rerank).")
+    return None
 
 
 def merge(original: dict[str, float], rescored: dict[str, float]) -> dict[str, float]:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import stats
 from .errors import InputError
+from .tables import md_escape, metric_label
 
 log = logging.getLogger(__name__)
 
@@ -161,8 +162,8 @@ def to_markdown(rows, baseline: str, alpha: float, permutations: int, resamples:
         return "" if v is None else ("<0.0001" if v < 1e-4 else f"{v:.4f}")
 
     metric = rows[0]["metric"] if rows else ""
-    lines = [f"# Significance against {baseline} ({metric} x 100)", "",
-             legend(alpha, baseline, permutations) + ".",
+    lines = [f"# Significance against {md_escape(baseline)} ({metric_label(metric)} x 100)", "",
+             md_escape(legend(alpha, baseline, permutations)) + ".",
              f"95% CI: percentile bootstrap over queries, {resamples} resamples. n = queries compared "
              "(judged by both runs).", "",
              "| benchmark/task | model | n | mean [95% CI] | diff | p t-test | p Holm | p rand. | p Holm | sig |",
@@ -170,10 +171,11 @@ def to_markdown(rows, baseline: str, alpha: float, permutations: int, resamples:
     for r in rows:
         ci = f"{r['mean'] * 100:.2f} [{r['ci_low'] * 100:.2f}, {r['ci_high'] * 100:.2f}]"
         diff = "" if r.get("diff") is None else f"{r['diff'] * 100:+.2f}"
-        lines.append(f"| {r['benchmark']}/{r['task']} | {r['model']} | {r.get('n_queries', '')} | {ci} | {diff} | "
-                     f"{p(r.get('p_ttest'))} | {p(r.get('p_ttest_holm'))} | {p(r.get('p_randomization'))} | "
-                     f"{p(r.get('p_randomization_holm'))} | {r['significant']} |")
-    notes = [f"- {r['benchmark']}/{r['task']} {r['model']}: {r['note']}" for r in rows
+        lines.append(f"| {md_escape(r['benchmark'])}/{md_escape(r['task'])} | {md_escape(r['model'])} | "
+                     f"{r.get('n_queries', '')} | {ci} | {diff} | {md_escape(p(r.get('p_ttest')))} | "
+                     f"{md_escape(p(r.get('p_ttest_holm')))} | {md_escape(p(r.get('p_randomization')))} | "
+                     f"{md_escape(p(r.get('p_randomization_holm')))} | {md_escape(r['significant'])} |")
+    notes = [f"- {md_escape(r['benchmark'] + '/' + r['task'] + ' ' + r['model'] + ': ' + r['note'])}" for r in rows
              if r["note"] and r["note"] != "baseline"]
     if notes:
         lines += ["", "Notes:", ""] + notes

@@ -35,7 +35,8 @@ def leaderboard(sm) -> None:
     rep = sm.params.spec
     marks = sig.marks(sig.read_csv(sm.input.significance))
     lb.write(list(sm.input.metrics), sm.output.csv, sm.output.md, metric=rep["metric"], html_path=sm.output.html,
-             significance=marks, legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"]))
+             significance=marks, legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"]),
+             tex_path=sm.output.tex)
     log.info("leaderboard over %d metric files", len(sm.input.metrics))
 
 
@@ -52,7 +53,8 @@ def leaderboard_benchmark(sm) -> None:
     notes = [f"Queries compared per task: {', '.join(f'{t} {k}' for t, k in n)}."] + notes if n else notes
     lb.write_benchmark(list(sm.input.metrics), bench, sm.output.csv, sm.output.md, sm.output.html,
                        metric=rep["metric"], significance=sig.marks(rows),
-                       legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"]), notes=notes)
+                       legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"]), notes=notes,
+                       tex_path=sm.output.tex)
     log.info("leaderboard of %s over %d metric files", bench, len(sm.input.metrics))
 
 
@@ -132,7 +134,8 @@ def r2med_vs_paper(sm) -> None:
     from .. import r2med_paper
 
     p = sm.params.spec
-    result = r2med_paper.write_report(list(sm.input.metrics), list(sm.input.stats), p["keys"], p["tasks"], sm.output[0])
+    result = r2med_paper.write_report(list(sm.input.metrics), list(sm.input.stats), p["keys"], p["tasks"], sm.output.md,
+                                      tex_target=sm.output.tex)
     flagged = [r for r in result["rows"] if r["flag"]]
     for c in result["checks"]:
         if not c["match"]:
@@ -146,19 +149,22 @@ def r2med_vs_paper(sm) -> None:
 def report_cliniq(sm) -> None:
     from .. import cliniq, runs
     from ..cliniq_files import (completeness_markdown, nan_back, read_cliniq_qrels, read_query_types, table_csv,
-                                table_markdown)
+                                wide_latex, wide_markdown, wide_tables)
     from ..io import read_json, write_text
+    from ..tables import tex_label
 
     spec = sm.params.spec
     models = list(spec["models"])
+    bench = sm.wildcards.benchmark
     results = {m: read_json(p) for m, p in zip(models, sm.input.metrics)}
-    for grouping, csv_out, md_out, title in (
-            ("by_match_type", sm.output.match_csv, sm.output.match_md, "CliniQ by match type"),
-            ("by_query_type", sm.output.query_csv, sm.output.query_md, "CliniQ by query type")):
+    for grouping, csv_out, md_out, tex_out, title in (
+            ("by_match_type", sm.output.match_csv, sm.output.match_md, sm.output.match_tex, "CliniQ by match type"),
+            ("by_query_type", sm.output.query_csv, sm.output.query_md, sm.output.query_tex, "CliniQ by query type")):
         rows = [r for m in models for r in cliniq.table_rows(m, nan_back(results[m]), grouping)]
         write_text(csv_out, table_csv(rows))
-        write_text(md_out, table_markdown(rows, f"{title} ({sm.wildcards.benchmark})") + "\n"
-                   + completeness_markdown(models, results))
+        tables = wide_tables(rows)
+        write_text(md_out, wide_markdown(tables, f"{title} ({bench})") + "\n" + completeness_markdown(models, results))
+        write_text(tex_out, wide_latex(tables, f"{title} ({bench})", tex_label("tab", "cliniq", bench, grouping)))
     rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)
     judged: dict[str, set] = {}
     for q, c, _ in rows:
@@ -174,3 +180,62 @@ def report_cliniq(sm) -> None:
     write_text(sm.output.pool, "\n".join(lines) + "\n")
     log.info("pool of unjudged chunks in the top %d of %d systems: %d (query, chunk) pairs over %d queries",
              spec["depth"], len(models), len(pooled), len({p["query_id"] for p in pooled}))
+
+
+def report_index(sm) -> None:
+    """``results/index.html``: every table rendered, every plot shown, a link to every output."""
+    from .. import htmlreport as h
+    from ..io import read_json, write_text
+    from ..workflow import paths
+
+    spec = sm.params.spec
+    files = set(map(str, sm.input))
+    root = str(Path(paths.INDEX_PAGE).parent)
+
+    def rel(path: str) -> str:
+        return str(Path(path).relative_to(root))
+
+    def links(*candidates) -> str:
+        have = [c for c in candidates if c in files]
+        return '<p class="note">Files: ' + ", ".join(h.link(rel(c)) for c in have) + "</p>" if have else ""
+
+    def rendered(md: str) -> list[str]:
+        return [h.markdown(Path(md).read_text(encoding="utf-8"))] if md in files else []
+
+    def plots(bench: str) -> list[str]:
+        out = []
+        for name in ("by_task", "heatmap", "rerank_depth", "scatter", "cliniq_by_match_type", "cliniq_by_query_type"):
+            png = paths.fill(paths.PLOT, benchmark=bench, name=name, ext="png")
+            if png in files:
+                svg = paths.fill(paths.PLOT, benchmark=bench, name=name, ext="svg")
+                out.append(h.figure(rel(png), f"{bench}: {name.replace('_', ' ')}", rel(svg) if svg in files else None))
+        return out
+
+    board = {e: paths.fill(paths.LEADERBOARD, ext=e) for e in ("md", "csv", "html")}
+    sections = [("leaderboard", "Leaderboard", rendered(board["md"]) + [
+        links(board["csv"], board["md"], board["html"], paths.fill(paths.TABLE, name="leaderboard"))])]
+    for b in spec["benchmarks"]:
+        per = {e: paths.fill(paths.BENCHMARK_LEADERBOARD, benchmark=b, ext=e) for e in ("md", "csv", "html")}
+        sections.append((f"benchmark-{b}", f"Benchmark {b}", rendered(per["md"]) + [
+            links(per["csv"], per["md"], per["html"], paths.fill(paths.TABLE, name=f"leaderboard-{b}"))] + plots(b)))
+    sig = {e: paths.fill(paths.SIGNIFICANCE, ext=e) for e in ("md", "csv")}
+    sections.append(("significance", "Significance", rendered(sig["md"]) + [links(sig["csv"], sig["md"])]))
+    for b in spec["cliniq"]:
+        body = []
+        for g in ("match_type", "query_type"):
+            table = {e: paths.fill(paths.CLINIQ_TABLE, benchmark=b, grouping=g, ext=e) for e in ("md", "csv")}
+            body += rendered(table["md"]) + [links(table["csv"], table["md"],
+                                                   paths.fill(paths.TABLE, name=f"cliniq-{b}-by_{g}"))]
+        body.append(links(paths.fill(paths.CLINIQ_POOL, benchmark=b)))
+        sections.append((f"cliniq-{b}", f"CliniQ tables: {b}", body))
+    sections.append(("paper", "R2MED: ours against the paper", rendered(paths.R2MED_VS_PAPER) + [
+        links(paths.R2MED_VS_PAPER, paths.fill(paths.TABLE, name="r2med_vs_paper"))]))
+    prov = read_json(paths.PROVENANCE) if paths.PROVENANCE in files else {"runs": [], "datasets": {}}
+    sections.append(("provenance", "Provenance", [
+        h.paragraph(f"{len(prov['runs'])} runs over {len(prov['datasets'])} tasks: configuration, dataset and model "
+                    "sources, file checksums, timings, package versions, git commit."),
+        links(paths.PROVENANCE)]))
+    sections.append(("files", "Every output", ['<ul class="files">' + "".join(
+        f"<li>{h.link(rel(f))}</li>" for f in sorted(files)) + "</ul>"]))
+    write_text(sm.output[0], h.index_page("r2med-eval results", sections))
+    log.info("index page over %d files", len(files))

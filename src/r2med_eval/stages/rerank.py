@@ -13,7 +13,9 @@ def rerank_run(sm) -> None:
     job = sm.params.spec
     spec = job["reranker_spec"]
     run = runs.read_run(sm.input.run)
-    rerank.check_depth(run, int(job["depth"]), job["run"])
+    note = rerank.check_depth(run, int(job["depth"]), job["run"])
+    if note:
+        log.warning("note: %s", note)
     if spec["type"] == "cross_encoder":
         scorer = rerank.cross_encoder_scorer(spec, job["reranker"])
         batch_size = int(spec["batch_size"])
@@ -29,4 +31,5 @@ def rerank_run(sm) -> None:
                                            sorted(raw[q].items(), key=lambda x: (-x[1], x[0]))]
     io.write_text(sm.output.scores, "\n".join(lines) + "\n")
     io.write_json(sm.output.info, {"kind": "rerank", "input_run": job["run"], "reranker": job["reranker"],
-                                   "depth": int(job["depth"]), "reranker_type": spec["type"], **info})
+                                   "depth": int(job["depth"]), "reranker_type": spec["type"], **info,
+                                   **({"note": note} if note else {})})

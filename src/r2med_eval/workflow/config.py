@@ -164,6 +164,7 @@ def validate(config: dict, config_file: str = "config.yaml", schema: dict | None
     schema = schema or _load_schema(str(SCHEMA_PATH))
     _schema_errors(config, schema, config_file)
     cfg = fill_defaults(copy.deepcopy(config), schema, schema)
+    _local_tasks(cfg, config_file)
     _check_selection(cfg, config_file)
     check_layout_keys(cfg, config_file, schema)
     _check_variants(cfg, config_file)
@@ -257,6 +258,24 @@ def _check_report(cfg: dict, config_file: str) -> None:
                           f"will run ({', '.join(runs)}).", path=config_file,
                           fix="select it (models_to_run, enabled) or set report.baseline to a selected run, "
                               "e.g. --config 'report={baseline: <run>}'.")
+
+
+def _local_tasks(cfg: dict, config_file: str) -> None:
+    """A task with ``local:`` alone is the offline copy of an R2MED task: ``source: {hf: R2MED/<Task>}`` with
+    ``local``, the task named by ``paper_task`` or by the task's own name."""
+    from ..hfdata import R2MED_TASKS
+
+    for bname, bench in cfg["benchmarks"].items():
+        for tname, task in bench["tasks"].items():
+            if "local" not in task or "source" in task or "path" in task:
+                continue
+            ptask = task.get("paper_task", tname)
+            if ptask not in R2MED_TASKS:
+                raise ConfigError(f"benchmarks.{bname}.tasks.{tname}: local alone stands for an R2MED task, and "
+                                  f"{tname!r} is not one ({', '.join(R2MED_TASKS)}).", path=config_file,
+                                  fix=f"name the task after its R2MED task, add paper_task: <Task>, or use path: "
+                                      f"{task['local']} for any other folder in R2MED's layout.")
+            task["source"] = {"hf": f"R2MED/{ptask}"}
 
 
 def _check_sources(cfg: dict, config_file: str) -> None:

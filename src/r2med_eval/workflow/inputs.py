@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from .paths import (BENCHMARK_LEADERBOARD, CHUNK_IDS, CLINIQ_METRICS, CLINIQ_POOL, CLINIQ_QRELS, CLINIQ_TABLE, CORPUS,
                     DOWNLOAD, DOWNLOAD_FILES, EMB_CORPUS, EMB_CORPUS_IDS, EMB_QUERIES, EMB_QUERY_IDS, EMB_SHARD,
-                    EMB_VARIANT, EMB_VARIANT_IDS, INDEX, LEADERBOARD, METRICS, PER_QUERY, PLOT, PROVENANCE, QUERIES,
-                    QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, VARIANT, benchmark_file, fill)
+                    EMB_VARIANT, EMB_VARIANT_IDS, INDEX, INDEX_PAGE, LEADERBOARD, METRICS, PER_QUERY, PLOT, PROVENANCE,
+                    QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE, VARIANT, benchmark_file,
+                    fill)
 from .registry import Registry, job_inputs
 
 
@@ -168,14 +169,20 @@ class Inputs:
                 "runs": [fill(RUN, **w, model=m) for m in models],
                 "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w)}
 
+    def report_index(self) -> list[str]:
+        """Every output the index page links: the targets of ``rule all`` but the page itself."""
+        return [t for t in all_targets(self.reg) if t != INDEX_PAGE]
+
 
 # ---------------------------------------------------------------- targets of rule all
 
 
 def report_targets(reg: Registry) -> list[str]:
-    targets = [fill(LEADERBOARD, ext="html")] + [fill(SIGNIFICANCE, ext=e) for e in ("csv", "md")] + [PROVENANCE]
+    targets = [fill(LEADERBOARD, ext="html"), fill(TABLE, name="leaderboard")]
+    targets += [fill(SIGNIFICANCE, ext=e) for e in ("csv", "md")] + [PROVENANCE]
     for b in reg.benchmarks:
         targets += [fill(BENCHMARK_LEADERBOARD, benchmark=b, ext=e) for e in ("csv", "md", "html")]
+        targets.append(fill(TABLE, name=f"leaderboard-{b}"))
         names = ["by_task", "heatmap"]
         names += ["rerank_depth"] if reg.rerank_lineage(b) else []
         names += ["scatter"] if reg.scatter_runs(b) else []
@@ -189,13 +196,14 @@ def cliniq_targets(reg: Registry) -> list[str]:
     for b in reg.cliniq_benchmarks:
         out += [fill(CLINIQ_TABLE, benchmark=b, grouping=g, ext=e) for g in ("match_type", "query_type")
                 for e in ("csv", "md")]
+        out += [fill(TABLE, name=f"cliniq-{b}-by_{g}") for g in ("match_type", "query_type")]
         out.append(fill(CLINIQ_POOL, benchmark=b))
     return out
 
 
 def all_targets(reg: Registry) -> list[str]:
-    return ([fill(LEADERBOARD, ext=e) for e in ("csv", "md")] + [R2MED_VS_PAPER] + report_targets(reg)
-            + cliniq_targets(reg))
+    return ([fill(LEADERBOARD, ext=e) for e in ("csv", "md")] + [R2MED_VS_PAPER, fill(TABLE, name="r2med_vs_paper")]
+            + report_targets(reg) + cliniq_targets(reg) + [INDEX_PAGE])
 
 
 def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> list[tuple[str, str]]:

@@ -220,7 +220,8 @@ class Params:
         for b, t, r in self.reg.run_tasks():
             runs.append({"benchmark": b, "task": t, "model": r, "branch": self.reg.branch(b, t, r),
                          "jobs": job_benchmark_files(self.reg, b, t, r)})
-        datasets = {f"{b}/{t}": {**self.task(b, t), "layout": self.cfg["benchmarks"][b]["layout"]}
+        datasets = {f"{b}/{t}": {**self.task(b, t), "layout": self.cfg["benchmarks"][b]["layout"],
+                                 **_pick(self.cfg["benchmarks"][b]["tasks"][t], ("local",))}
                     for b, t in self.reg.tasks}
         return {"runs": runs, "datasets": datasets}
 
@@ -238,3 +239,6 @@ class Params:
     def report_cliniq(self, wildcards) -> dict:
         return {"models": self.reg.runs_of(wildcards.benchmark),
                 "depth": self.cfg["benchmarks"][wildcards.benchmark]["pool_depth"]}
+
+    def report_index(self, wildcards) -> dict:
+        return {"benchmarks": list(self.reg.benchmarks), "cliniq": list(self.reg.cliniq_benchmarks)}

@@ -61,6 +61,9 @@ SIGNIFICANCE = "results/significance.{ext}"
 PROVENANCE = "results/provenance.json"
 R2MED_VS_PAPER = "results/r2med_vs_paper.md"
 PLOT = "results/plots/{benchmark}/{name}.{ext}"
+# LaTeX: leaderboard, leaderboard-{benchmark}, cliniq-{benchmark}-by_{grouping}, r2med_vs_paper
+TABLE = "results/tables/{name}.tex"
+INDEX_PAGE = "results/index.html"
 
 # Wildcards of each rule's log and benchmark files (logs/<rule>/<key>.log, benchmarks/<rule>/<key>.tsv).
 JOB_KEYS = {
@@ -95,6 +98,7 @@ JOB_KEYS = {
     "provenance": "provenance",
     "r2med_vs_paper": "r2med_vs_paper",
     "report_cliniq": "{benchmark}",
+    "report_index": "index",
 }
 
 
