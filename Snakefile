@@ -1,5 +1,6 @@
 # r2med-eval: reproducible evaluation of retrieval models on reasoning-driven medical retrieval.
-# This file only wires: config, schema validation, includes and the `all` target.
+# This file only wires: config, schema validation, includes, the `all` target and the `prefetch` target
+# (every download a configuration needs, run on a machine with network: docs/cluster.md).
 
 
 configfile: "config.yaml"
@@ -36,3 +37,9 @@ rule all:
     default_target: True
     input:
         W.targets(),
+
+
+rule prefetch:
+    input:
+        W.prefetch_targets(),
+    localrule: True

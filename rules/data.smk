@@ -1,5 +1,6 @@
 # Stage data: load each task from its on-disk layout once, validate it, write the internal layout; query
-# variants; Hub downloads (local rules: compute nodes are often offline); CliniQ's queries and judgments.
+# variants; Hub downloads of datasets and model weights (local rules: compute nodes are often offline; the
+# target `prefetch` in the Snakefile fetches all a configuration needs); CliniQ's queries and judgments.
 
 
 rule prepare_task:
@@ -82,6 +83,24 @@ rule download_query_variant:
         spec=W.params.of("download_query_variant"),
     script:
         "../scripts/download_query_variant.py"
+
+
+rule prefetch_model:
+    output:
+        paths.MODEL_MANIFEST,
+    log:
+        paths.log_file("prefetch_model"),
+    benchmark:
+        paths.benchmark_file("prefetch_model")
+    wildcard_constraints:
+        model=W.constraint("hub_model"),
+    localrule: True
+    conda:
+        "../envs/dense.yaml"
+    params:
+        spec=W.params.of("prefetch_model"),
+    script:
+        "../scripts/prefetch_model.py"
 
 
 rule link_cliniq_corpus:

@@ -1,5 +1,6 @@
 # Stage index: one Lucene index per task, shared by every BM25 configuration; dense corpus embeddings per
-# (task, model), encoded in shards that can run as separate jobs, and query embeddings.
+# (task, model), encoded in shards that can run as separate jobs, and query embeddings. A Hub model's jobs
+# take its prefetch manifest as input, so the local rule prefetch_model has fetched the weights before them.
 
 
 rule lucene_index:
@@ -26,7 +27,7 @@ rule lucene_index:
 
 rule encode_corpus_shard:
     input:
-        corpus=paths.CORPUS,
+        unpack(W.inputs.encode_corpus_shard),
     output:
         shard=paths.EMB_SHARD,
     log:
@@ -76,7 +77,7 @@ rule gather_embeddings:
 
 rule encode_queries:
     input:
-        queries=paths.QUERIES,
+        unpack(W.inputs.encode_queries),
     output:
         emb=paths.EMB_QUERIES,
         ids=paths.EMB_QUERY_IDS,
@@ -101,8 +102,7 @@ rule encode_queries:
 
 rule encode_query_variant:
     input:
-        queries=paths.QUERIES,
-        variant=paths.VARIANT,
+        unpack(W.inputs.encode_query_variant),
     output:
         emb=paths.EMB_VARIANT,
         ids=paths.EMB_VARIANT_IDS,

@@ -61,14 +61,15 @@ def workflow_dir(tmp_path: Path, config_text: str) -> Path:
     return work
 
 
-def snakemake(work: Path, *args, check=True, timeout=1800, snakefile: Path | None = None, config: bool = True):
+def snakemake(work: Path, *args, check=True, timeout=1800, snakefile: Path | None = None, config: bool = True,
+              env: dict | None = None):
     """Snakemake on this checkout's Snakefile (or ``snakefile``) in ``work``, with ``work/config.yaml`` unless
-    ``config`` is False."""
+    ``config`` is False; ``env``: the environment of the process (default: this one's)."""
     cmd = SNAKEMAKE + ["-s", str(snakefile or REPO / "Snakefile"), "-d", str(work)]
     cmd += ["--configfile", str(work / "config.yaml")] if config else []
     cmd += list(args)
     proc = subprocess.run(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-6000:]}")
     return proc

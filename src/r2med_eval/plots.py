@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import logging
 import math
-import re
 from pathlib import Path
 
 from .errors import InputError

@@ -1,5 +1,5 @@
 """Stage data (rules/data.smk): load each task from its on-disk layout once, validate it, write the
-internal layout; query variants; Hub downloads; CliniQ's queries and judgments."""
+internal layout; query variants; Hub downloads (datasets and model weights); CliniQ's queries and judgments."""
 
 from __future__ import annotations
 
@@ -71,6 +71,16 @@ def download_query_variant(sm) -> None:
     info = hfdata.fetch_variant(sm.output[0], task=sm.wildcards.task, source=p["source"], relpath=rel,
                                 local=p["local"])
     log.info("%s: %d lines, sha256 %s", rel, info["lines"], info["sha256"])
+
+
+def prefetch_model(sm) -> None:
+    """A model's Hub snapshots into the Hugging Face cache (a local rule: compute nodes are often offline)."""
+    from .. import hfmodels
+
+    spec = sm.params.spec
+    sources = {side: spec[side] for side in hfmodels.SIDES if spec.get(side)}
+    hfmodels.prefetch(sm.wildcards.model, sources, sm.output[0])
+    log.info("wrote %s", sm.output[0])
 
 
 def link_cliniq_corpus(sm) -> None:

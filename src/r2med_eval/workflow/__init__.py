@@ -48,6 +48,7 @@ class Workflow:
             "task": [t for _, t in reg.tasks],
             "model": reg.all_runs + reg.encoders(),
             "encoder": reg.encoders(),
+            "hub_model": reg.hub_models(),
             "bm25_lucene": reg.retriever_runs("bm25_lucene"),
             "bm25_paper": reg.retriever_runs("bm25_paper"),
             "dense": reg.retriever_runs("dense"),
@@ -83,6 +84,9 @@ class Workflow:
 
     def targets(self) -> list[str]:
         return inputs.all_targets(self.registry)
+
+    def prefetch_targets(self) -> list[str]:
+        return inputs.prefetch_targets(self.registry)
 
     def skipped_note(self) -> str | None:
         skipped = self.registry.skipped

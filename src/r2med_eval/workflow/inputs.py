@@ -4,10 +4,10 @@ where they lie from ``workflow.paths``."""
 from __future__ import annotations
 
 from .paths import (BENCHMARK_LEADERBOARD, CHUNK_IDS, CLINIQ_METRICS, CLINIQ_POOL, CLINIQ_QRELS, CLINIQ_TABLE, CORPUS,
-                    DOWNLOAD, DOWNLOAD_FILES, EMB_CORPUS, EMB_CORPUS_IDS, EMB_QUERIES, EMB_QUERY_IDS, EMB_SHARD,
-                    EMB_VARIANT, EMB_VARIANT_IDS, INDEX, INDEX_PAGE, LEADERBOARD, METRICS, PER_QUERY, PLOT, PROVENANCE,
-                    QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE, VARIANT, benchmark_file,
-                    fill)
+                    DOWNLOAD, DOWNLOAD_FILES, DOWNLOAD_VARIANT, EMB_CORPUS, EMB_CORPUS_IDS, EMB_QUERIES, EMB_QUERY_IDS,
+                    EMB_SHARD, EMB_VARIANT, EMB_VARIANT_IDS, INDEX, INDEX_PAGE, LEADERBOARD, METRICS, MODEL_MANIFEST,
+                    PER_QUERY, PLOT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE,
+                    VARIANT, benchmark_file, fill)
 from .registry import Registry, job_inputs
 
 
@@ -70,7 +70,26 @@ class Inputs:
         return {self.cfg["benchmarks"][b]["tasks"][self.reg.cliniq_task(b)]["path"].rstrip("/"): b
                 for b in self.reg.cliniq_benchmarks if self.cfg["benchmarks"][b]["annotations"]["download"]}
 
+    # models: a Hub model's jobs wait for its snapshot (rule prefetch_model, a local rule)
+    def weights(self, model: str) -> dict:
+        """{"weights": the model's prefetch manifest} for a Hub model; nothing for a local or packaged one."""
+        return {"weights": fill(MODEL_MANIFEST, model=model)} if self.reg.is_hub_model(model) else {}
+
     # index
+    def encode_corpus_shard(self, wildcards) -> dict:
+        return {"corpus": fill(CORPUS, benchmark=wildcards.benchmark, task=wildcards.task),
+                **self.weights(wildcards.model)}
+
+    def encode_queries(self, wildcards) -> dict:
+        return {"queries": fill(QUERIES, benchmark=wildcards.benchmark, task=wildcards.task),
+                **self.weights(wildcards.model)}
+
+    def encode_query_variant(self, wildcards) -> dict:
+        w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
+        return {"queries": fill(QUERIES, **w),
+                "variant": fill(VARIANT, **w, method=wildcards.method, llm=wildcards.llm),
+                **self.weights(wildcards.model)}
+
     def embedding_shards(self, wildcards) -> list[str]:
         n = self.cfg["models"][wildcards.model]["shards"]
         return [fill(EMB_SHARD, benchmark=wildcards.benchmark, task=wildcards.task, model=wildcards.model,
@@ -115,6 +134,7 @@ class Inputs:
                   "corpus": fill(CORPUS, **w)}
         if self.cfg["models"][job["reranker"]]["type"] == "dense":
             inputs.update(self._embeddings(wildcards.benchmark, wildcards.task, job["reranker"]))
+        inputs.update(self.weights(job["reranker"]))
         return inputs
 
     def fuse_runs(self, wildcards) -> list[str]:
@@ -199,6 +219,22 @@ def cliniq_targets(reg: Registry) -> list[str]:
         out += [fill(TABLE, name=f"cliniq-{b}-by_{g}") for g in ("match_type", "query_type")]
         out.append(fill(CLINIQ_POOL, benchmark=b))
     return out
+
+
+def prefetch_targets(reg: Registry) -> list[str]:
+    """Everything a configuration downloads, for ``snakemake prefetch`` on a machine with network: each Hub
+    model's snapshot manifest, each source task's download and its query variants, CliniQ's annotations."""
+    from ..cliniq_corpus import ANNOTATION_FILES
+
+    out = [fill(MODEL_MANIFEST, model=m) for m in reg.hub_models()]
+    source = reg.source_tasks()
+    out += [fill(DOWNLOAD_FILES["manifest"], benchmark=b, task=t) for b, t in source]
+    for v in reg.variants.values():
+        out += [fill(DOWNLOAD_VARIANT, benchmark=b, task=t, method=v["method"], llm=v["llm"]) for b, t in source
+                if b == v["benchmark"]]
+    for folder in Inputs(reg).cliniq_download_dirs():
+        out += [f"{folder}/{name}" for name in ANNOTATION_FILES]
+    return list(dict.fromkeys(out))
 
 
 def all_targets(reg: Registry) -> list[str]:

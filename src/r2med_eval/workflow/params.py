@@ -29,13 +29,14 @@ MODEL_KEYS = {
                    "fill_zero": "retrieve_bm25_paper"},
     "dense": {"type": "-", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
               **{k: "encode_corpus_shard encode_queries encode_query_variant" for k in ENCODER_COMMON},
+              "source": "prefetch_model encode_corpus_shard encode_queries encode_query_variant",
               "doc_prompt": "encode_corpus_shard", "task_prompts": "encode_corpus_shard encode_queries "
-              "encode_query_variant", "query_source": "encode_queries encode_query_variant",
+              "encode_query_variant", "query_source": "prefetch_model encode_queries encode_query_variant",
               "query_max_length": "encode_queries encode_query_variant",
               "query_prompt": "encode_queries encode_query_variant", "embedding_dtype": "gather_embeddings",
               "shards": "gather_embeddings (the shard files)", "top_k": "retrieve_dense", "index": "retrieve_dense"},
     "cross_encoder": {"type": "rerank_run", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
-                      "source": "rerank_run", "max_length": "rerank_run", "batch_size": "rerank_run",
+                      "source": "prefetch_model rerank_run", "max_length": "rerank_run", "batch_size": "rerank_run",
                       "device": "rerank_run", "trust_remote_code": "rerank_run"},
 }
 INDEX_KEYS = {"flat": ("kind",), "ivf": ("kind", "nlist", "nprobe", "seed"),
@@ -94,6 +95,12 @@ class Params:
 
     def download_query_variant(self, wildcards) -> dict:
         return self._fetch(wildcards)
+
+    def prefetch_model(self, wildcards) -> dict:
+        """The model's Hub sources (a source.path or source.package needs no prefetch)."""
+        from ..hfmodels import hub_sources
+
+        return hub_sources(self.cfg["models"][wildcards.model])
 
     def _cliniq(self, benchmark: str) -> dict:
         return self.cfg["benchmarks"][benchmark]
@@ -166,7 +173,7 @@ class Params:
         job = self.reg.derived[wildcards.model]
         spec = self.cfg["models"][job["reranker"]]
         keys = ("type",) if spec["type"] == "dense" else tuple(k for k, v in MODEL_KEYS["cross_encoder"].items()
-                                                                if v == "rerank_run")
+                                                                if "rerank_run" in v.split())
         return {"run": job["run"], "reranker": job["reranker"], "depth": job["depth"],
                 "reranker_spec": _pick(spec, keys)}
 

@@ -27,6 +27,7 @@ DOWNLOAD = "resources/{benchmark}/{task}"
 DOWNLOAD_FILES = {"corpus": DOWNLOAD + "/corpus.jsonl", "queries": DOWNLOAD + "/query.jsonl",
                   "qrels": DOWNLOAD + "/qrels.jsonl", "manifest": DOWNLOAD + "/manifest.json"}
 DOWNLOAD_VARIANT = DOWNLOAD + "/{method}/{llm}/query_with_hydoc.jsonl"
+MODEL_MANIFEST = "resources/models/{model}.json"  # a Hub model's snapshot, fetched by rule prefetch_model
 CLINIQ_CHUNKS = "resources/cliniq/{benchmark}/{task}/corpus.jsonl"  # MIMIC text: owner-only, never in results/
 
 INDEX_ROOT = "results/index/{benchmark}"  # owner-only for MIMIC-derived benchmarks
@@ -71,6 +72,7 @@ JOB_KEYS = {
     "prepare_query_variant": "{benchmark}/{task}/{method}--{llm}",
     "download_task": "{benchmark}/{task}",
     "download_query_variant": "{benchmark}/{task}/{method}--{llm}",
+    "prefetch_model": "{model}",
     "link_cliniq_corpus": "{benchmark}/{task}",
     "prepare_cliniq_queries": "{benchmark}/{task}",
     "prepare_cliniq": "{benchmark}/{task}",

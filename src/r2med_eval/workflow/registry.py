@@ -149,6 +149,16 @@ class Registry:
         names += [j["reranker"] for j in self.rerank_jobs.values() if self.models[j["reranker"]]["type"] == "dense"]
         return list(dict.fromkeys(names))
 
+    def hub_models(self) -> list[str]:
+        """Selected models whose weights come from the Hugging Face Hub (source or query_source ``hf``): the
+        retrievers and the rerankers of selected rerank jobs. Rule prefetch_model fetches them ahead of the jobs."""
+        names = self.retrievers + [j["reranker"] for j in self.rerank_jobs.values()]
+        return [m for m in dict.fromkeys(names) if self.is_hub_model(m)]
+
+    def is_hub_model(self, model: str) -> bool:
+        spec = self.models[model]
+        return any(isinstance(spec.get(side), dict) and "hf" in spec[side] for side in ("source", "query_source"))
+
     def root_types(self, run: str, seen: tuple = ()) -> set[str]:
         """Types of the first-stage retrievers a run comes from (through reranking and fusion)."""
         if run in self.models or run in self.variants:
