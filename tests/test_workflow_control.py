@@ -9,7 +9,7 @@ import yaml
 from conftest import REPO
 from r2med_eval.workflow import Workflow, config, inputs, paths
 from r2med_eval.workflow.code import CodeIndex
-from r2med_eval.workflow.params import MODEL_KEYS, Params
+from r2med_eval.workflow.params import MODEL_KEYS
 from r2med_eval.workflow.registry import Registry, parse_rerank_name, rerank_name, variant_name
 
 BASE = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -213,9 +213,9 @@ def test_code_closure_of_each_rule():
     assert has_metrics == {"score_run"}
     assert "data/reference/r2med_paper_ndcg10.tsv" in code.closure("r2med_vs_paper")[1]
     assert "data/reference/r2med_paper_ndcg10.tsv" not in code.closure("prepare_task")[1]
-    assert {"src/r2med_eval/dense.py", "src/r2med_eval/workflow/paths.py"} <= set(code.closure("encode_queries")[1])
-    assert not any("workflow/params.py" in f or "workflow/config.py" in f for r in code.rules()
-                   for f in code.closure(r)[1])
+    assert "src/r2med_eval/dense.py" in code.closure("encode_queries")[1]
+    # the control layer reaches jobs through their paths and params, which Snakemake tracks itself
+    assert not any("/workflow/" in f for r in code.rules() for f in code.closure(r)[1])
 
 
 def test_code_hash_follows_an_edit_and_not_the_location(tmp_path):

@@ -10,6 +10,10 @@ is in this package. So every rule's params carry ``code``: a hash of
 * the data files such a module declares in a module-level ``DATA_FILES`` tuple (paths relative to the
   repository root, e.g. R2MED's published table).
 
+The control layer itself (``workflow/``, e.g. ``paths.parse`` in a stage) is left out: it decides which jobs
+exist, where their files lie and what their params hold, and Snakemake sees all of that directly, so adding
+a path pattern or a rule reruns nothing.
+
 Editing ``metrics.py`` thus changes the code hash of ``score_run`` (and of any rule whose closure holds it)
 and of nothing else. Only the source is read (``ast``), nothing is imported. The hash does not depend on
 where the checkout lies.
@@ -191,6 +195,7 @@ class CodeIndex:
         for dep in top_imports.union(*(self._imports(module, f) for f in funcs)):
             modules |= self.module_closure(dep)
         modules.discard(module)
+        modules = {m for m in modules if not m.startswith(f"{PACKAGE}.workflow")}
         files = [self._file(m) for m in sorted(modules)]
         data = [p for m in sorted(modules) for p in self._data_files(m)]
         return [f"{module}.{f.name}" for f in funcs], [self._rel(p) for p in files + data]
