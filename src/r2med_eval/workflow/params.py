@@ -13,6 +13,7 @@ the schema, so a new key cannot be forgotten.
 from __future__ import annotations
 
 from .code import CodeIndex
+from .paths import DOWNLOAD, fill
 from .registry import Registry
 
 ENCODER_COMMON = ("source", "pooling", "pool_prompt", "normalize", "max_length", "batch_size", "dtype", "device",
@@ -77,7 +78,7 @@ class Params:
         spec = {**_pick(bench, TASK_KEYS), "path": bench["tasks"][task].get("path")}
         tcfg = bench["tasks"][task]
         if "source" in tcfg:
-            spec.update(path=f"resources/{benchmark}/{task}", source=tcfg["source"])
+            spec.update(path=fill(DOWNLOAD, benchmark=benchmark, task=task), source=tcfg["source"])
         ptask = paper_task(tcfg)
         if ptask:
             spec["paper_task"] = ptask
