@@ -166,6 +166,7 @@ def load_encoder(spec: dict, model_name: str, side: str = "doc"):
     pooling = spec["pooling"]
     if pooling == "model":
         model = load_model(lambda: SentenceTransformer(name, **common), name, model_name, revision)
+        model.set_pooling_include_prompt(bool(spec["pool_prompt"]))
         used = pooling_used(model)
         if Path(name).is_dir() and not (Path(name) / "modules.json").is_file():
             log.warning("model %s: pooling: model, but %s is a plain Hugging Face checkpoint without "
@@ -190,8 +191,70 @@ def load_encoder(spec: dict, model_name: str, side: str = "doc"):
         log.info("model %s (%s side): %s pooling (set by pooling:)", model_name, side, pooling)
     length = spec.get("query_max_length") if side == "query" and spec.get("query_max_length") else spec["max_length"]
     model.max_seq_length = int(length)
+    install_tokenization(model[0], eos=bool(spec["append_eos"]),
+                         pair=side == "doc" and bool(spec.get("doc_as_pair")), model_name=model_name)
     model.eval()
     return model
+
+
+def tokenizer_adds_eos(tokenizer) -> bool:
+    """True when the tokenizer itself ends every encoded text with its EOS token."""
+    ids = tokenizer("a")["input_ids"]
+    return bool(ids) and tokenizer.eos_token_id is not None and ids[-1] == tokenizer.eos_token_id
+
+
+def install_tokenization(transformer, *, eos: bool, pair: bool, model_name: str) -> None:
+    """Replace the text tokenization of a sentence-transformers ``Transformer`` module where R2MED's wrappers
+    tokenize differently from sentence-transformers' single-segment ``tokenizer(texts, truncation=True)``:
+
+    * ``eos`` (``append_eos``; R2MED's BMRetriever path, and e5/SFR whose tokenizer appended EOS under R2MED's
+      transformers): each text (prompt + text) is tokenized without padding, truncated to max_length - 1
+      tokens, the EOS id appended, then padded (``tokenizer.pad``), so the last real token is always EOS, also
+      for texts longer than max_length. A tokenizer that already ends its output with EOS is truncated to
+      max_length and nothing is appended. A tokenizer without a pad token pads with EOS on the left, as
+      R2MED's FlagDRESModel/HighScaleModel set it.
+    * ``pair`` (``doc_as_pair``; MedCPT's article encoder as R2MED calls it): documents are the text pair
+      ("", prompt + text), truncation "longest_first" to max_length.
+
+    The prompt stays separate (``encode(prompt=...)``), so ``prompt_length`` still reaches the pooling and
+    ``pool_prompt: false`` keeps the prompt's tokens out of it.
+    """
+    if not (eos or pair):
+        return
+    tokenizer = transformer.tokenizer
+    if tokenizer is None:
+        raise InputError(f"model {model_name!r}: append_eos / doc_as_pair need a text tokenizer.",
+                         fix=f"set append_eos: false and doc_as_pair: false for models.{model_name}.")
+    if eos and tokenizer.eos_token_id is None:
+        raise InputError(f"model {model_name!r}: append_eos is set, but the model's tokenizer has no EOS token.",
+                         fix=f"set models.{model_name}.append_eos: false.")
+    if eos and tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "left"
+    adds_eos = eos and tokenizer_adds_eos(tokenizer)
+    original = transformer.preprocess
+
+    def preprocess(inputs, prompt=None, processing_kwargs=None, **kwargs):
+        if not inputs or not all(isinstance(t, str) for t in inputs):
+            return original(inputs, prompt=prompt, processing_kwargs=processing_kwargs, **kwargs)
+        texts = [prompt + t for t in inputs] if prompt else list(inputs)
+        length = int(transformer.max_seq_length)
+        if eos:
+            ids = tokenizer(texts, max_length=length if adds_eos else length - 1, truncation=True, padding=False,
+                            return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+            if not adds_eos:
+                ids = [row + [tokenizer.eos_token_id] for row in ids]
+            features = dict(tokenizer.pad({"input_ids": ids}, padding=True, return_attention_mask=True,
+                                          return_tensors="pt"))
+        else:
+            features = dict(tokenizer([""] * len(texts), texts, padding=True, truncation="longest_first",
+                                      max_length=length, return_tensors="pt"))
+        features["modality"] = "text"
+        if prompt and not pair:
+            features["prompt_length"] = transformer._get_prompt_length(prompt, **kwargs)
+        return features
+
+    transformer.preprocess = preprocess
 
 
 def prompt_for(spec: dict, task: str, side: str) -> str:
@@ -217,9 +280,11 @@ def shard_batches(plan: list[list[int]], shard: int, nshards: int) -> list[list[
 
 
 def encode_batches(model, texts: list[str], batches: list[list[int]], *, normalize: bool,
-                   label: str = "") -> np.ndarray:
-    """Encode ``texts`` batch by batch in the given plan; rows come back in plan order. Progress (count, rate,
-    ETA) goes to the log every R2MED_EVAL_PROGRESS_SECONDS."""
+                   label: str = "", prompt: str = "") -> np.ndarray:
+    """Encode ``texts`` batch by batch in the given plan; rows come back in plan order. The prompt goes through
+    sentence-transformers' prompt mechanism (``encode(prompt=...)``): prepended to each text, and left out of
+    the pooling when the model's Pooling module has ``include_prompt=False`` (``pool_prompt: false``).
+    Progress (count, rate, ETA) goes to the log every R2MED_EVAL_PROGRESS_SECONDS."""
     import torch
 
     from .progress import Progress
@@ -229,7 +294,7 @@ def encode_batches(model, texts: list[str], batches: list[list[int]], *, normali
     with torch.inference_mode():
         for batch in batches:
             emb = model.encode([texts[i] for i in batch], batch_size=len(batch), convert_to_numpy=True,
-                               normalize_embeddings=normalize, show_progress_bar=False)
+                               normalize_embeddings=normalize, show_progress_bar=False, prompt=prompt or None)
             out.append(np.asarray(emb, dtype=np.float32))
             progress.update(len(batch))
     progress.finish()
@@ -238,25 +303,13 @@ def encode_batches(model, texts: list[str], batches: list[list[int]], *, normali
     return np.concatenate(out, axis=0)
 
 
-def eos_suffix(model, spec: dict) -> str:
-    """``append_eos`` (last-token pooling models such as BMRetriever): the EOS token as text, which
-    tokenizers map to the EOS id. Text longer than max_length loses it to truncation."""
-    if not spec["append_eos"]:
-        return ""
-    token = getattr(getattr(model, "tokenizer", None), "eos_token", None)
-    if not token:
-        raise InputError("append_eos is set, but the model's tokenizer has no EOS token.",
-                         fix="set append_eos: false for this model.")
-    return token
-
-
-def corpus_texts(corpus_path, spec: dict, task: str, suffix: str = "") -> tuple[list[str], list[str]]:
+def corpus_texts(corpus_path, spec: dict, task: str) -> tuple[list[str], list[str]]:
+    """Document ids and texts in corpus order (the prompt is passed separately, see ``encode_batches``)."""
     corpus = read_corpus(corpus_path)
     if not corpus:
         raise InputError("the corpus holds no documents.", path=corpus_path, fix="check the dataset.")
-    prompt = prompt_for(spec, task, "doc")
     ids = list(corpus)
-    return ids, [prompt + doc_contents(corpus[d]) + suffix for d in ids]
+    return ids, [doc_contents(corpus[d]) for d in ids]
 
 
 def encode_corpus_shard(corpus_path, out_npy, spec: dict, model_name: str, task: str, shard: int,
@@ -264,14 +317,11 @@ def encode_corpus_shard(corpus_path, out_npy, spec: dict, model_name: str, task:
     _set_threads(threads)
     ids, texts = corpus_texts(corpus_path, spec, task)  # checks the corpus before loading any weights
     model = load_encoder(spec, model_name, "doc")
-    suffix = eos_suffix(model, spec)
-    if suffix:
-        texts = [t + suffix for t in texts]
     plan = batch_plan(texts, int(spec["batch_size"]))
     batches = shard_batches(plan, shard, nshards)
     start = time.perf_counter()
     emb = encode_batches(model, texts, batches, normalize=bool(spec["normalize"]),
-                         label=f"shard {shard + 1}/{nshards}:")
+                         label=f"shard {shard + 1}/{nshards}:", prompt=prompt_for(spec, task, "doc"))
     elapsed = time.perf_counter() - start
     rows = np.array([i for b in batches for i in b], dtype=np.int64)
     from .io import atomic_path
@@ -337,17 +387,16 @@ def encode_queries(queries_path, out_npy, out_ids, spec: dict, model_name: str, 
     ids = list(queries)
     prompt = prompt_for(spec, task, "query")
     model = load_encoder(spec, model_name, "query")
-    texts = [prompt + queries[q] + eos_suffix(model, spec) for q in ids]
-    result = _encode_in_order(model, texts, spec, "queries:")
+    result = _encode_in_order(model, [queries[q] for q in ids], spec, "queries:", prompt)
     with atomic_path(out_npy, suffix=".npy") as tmp:
         with open(tmp, "wb") as handle:
             np.save(handle, result.astype(np.float32))
     write_text(out_ids, "\n".join(ids) + "\n")
 
 
-def _encode_in_order(model, texts: list[str], spec: dict, label: str) -> np.ndarray:
+def _encode_in_order(model, texts: list[str], spec: dict, label: str, prompt: str = "") -> np.ndarray:
     plan = batch_plan(texts, int(spec["batch_size"]))
-    emb = encode_batches(model, texts, plan, normalize=bool(spec["normalize"]), label=label)
+    emb = encode_batches(model, texts, plan, normalize=bool(spec["normalize"]), label=label, prompt=prompt)
     result = np.zeros_like(emb)
     result[np.array([i for b in plan for i in b], dtype=np.int64)] = emb
     return result
@@ -363,13 +412,12 @@ def encode_query_variant(variant_path, out_npy, out_ids, spec: dict, model_name:
     rows = [obj for _, obj in iter_jsonl(variant_path)]
     ids = [r["id"] for r in rows]
     model = load_encoder(spec, model_name, "query")
-    prompt, eos = prompt_for(spec, task, "query"), eos_suffix(model, spec)
+    prompt = prompt_for(spec, task, "query")
     if method == "query2doc":
-        emb = _encode_in_order(model, [prompt + r["text"] + "[SEP]" + r["hy_doc"] + eos for r in rows], spec,
-                               "query2doc:")
+        emb = _encode_in_order(model, [r["text"] + "[SEP]" + r["hy_doc"] for r in rows], spec, "query2doc:", prompt)
     else:
-        base = _encode_in_order(model, [prompt + r["text"] + eos for r in rows], spec, "queries:")
-        hyp = _encode_in_order(model, [r["hy_doc"] + eos for r in rows], spec, f"{method} documents:")
+        base = _encode_in_order(model, [r["text"] for r in rows], spec, "queries:", prompt)
+        hyp = _encode_in_order(model, [r["hy_doc"] for r in rows], spec, f"{method} documents:")
         emb = (base + hyp) / 2
         if spec["normalize"]:
             norms = np.linalg.norm(emb, axis=1, keepdims=True)

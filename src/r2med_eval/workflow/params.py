@@ -18,7 +18,7 @@ from .registry import Registry
 
 ENCODER_COMMON = ("source", "pooling", "pool_prompt", "normalize", "max_length", "batch_size", "dtype", "device",
                   "trust_remote_code", "append_eos")
-DOC_SIDE = ENCODER_COMMON + ("doc_prompt",)
+DOC_SIDE = ENCODER_COMMON + ("doc_prompt", "doc_as_pair")
 QUERY_SIDE = ENCODER_COMMON + ("query_source", "query_max_length", "query_prompt")
 
 # model type -> key -> the rules whose output it shapes ("-": documentation or selection only)
@@ -31,7 +31,7 @@ MODEL_KEYS = {
     "dense": {"type": "-", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
               **{k: "encode_corpus_shard encode_queries encode_query_variant" for k in ENCODER_COMMON},
               "source": "prefetch_model encode_corpus_shard encode_queries encode_query_variant",
-              "doc_prompt": "encode_corpus_shard", "task_prompts": "encode_corpus_shard encode_queries "
+              "doc_prompt": "encode_corpus_shard", "doc_as_pair": "encode_corpus_shard", "task_prompts": "encode_corpus_shard encode_queries "
               "encode_query_variant", "query_source": "prefetch_model encode_queries encode_query_variant",
               "query_max_length": "encode_queries encode_query_variant",
               "query_prompt": "encode_queries encode_query_variant", "embedding_dtype": "gather_embeddings",

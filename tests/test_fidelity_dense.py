@@ -1,0 +1,330 @@
+"""Fidelity of the R2MED-named dense retrievers (config/r2med_models.yaml), proven on tiny models.
+
+For each model family this builds a randomly initialised model of the architecture class the real checkpoint
+uses (BERT, T5 encoder, GPT-NeoX, Gemma, Mistral) with a tokenizer trained here, saves it, and compares:
+
+* ours: the registry entry (prompts, pooling, truncation, EOS, pairs) run through the pipeline's own code,
+  ``dense.encode_corpus_shard`` / ``dense.gather`` / ``dense.encode_queries`` / ``dense.search``;
+* R2MED: an independent transcription, written here from reading R2MED's src/utils.py at 62b7074
+  (FlagDRESModel.encode "Base" and "BMR", its pooling methods, HighScaleModel, BiEncoderModel, InstructorModel),
+  followed by the cos_sim scoring of eval_retrieval.py (BEIR DenseRetrievalExactSearch).
+
+Texts are shorter and longer than max_length (set small here, so truncation is exercised). Embeddings must
+agree to 1e-5 and the rankings must be identical.
+"""
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import make_r2med
+from r2med_eval import datasets, dense
+from r2med_eval.workflow.config import with_defaults
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+REPO = Path(__file__).resolve().parents[1]
+ENTRIES = yaml.safe_load((REPO / "config" / "r2med_models.yaml").read_text())["models"]
+TASK = "Biology"
+MAX_LENGTH = 12
+
+WORDS = ("aspirin inhibits cyclooxygenase platelet insulin lowers blood glucose muscle fat penicillin treats "
+         "pharyngitis thyroid gland makes thyroxine malaria is transmitted by mosquitoes gout caused urate "
+         "crystals joints vitamin deficiency causes scurvy bleeding gums warfarin clotting factors asthma airway "
+         "obstruction sugar hormone mosquito disease joint pain what the a of and in").split()
+DOCS = [
+    "aspirin inhibits cyclooxygenase",
+    "insulin lowers blood glucose in muscle and fat and the thyroid gland makes thyroxine and vitamin",
+    "penicillin treats pharyngitis",
+    "malaria is transmitted by mosquitoes and the mosquito disease causes bleeding gums and joint pain in "
+    "the blood of the gland",
+    "gout is caused by urate crystals in joints",
+    "vitamin deficiency causes scurvy",
+    "warfarin inhibits clotting factors and aspirin inhibits platelet and cyclooxygenase in blood and joints "
+    "and muscle",
+    "asthma is airway obstruction",
+]
+QUERIES = ["blood sugar hormone", "what mosquito disease causes joint pain and bleeding gums in the blood of "
+           "the thyroid gland and muscle"]
+
+
+def _prompt_words(entry: dict) -> list[str]:
+    out = []
+    for key in ("query_prompt", "doc_prompt"):
+        out.append(entry.get(key, ""))
+    for prompts in (entry.get("task_prompts") or {}).values():
+        out += list(prompts.values())
+    return out
+
+
+ALL_PROMPTS = [p for e in ENTRIES.values() for p in _prompt_words(e)]
+
+
+def _word_level(special: list[str], template: str | None, unk: str):
+    """A word-level tokenizer trained here on the test vocabulary and every prompt of the registry."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.WordLevel(unk_token=unk))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator([" ".join(WORDS)] + ALL_PROMPTS + DOCS + QUERIES,
+                            trainers.WordLevelTrainer(special_tokens=special))
+    if template:
+        tok.post_processor = processors.TemplateProcessing(
+            single=template, special_tokens=[(t, tok.token_to_id(t)) for t in special if t in template])
+    return tok
+
+
+def _fast(tok, **special):
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, **special)
+
+
+def _bert_dir(root: Path, seed: int) -> Path:
+    """A tiny BertModel with a WordPiece vocabulary trained here ([CLS] a [SEP] b [SEP], token types)."""
+    from tokenizers import BertWordPieceTokenizer
+
+    wp = BertWordPieceTokenizer(lowercase=True)
+    wp.train_from_iterator([" ".join(WORDS)] + ALL_PROMPTS + DOCS + QUERIES, vocab_size=400, min_frequency=1)
+    root.mkdir(parents=True, exist_ok=True)
+    wp.save_model(str(root))
+    tokenizer = transformers.BertTokenizerFast(vocab_file=str(root / "vocab.txt"), do_lower_case=True)
+    torch.manual_seed(seed)
+    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+                                     type_vocab_size=2)
+    transformers.BertModel(config).eval().save_pretrained(root)
+    tokenizer.save_pretrained(root)
+    return root
+
+
+def _causal_dir(root: Path, kind: str, seed: int, *, add_eos: bool = False) -> Path:
+    """A tiny decoder (GPT-NeoX as BMRetriever-410M, Gemma as BMRetriever-2B, Mistral as e5/SFR/BMRetriever-7B)
+    with a word-level tokenizer: GPT-NeoX adds no special tokens and has no pad token; Gemma adds <bos> and
+    pads with <pad>; Mistral adds <s> (and </s> when ``add_eos``, as the e5 tokenizer did under R2MED's
+    transformers 4.44.2) and has no pad token."""
+    if kind == "gpt_neox":
+        tok = _fast(_word_level(["<|endoftext|>", "<unk>"], None, "<unk>"), eos_token="<|endoftext|>",
+                    unk_token="<unk>")
+        config = transformers.GPTNeoXConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                            num_attention_heads=2, intermediate_size=64,
+                                            max_position_embeddings=64, rotary_pct=0.5)
+        cls = transformers.GPTNeoXModel
+    elif kind == "gemma":
+        tok = _fast(_word_level(["<pad>", "<eos>", "<bos>", "<unk>"], "<bos> $A", "<unk>"), bos_token="<bos>",
+                    eos_token="<eos>", pad_token="<pad>", unk_token="<unk>")
+        config = transformers.GemmaConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                          num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                                          intermediate_size=64, max_position_embeddings=64, pad_token_id=0)
+        cls = transformers.GemmaModel
+    else:
+        tok = _fast(_word_level(["<unk>", "<s>", "</s>"], "<s> $A </s>" if add_eos else "<s> $A", "<unk>"),
+                    bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+        config = transformers.MistralConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                            num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                                            intermediate_size=64, max_position_embeddings=64)
+        cls = transformers.MistralModel
+    torch.manual_seed(seed)
+    cls(config).eval().save_pretrained(root)
+    tok.save_pretrained(root)
+    return root
+
+
+# ------------------------------------------------------------------ R2MED, transcribed (src/utils.py)
+
+def r2med_pooling(method, last_hidden_state, attention_mask):
+    """FlagDRESModel.pooling / HighScaleModel.pooling."""
+    if method == "cls":
+        return last_hidden_state[:, 0]
+    if method == "mean":
+        s = torch.sum(last_hidden_state * attention_mask.unsqueeze(-1).float(), dim=1)
+        return s / attention_mask.sum(dim=1, keepdim=True).float()
+    hidden = last_hidden_state
+    if method == "last-bmr":
+        hidden = last_hidden_state.masked_fill(~attention_mask[..., None].bool(), 0.0)
+    if attention_mask[:, -1].sum() == attention_mask.shape[0]:  # left padding
+        return hidden[:, -1]
+    lengths = attention_mask.sum(dim=1) - 1
+    return hidden[torch.arange(hidden.shape[0]), lengths]
+
+
+@torch.no_grad()
+def r2med_encode(path, texts, *, mode, pooling, max_length, batch_size=3, tokenizer=None):
+    """FlagDRESModel/HighScaleModel.encode: mode "Base" (tokenizer(padding, truncation, max_length)) or "BMR"
+    (truncate to max_length - 1 without padding, append the EOS id, tokenizer.pad, left padding with EOS when
+    the tokenizer has no pad token). Returns the pooled vectors, not normalised (R2MED normalises in
+    cos_sim)."""
+    tokenizer = tokenizer or transformers.AutoTokenizer.from_pretrained(path)
+    model = transformers.AutoModel.from_pretrained(path).eval()
+    if mode == "BMR" and tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "left"
+    out = []
+    for start in range(0, len(texts), batch_size):
+        batch = texts[start:start + batch_size]
+        if mode == "Base":
+            inputs = tokenizer(batch, padding=True, truncation=True, return_tensors="pt", max_length=max_length)
+        else:
+            enc = tokenizer(batch, max_length=max_length - 1, return_attention_mask=False,
+                            return_token_type_ids=False, padding=False, truncation=True)
+            enc["input_ids"] = [ids + [tokenizer.eos_token_id] for ids in enc["input_ids"]]
+            inputs = tokenizer.pad(enc, padding=True, return_attention_mask=True, return_tensors="pt")
+        hidden = model(**inputs, return_dict=True).last_hidden_state
+        out.append(r2med_pooling(pooling, hidden, inputs["attention_mask"]).numpy())
+    return np.concatenate(out)
+
+
+@torch.no_grad()
+def r2med_medcpt_docs(path, texts, *, max_length, batch_size=3):
+    """BiEncoderModel.encode(encode_mode="doc"): the pair ("", text), truncation longest_first, CLS."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    model = transformers.AutoModel.from_pretrained(path).eval()
+    out = []
+    for start in range(0, len(texts), batch_size):
+        batch = texts[start:start + batch_size]
+        inputs = tokenizer(["" for _ in batch], batch, padding=True, truncation="longest_first",
+                           return_tensors="pt", max_length=max_length)
+        out.append(model(**inputs).last_hidden_state[:, 0, :].numpy())
+    return np.concatenate(out)
+
+
+def cos_sim_ranking(q, d):
+    """eval_retrieval.py scores with cos_sim; ranking: score descending, ties by document index."""
+    qn = q / np.linalg.norm(q, axis=1, keepdims=True)
+    dn = d / np.linalg.norm(d, axis=1, keepdims=True)
+    scores = qn @ dn.T
+    return [sorted(range(d.shape[0]), key=lambda j: (-round(float(s[j]), 6), f"d{j}")) for s in scores]
+
+
+def _unit(x):
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+# ------------------------------------------------------------------ ours
+
+@pytest.fixture(scope="module")
+def task_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fidelity")
+    ds = datasets.load("r2med", make_r2med(
+        root / "raw", corpus=[{"id": f"d{i}", "text": t} for i, t in enumerate(DOCS)],
+        queries=[{"id": f"q{i}", "text": t} for i, t in enumerate(QUERIES)],
+        qrels=[{"q_id": "q0", "p_id": "d1", "score": 1}, {"q_id": "q1", "p_id": "d3", "score": 1}]))
+    datasets.write_internal(ds, root / "int")
+    return root / "int"
+
+
+def entry_spec(name: str, path: Path, **over) -> dict:
+    """The registry entry as the pipeline receives it, weights from ``path``, max_length small."""
+    raw = {k: v for k, v in ENTRIES[name].items() if k not in ("query_source",)}
+    raw.update(source={"path": str(path)}, device="cpu", batch_size=4, max_length=MAX_LENGTH, **over)
+    spec = with_defaults("dense", raw)
+    prompts = (spec.get("task_prompts") or {}).get(TASK, {})
+    spec["query_prompt"] = prompts.get("query", spec["query_prompt"])
+    spec["doc_prompt"] = prompts.get("doc", spec["doc_prompt"])
+    return spec
+
+
+def ours(task_dir: Path, tmp: Path, spec: dict, name: str):
+    """Document and query embeddings and the run, by the pipeline's own functions."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    dense.encode_corpus_shard(task_dir / "corpus.jsonl", tmp / "s.npz", spec, name, TASK, 0, 1)
+    dense.gather([tmp / "s.npz"], task_dir / "corpus.jsonl", tmp / "c.npy", tmp / "c.ids")
+    dense.encode_queries(task_dir / "queries.jsonl", tmp / "q.npy", tmp / "q.ids", spec, name, TASK)
+    d, q = np.load(tmp / "c.npy"), np.load(tmp / "q.npy")
+    run, _ = dense.search(d, [f"d{i}" for i in range(len(DOCS))], q, [f"q{i}" for i in range(len(QUERIES))],
+                          k=len(DOCS))
+    ranking = [[int(doc[1:]) for doc in run[f"q{i}"]] for i in range(len(QUERIES))]
+    return d, q, ranking
+
+
+def _check(d_ours, q_ours, rank_ours, d_ref, q_ref):
+    assert np.allclose(d_ours, _unit(d_ref), atol=1e-5), np.abs(d_ours - _unit(d_ref)).max()
+    assert np.allclose(q_ours, _unit(q_ref), atol=1e-5), np.abs(q_ours - _unit(q_ref)).max()
+    assert rank_ours == cos_sim_ranking(q_ref, d_ref)
+
+
+def _lengths(tokenizer, texts):
+    return [len(tokenizer(t)["input_ids"]) for t in texts]
+
+
+def test_texts_are_shorter_and_longer_than_max_length(tmp_path):
+    tok = transformers.AutoTokenizer.from_pretrained(_bert_dir(tmp_path / "bert", 0))
+    lengths = _lengths(tok, DOCS) + _lengths(tok, QUERIES)
+    assert min(lengths) < MAX_LENGTH < max(lengths)
+    assert sum(n > MAX_LENGTH for n in _lengths(tok, DOCS)) >= 2
+
+
+# ------------------------------------------------------------------ BERT: contriever, bge, MedCPT
+
+@pytest.mark.parametrize("name,pooling", [("contriever-msmarco", "mean"), ("bge-large-en-v1.5", "cls")])
+def test_flagdres_base_bert(task_dir, tmp_path, name, pooling):
+    """contriever (FlagDRESModel, mean, no instruction) and bge (CLS, query instruction as a prefix)."""
+    path = _bert_dir(tmp_path / "m", 1)
+    spec = entry_spec(name, path)
+    d, q, rank = ours(task_dir, tmp_path / "ours", spec, name)
+    qi = ENTRIES[name]["query_prompt"]
+    d_ref = r2med_encode(path, DOCS, mode="Base", pooling=pooling, max_length=MAX_LENGTH)
+    q_ref = r2med_encode(path, [qi + t for t in QUERIES], mode="Base", pooling=pooling, max_length=MAX_LENGTH)
+    _check(d, q, rank, d_ref, q_ref)
+
+
+def test_medcpt_official_documents_are_the_pair_empty_title_text(task_dir, tmp_path):
+    path = _bert_dir(tmp_path / "m", 2)
+    spec = entry_spec("medcpt-official", path)
+    assert spec["doc_as_pair"] is True
+    d, q, rank = ours(task_dir, tmp_path / "ours", spec, "medcpt-official")
+    d_ref = r2med_medcpt_docs(path, DOCS, max_length=MAX_LENGTH)
+    q_ref = r2med_encode(path, QUERIES, mode="Base", pooling="cls", max_length=MAX_LENGTH)
+    _check(d, q, rank, d_ref, q_ref)
+    # the pair is not the single segment: segment B token types and the extra [SEP] change the embedding
+    single, _, _ = ours(task_dir, tmp_path / "single", {**spec, "doc_as_pair": False}, "medcpt-official")
+    assert np.abs(single - d).max() > 1e-3
+
+
+# ------------------------------------------------------------------ decoders: BMRetriever, e5, SFR
+
+@pytest.mark.parametrize("name,kind", [("bmretriever-410m", "gpt_neox"), ("bmretriever-2b", "gemma"),
+                                       ("bmretriever-7b", "mistral")])
+def test_bmretriever_truncates_then_appends_eos(task_dir, tmp_path, name, kind):
+    """encode_mode="BMR", pooling "last-bmr": max_length - 1 tokens, then the EOS id, so texts longer than
+    max_length still pool the EOS."""
+    path = _causal_dir(tmp_path / "m", kind, 3)
+    spec = entry_spec(name, path)
+    d, q, rank = ours(task_dir, tmp_path / "ours", spec, name)
+    di, qi = spec["doc_prompt"], spec["query_prompt"]
+    d_ref = r2med_encode(path, [di + t for t in DOCS], mode="BMR", pooling="last-bmr", max_length=MAX_LENGTH)
+    q_ref = r2med_encode(path, [qi + t for t in QUERIES], mode="BMR", pooling="last-bmr", max_length=MAX_LENGTH)
+    _check(d, q, rank, d_ref, q_ref)
+
+
+@pytest.mark.parametrize("name", ["e5-mistral-7b-instruct", "SFR-Embedding-Mistral"])
+@pytest.mark.parametrize("tokenizer_adds_eos", [False, True])
+def test_e5_sfr_end_with_eos_after_truncation(task_dir, tmp_path, name, tokenizer_adds_eos):
+    """HighScaleModel "Base", pooling "last": under R2MED's transformers the tokenizer added </s> after
+    truncation (<s> + max_length - 2 tokens + </s>). Ours gives the same ids whether this environment's
+    tokenizer adds </s> itself (then nothing is appended) or not (then it is appended after truncation)."""
+    path = _causal_dir(tmp_path / "m", "mistral", 4, add_eos=tokenizer_adds_eos)
+    spec = entry_spec(name, path)
+    d, q, rank = ours(task_dir, tmp_path / "ours", spec, name)
+    r2med_tok = _fast(_word_level(["<unk>", "<s>", "</s>"], "<s> $A </s>", "<unk>"), bos_token="<s>",
+                      eos_token="</s>", unk_token="<unk>", pad_token="</s>")
+    qi = spec["query_prompt"]
+    assert qi.startswith("Instruct: ")
+    d_ref = r2med_encode(path, DOCS, mode="Base", pooling="last", max_length=MAX_LENGTH, tokenizer=r2med_tok)
+    q_ref = r2med_encode(path, [qi + t for t in QUERIES], mode="Base", pooling="last", max_length=MAX_LENGTH,
+                         tokenizer=r2med_tok)
+    _check(d, q, rank, d_ref, q_ref)
+
+
+def test_every_text_ends_with_eos_within_max_length(tmp_path):
+    """The old way (EOS appended as text, then truncation) lost the EOS of every long text."""
+    path = _causal_dir(tmp_path / "m", "gpt_neox", 5)
+    model = dense.load_encoder(entry_spec("bmretriever-410m", path), "bmr", "doc")
+    eos = model.tokenizer.eos_token_id
+    features = model[0].preprocess(DOCS, prompt="Represent this passage\npassage: ")
+    ids, mask = features["input_ids"], features["attention_mask"]
+    assert ids.shape[1] == MAX_LENGTH  # some texts were truncated
+    for row, m in zip(ids.tolist(), mask.tolist()):
+        real = [t for t, keep in zip(row, m) if keep]
+        assert real[-1] == eos and real.count(eos) == 1 and len(real) <= MAX_LENGTH
