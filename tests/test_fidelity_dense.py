@@ -217,7 +217,7 @@ def task_dir(tmp_path_factory):
 def entry_spec(name: str, path: Path, **over) -> dict:
     """The registry entry as the pipeline receives it, weights from ``path``, max_length small."""
     raw = {k: v for k, v in ENTRIES[name].items() if k not in ("query_source",)}
-    raw.update(source={"path": str(path)}, device="cpu", batch_size=4, max_length=MAX_LENGTH, **over)
+    raw.update({"source": {"path": str(path)}, "device": "cpu", "batch_size": 4, "max_length": MAX_LENGTH, **over})
     spec = with_defaults("dense", raw)
     prompts = (spec.get("task_prompts") or {}).get(TASK, {})
     spec["query_prompt"] = prompts.get("query", spec["query_prompt"])
@@ -435,3 +435,108 @@ def test_pool_prompt_false_leaves_the_prompt_out_of_the_mean(task_dir, tmp_path,
     by_hand = _unit(((hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)).numpy())
     assert np.allclose(excl, by_hand, atol=1e-5)
     assert np.allclose(incl, pasted, atol=1e-5)
+
+
+# ------------------------------------------------------------------ remote code: NV-Embed's encode() call
+
+NV_CONFIG = '''from transformers import PretrainedConfig
+
+
+class TinyEmbedConfig(PretrainedConfig):
+    model_type = "tiny_embed_test"
+
+    def __init__(self, vocab_size=64, hidden=16, **kwargs):
+        self.vocab_size, self.hidden = vocab_size, hidden
+        super().__init__(**kwargs)
+'''
+NV_MODEL = '''import torch
+from transformers import AutoTokenizer, PreTrainedModel
+
+from .configuration_tiny import TinyEmbedConfig
+
+
+class TinyEmbedModel(PreTrainedModel):
+    """NV-Embed's interface: encode(prompts, instruction, max_length) prepends the instruction, appends EOS,
+    and leaves the instruction's tokens out of the (here: mean) pooling."""
+    config_class = TinyEmbedConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.emb = torch.nn.Embedding(config.vocab_size, config.hidden)
+        self.mix = torch.nn.Linear(config.hidden, config.hidden)
+        self.post_init()
+
+    def _init_weights(self, module):
+        pass
+
+    def encode(self, prompts, instruction="", max_length=4096):
+        tok = AutoTokenizer.from_pretrained(self.config._name_or_path, trust_remote_code=True)
+        texts = [instruction + p + tok.eos_token for p in prompts]
+        batch = tok(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        mask = batch["attention_mask"].clone()
+        n = len(tok(instruction)["input_ids"]) if instruction else 0
+        mask[:, :n] = 0
+        hidden = torch.tanh(self.mix(self.emb(batch["input_ids"])))
+        return (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
+'''
+
+
+def _remote_code_dir(root: Path, seed: int) -> Path:
+    import importlib.util
+    import json
+
+    root.mkdir(parents=True)
+    (root / "configuration_tiny.py").write_text(NV_CONFIG)
+    (root / "modeling_tiny.py").write_text(NV_MODEL)
+    tok = _fast(_word_level(["<pad>", "</s>", "<unk>"], None, "<unk>"), eos_token="</s>", pad_token="<pad>",
+                unk_token="<unk>")
+    tok.save_pretrained(root)
+    spec = importlib.util.spec_from_file_location("configuration_tiny", root / "configuration_tiny.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(seed)
+    weights = {"emb.weight": torch.randn(tok.vocab_size, 16), "mix.weight": torch.randn(16, 16),
+               "mix.bias": torch.randn(16)}
+    from safetensors.torch import save_file
+
+    save_file(weights, str(root / "model.safetensors"))
+    config = {"model_type": "tiny_embed_test", "vocab_size": tok.vocab_size, "hidden": 16,
+              "architectures": ["TinyEmbedModel"],
+              "auto_map": {"AutoConfig": "configuration_tiny.TinyEmbedConfig",
+                           "AutoModel": "modeling_tiny.TinyEmbedModel"}}
+    (root / "config.json").write_text(json.dumps(config))
+    return root
+
+
+@torch.no_grad()
+def r2med_nv_embed(path, instruction, texts, *, max_length, batch_size=16):
+    """NVEmbedModel: AutoModel.from_pretrained(trust_remote_code=True), model.encode(batch,
+    instruction=prompt, max_length=self.max_length), then L2-normalisation (fp32 here: no GPU)."""
+    model = transformers.AutoModel.from_pretrained(str(path), trust_remote_code=True).eval()
+    out = []
+    for start in range(0, len(texts), batch_size):
+        emb = model.encode(texts[start:start + batch_size], instruction=instruction, max_length=max_length)
+        out.append(torch.nn.functional.normalize(emb, dim=-1).numpy())
+    return np.concatenate(out)
+
+
+def test_nv_embed_calls_the_checkpoints_own_encode(task_dir, tmp_path):
+    path = _remote_code_dir(tmp_path / "m", 7)
+    length = 32  # room for the instruction (about 17 tokens); the long query and documents are still cut
+    spec = entry_spec("nv-embed-v2", path, dtype="fp32", max_length=length)
+    assert spec["encode_with"] == "checkpoint" and spec["trust_remote_code"] is True
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    assert max(_lengths(tok, [spec["query_prompt"] + t for t in QUERIES])) > length > max(_lengths(tok, DOCS[:3]))
+    d, q, rank = ours(task_dir, tmp_path / "ours", spec, "nv-embed-v2")
+    d_ref = r2med_nv_embed(path, spec["doc_prompt"], DOCS, max_length=length)
+    q_ref = r2med_nv_embed(path, spec["query_prompt"], QUERIES, max_length=length)
+    assert spec["query_prompt"].startswith("Instruct: ") and spec["doc_prompt"] == ""
+    _check(d, q, rank, d_ref, q_ref)
+    # the instruction is the checkpoint's to handle: pasting it in front of the query changes the result
+    pasted = r2med_nv_embed(path, "", [spec["query_prompt"] + t for t in QUERIES], max_length=length)
+    assert np.abs(pasted - q).max() > 1e-3
+    # remote code runs only where the entry opts in
+    from r2med_eval.errors import InputError
+
+    with pytest.raises(InputError, match="trust_remote_code"):
+        dense.load_encoder({**spec, "trust_remote_code": False}, "nv-embed-v2", "query")

@@ -148,8 +148,34 @@ def pick_device(device: str) -> str:
     return device
 
 
+class CheckpointEncoder:
+    """``encode_with: checkpoint``: the checkpoint's own ``encode(texts, instruction=..., max_length=...)``
+    from its remote code (NV-Embed), loaded with ``AutoModel.from_pretrained(trust_remote_code=True)`` as
+    R2MED's NVEmbedModel does; the embeddings are L2-normalised when ``normalize`` is set, as R2MED does."""
+
+    def __init__(self, model, max_length: int):
+        self.model = model
+        self.max_seq_length = int(max_length)
+        self.tokenizer = getattr(model, "tokenizer", None)
+
+    def eval(self):
+        self.model.eval()
+        return self
+
+    def encode(self, texts, *, batch_size=None, convert_to_numpy=True, normalize_embeddings=False,
+               show_progress_bar=False, prompt=None):
+        import torch
+
+        emb = self.model.encode(list(texts), instruction=prompt or "", max_length=self.max_seq_length)
+        emb = torch.as_tensor(emb).float()
+        if normalize_embeddings:
+            emb = torch.nn.functional.normalize(emb, dim=-1)
+        return emb.cpu().numpy()
+
+
 def load_encoder(spec: dict, model_name: str, side: str = "doc"):
-    """A SentenceTransformer for one side ("query" or "doc") of a model entry."""
+    """A SentenceTransformer for one side ("query" or "doc") of a model entry (a ``CheckpointEncoder`` for
+    ``encode_with: checkpoint``)."""
     from sentence_transformers import SentenceTransformer
 
     source = spec.get("query_source") if side == "query" and spec.get("query_source") else spec["source"]
@@ -161,6 +187,23 @@ def load_encoder(spec: dict, model_name: str, side: str = "doc"):
                          fix=f"review the model's code, then set models.{model_name}.trust_remote_code: true.")
     device = pick_device(spec["device"])
     model_kwargs = {"dtype": TORCH_DTYPES[spec["dtype"]]}
+    length = spec.get("query_max_length") if side == "query" and spec.get("query_max_length") else spec["max_length"]
+    if spec.get("encode_with", "sentence_transformers") == "checkpoint":
+        if not trust:
+            raise InputError(f"model {model_name!r}: encode_with: checkpoint runs the checkpoint's own code, and "
+                             "trust_remote_code is off.",
+                             fix=f"review the model's code, then set models.{model_name}.trust_remote_code: true.")
+        from transformers import AutoModel
+
+        model = load_model(lambda: AutoModel.from_pretrained(name, trust_remote_code=True, revision=revision,
+                                                             token=os.environ.get("HF_TOKEN") or None,
+                                                             **model_kwargs), name, model_name, revision)
+        if not callable(getattr(model, "encode", None)):
+            raise InputError(f"model {model_name!r}: encode_with: checkpoint, but the checkpoint's model class "
+                             f"{type(model).__name__} has no encode method.",
+                             fix=f"set models.{model_name}.encode_with: sentence_transformers.")
+        log.info("model %s (%s side): the checkpoint's own encode()", model_name, side)
+        return CheckpointEncoder(model.to(device), length).eval()
     common = dict(trust_remote_code=trust, revision=revision, device=device, model_kwargs=model_kwargs,
                   token=os.environ.get("HF_TOKEN") or None)
     pooling = spec["pooling"]
@@ -189,7 +232,6 @@ def load_encoder(spec: dict, model_name: str, side: str = "doc"):
             modules.append(Normalize())
         model = SentenceTransformer(modules=modules, device=device)
         log.info("model %s (%s side): %s pooling (set by pooling:)", model_name, side, pooling)
-    length = spec.get("query_max_length") if side == "query" and spec.get("query_max_length") else spec["max_length"]
     model.max_seq_length = int(length)
     install_tokenization(model[0], eos=bool(spec["append_eos"]),
                          pair=side == "doc" and bool(spec.get("doc_as_pair")), model_name=model_name)
