@@ -540,3 +540,29 @@ def test_nv_embed_calls_the_checkpoints_own_encode(task_dir, tmp_path):
 
     with pytest.raises(InputError, match="trust_remote_code"):
         dense.load_encoder({**spec, "trust_remote_code": False}, "nv-embed-v2", "query")
+
+
+# ------------------------------------------------------------------ coverage
+
+PROVEN = {  # entry -> the test above that proves it against R2MED's wrapper
+    "contriever-msmarco": "test_flagdres_base_bert", "bge-large-en-v1.5": "test_flagdres_base_bert",
+    "medcpt-official": "test_medcpt_official_documents_are_the_pair_empty_title_text",
+    "bmretriever-410m": "test_bmretriever_truncates_then_appends_eos",
+    "bmretriever-2b": "test_bmretriever_truncates_then_appends_eos",
+    "bmretriever-7b": "test_bmretriever_truncates_then_appends_eos",
+    "e5-mistral-7b-instruct": "test_e5_sfr_end_with_eos_after_truncation",
+    "SFR-Embedding-Mistral": "test_e5_sfr_end_with_eos_after_truncation",
+    "instructor-large": "test_instructor_excludes_the_instruction_from_pooling",
+    "instructor-xl": "test_instructor_excludes_the_instruction_from_pooling",
+    "nv-embed-v2": "test_nv_embed_calls_the_checkpoints_own_encode",
+}
+
+
+def test_every_entry_named_after_an_r2med_row_is_proven():
+    named = {name for name, entry in ENTRIES.items() if entry.get("paper_name")}
+    assert named == set(PROVEN)
+    assert all(callable(globals()[test]) for test in PROVEN.values())
+    for name, entry in ENTRIES.items():  # an entry without a paper row says why in its comment
+        if not entry.get("paper_name"):
+            block = (REPO / "config" / "r2med_models.yaml").read_text().split(f"\n  {name}:\n")[1].split("\n\n")[0]
+            assert "No paper_name:" in block, name
