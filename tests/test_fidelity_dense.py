@@ -542,6 +542,55 @@ def test_nv_embed_calls_the_checkpoints_own_encode(task_dir, tmp_path):
         dense.load_encoder({**spec, "trust_remote_code": False}, "nv-embed-v2", "query")
 
 
+# ------------------------------------------------------------------ Mistral, bidirectional: GritLM
+
+@torch.no_grad()
+def gritlm_embedding_mode(path, instruction, texts, *, max_length, batch_size=64, bidirectional=True):
+    """GritModel -> gritlm's GritLM(mode="embedding").encode(texts, instruction=..., max_length=...), transcribed:
+    tokenizer with right padding (pad = EOS when missing), instruction + text (embed_eos ""), truncation to
+    max_length with the tokenizer's BOS, bidirectional attention (here: an explicit 4D padding-only mask, eager
+    attention), the instruction's tokens (with the BOS) masked out, mean pooling, L2-normalisation."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path, padding_side="right")
+    if not tokenizer.pad_token:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = transformers.AutoModel.from_pretrained(path, attn_implementation="eager").eval()
+    out = []
+    for start in range(0, len(texts), batch_size):
+        batch = [instruction + t for t in texts[start:start + batch_size]]
+        inputs = tokenizer(batch, padding=True, truncation=True, return_tensors="pt", max_length=max_length)
+        keep = inputs["attention_mask"]
+        n = keep.shape[1]
+        mask4 = ((1.0 - keep[:, None, None, :].float()) * torch.finfo(torch.float32).min).expand(-1, 1, n, n)
+        hidden = model(input_ids=inputs["input_ids"], attention_mask=mask4 if bidirectional else keep).last_hidden_state
+        pool = keep.clone()
+        if instruction:
+            pool[:, :len(tokenizer(instruction, padding=False, truncation=True, max_length=max_length)["input_ids"])] = 0
+        s = torch.sum(hidden * pool.unsqueeze(-1).float(), dim=1)
+        emb = s / pool.sum(dim=1, keepdim=True).float()
+        out.append(torch.nn.functional.normalize(emb, dim=-1).numpy())
+    return np.concatenate(out)
+
+
+def test_gritlm_bidirectional_mean_without_the_instruction(task_dir, tmp_path):
+    path = _causal_dir(tmp_path / "m", "mistral", 8)
+    doc_length, query_length = 16, 32  # room for the GritLM query template; the long texts are still cut
+    spec = entry_spec("gritlm-7b", path, max_length=doc_length, query_max_length=query_length, dtype="fp32")
+    assert spec["bidirectional"] is True and spec["pool_prompt"] is False
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    assert max(_lengths(tok, [spec["query_prompt"] + t for t in QUERIES])) > query_length
+    assert max(_lengths(tok, [spec["doc_prompt"] + t for t in DOCS])) > doc_length > min(_lengths(tok, DOCS))
+    d, q, rank = ours(task_dir, tmp_path / "ours", spec, "gritlm-7b")
+    d_ref = gritlm_embedding_mode(path, spec["doc_prompt"], DOCS, max_length=doc_length)
+    q_ref = gritlm_embedding_mode(path, spec["query_prompt"], QUERIES, max_length=query_length)
+    _check(d, q, rank, d_ref, q_ref)
+    # one text per batch (no padding: transformers may drop the mask; SDPA must still not be causal)
+    single, _, _ = ours(task_dir, tmp_path / "single", {**spec, "batch_size": 1}, "gritlm-7b")
+    assert np.allclose(single, d, atol=1e-5)
+    # causal attention (the checkpoint run as it loads) gives other embeddings
+    causal = gritlm_embedding_mode(path, spec["doc_prompt"], DOCS, max_length=doc_length, bidirectional=False)
+    assert np.abs(causal - d).max() > 1e-3
+
+
 # ------------------------------------------------------------------ coverage
 
 PROVEN = {  # entry -> the test above that proves it against R2MED's wrapper
@@ -555,6 +604,7 @@ PROVEN = {  # entry -> the test above that proves it against R2MED's wrapper
     "instructor-large": "test_instructor_excludes_the_instruction_from_pooling",
     "instructor-xl": "test_instructor_excludes_the_instruction_from_pooling",
     "nv-embed-v2": "test_nv_embed_calls_the_checkpoints_own_encode",
+    "gritlm-7b": "test_gritlm_bidirectional_mean_without_the_instruction",
 }
 
 

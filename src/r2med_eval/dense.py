@@ -233,10 +233,33 @@ def load_encoder(spec: dict, model_name: str, side: str = "doc"):
         model = SentenceTransformer(modules=modules, device=device)
         log.info("model %s (%s side): %s pooling (set by pooling:)", model_name, side, pooling)
     model.max_seq_length = int(length)
+    if spec.get("bidirectional"):
+        make_bidirectional(model[0], model_name)
     install_tokenization(model[0], eos=bool(spec["append_eos"]),
                          pair=side == "doc" and bool(spec.get("doc_as_pair")), model_name=model_name)
     model.eval()
     return model
+
+
+def make_bidirectional(transformer, model_name: str) -> None:
+    """``bidirectional: true`` (GritLM's embedding mode, ``is_causal=False``): every token attends to every
+    non-padding token. transformers builds a padding-only mask when the config says ``is_causal: false``, and
+    SDPA must not fall back to its causal flag, so each attention module is told too. Right padding, pad = EOS
+    when the tokenizer has no pad token, as GritLM sets its tokenizer."""
+    model = transformer.auto_model
+    layers = [m for m in model.modules() if hasattr(m, "is_causal")]
+    if not layers:
+        raise InputError(f"model {model_name!r}: bidirectional is set, but {type(model).__name__} has no "
+                         "attention module with an is_causal switch.",
+                         fix=f"set models.{model_name}.bidirectional: false.")
+    model.config.is_causal = False
+    for module in layers:
+        module.is_causal = False
+    tokenizer = transformer.tokenizer
+    if tokenizer is not None:
+        tokenizer.padding_side = "right"
+        if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+            tokenizer.pad_token = tokenizer.eos_token
 
 
 def tokenizer_adds_eos(tokenizer) -> bool:
