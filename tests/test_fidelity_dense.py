@@ -542,6 +542,27 @@ def test_nv_embed_calls_the_checkpoints_own_encode(task_dir, tmp_path):
         dense.load_encoder({**spec, "trust_remote_code": False}, "nv-embed-v2", "query")
 
 
+@pytest.mark.parametrize("method", ["hyde", "lamer"])
+def test_nv_embed_query_variant_encodes_the_rewrite_with_the_instruction(tmp_path, method):
+    """NVEmbedModel.encode_queries on [text, hy_doc] pairs: both encoded with the query instruction, then
+    (emb_base + emb_rewrite) / 2 (each L2-normalised), scored by cosine."""
+    from conftest import write_jsonl
+
+    path = _remote_code_dir(tmp_path / "m", 9)
+    spec = entry_spec("nv-embed-v2", path, dtype="fp32", max_length=32)
+    assert spec["variant_doc_prompt"] is True
+    rows = [{"id": f"q{i}", "text": t, "hy_doc": DOCS[-1 - i]} for i, t in enumerate(QUERIES)]
+    write_jsonl(tmp_path / "v.jsonl", rows)
+    dense.encode_query_variant(tmp_path / "v.jsonl", tmp_path / "e.npy", tmp_path / "i.txt", spec, "nv", TASK,
+                               method)
+    instr = spec["query_prompt"]
+    base = r2med_nv_embed(path, instr, [r["text"] for r in rows], max_length=32)
+    rewrite = r2med_nv_embed(path, instr, [r["hy_doc"] for r in rows], max_length=32)
+    assert np.allclose(np.load(tmp_path / "e.npy"), _unit((base + rewrite) / 2), atol=1e-5)
+    plain = r2med_nv_embed(path, "", [r["hy_doc"] for r in rows], max_length=32)
+    assert np.abs(_unit((base + plain) / 2) - np.load(tmp_path / "e.npy")).max() > 1e-3
+
+
 # ------------------------------------------------------------------ Mistral, bidirectional: GritLM
 
 @torch.no_grad()

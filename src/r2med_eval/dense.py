@@ -482,7 +482,8 @@ def encode_query_variant(variant_path, out_npy, out_ids, spec: dict, model_name:
         emb = _encode_in_order(model, [r["text"] + "[SEP]" + r["hy_doc"] for r in rows], spec, "query2doc:", prompt)
     else:
         base = _encode_in_order(model, [r["text"] for r in rows], spec, "queries:", prompt)
-        hyp = _encode_in_order(model, [r["hy_doc"] for r in rows], spec, f"{method} documents:")
+        hyp = _encode_in_order(model, [r["hy_doc"] for r in rows], spec, f"{method} documents:",
+                               prompt if spec.get("variant_doc_prompt") else "")
         emb = (base + hyp) / 2
         if spec["normalize"]:
             norms = np.linalg.norm(emb, axis=1, keepdims=True)

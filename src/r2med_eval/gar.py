@@ -13,7 +13,9 @@ hyde        ``hy_doc``                                (encode(prompt + text) + e
 lamer       ``text + " " + hy_doc``                   (encode(prompt + text) + encode(hy_doc)) / 2
 =========== ======================================== ==============================================
 
-The hypothetical document is encoded without the query prompt, as the official FlagDRES wrapper does.
+The hypothetical document is encoded without the query prompt, as the official FlagDRES wrapper does;
+with the model key ``variant_doc_prompt: true`` it gets the query prompt, as R2MED's InstructorModel,
+GritModel and NVEmbedModel do (they encode the rewrite with the query instruction).
 The averaged vector is re-normalised when the model normalises (ranking is unchanged by that).
 """
 

@@ -20,6 +20,7 @@ ENCODER_COMMON = ("source", "pooling", "pool_prompt", "normalize", "max_length",
                   "trust_remote_code", "append_eos", "encode_with", "bidirectional")
 DOC_SIDE = ENCODER_COMMON + ("doc_prompt", "doc_as_pair")
 QUERY_SIDE = ENCODER_COMMON + ("query_source", "query_max_length", "query_prompt")
+VARIANT_SIDE = QUERY_SIDE + ("variant_doc_prompt",)
 
 # model type -> key -> the rules whose output it shapes ("-": documentation or selection only)
 MODEL_KEYS = {
@@ -31,7 +32,8 @@ MODEL_KEYS = {
     "dense": {"type": "-", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
               **{k: "encode_corpus_shard encode_queries encode_query_variant" for k in ENCODER_COMMON},
               "source": "prefetch_model encode_corpus_shard encode_queries encode_query_variant",
-              "doc_prompt": "encode_corpus_shard", "doc_as_pair": "encode_corpus_shard", "task_prompts": "encode_corpus_shard encode_queries "
+              "doc_prompt": "encode_corpus_shard", "doc_as_pair": "encode_corpus_shard",
+              "variant_doc_prompt": "encode_query_variant", "task_prompts": "encode_corpus_shard encode_queries "
               "encode_query_variant", "query_source": "prefetch_model encode_queries encode_query_variant",
               "query_max_length": "encode_queries encode_query_variant",
               "query_prompt": "encode_queries encode_query_variant", "embedding_dtype": "gather_embeddings",
@@ -143,7 +145,7 @@ class Params:
         return self._encoder(wildcards, QUERY_SIDE, "query")
 
     def encode_query_variant(self, wildcards) -> dict:
-        return self._encoder(wildcards, QUERY_SIDE, "query")
+        return self._encoder(wildcards, VARIANT_SIDE, "query")
 
     def gather_embeddings(self, wildcards) -> dict:
         return {"storage": self.cfg["models"][wildcards.model]["embedding_dtype"],
