@@ -155,18 +155,26 @@ class Params:
         v = self.reg.variants.get(run)
         return {"variant": {"method": v["method"], "llm": v["llm"]}} if v else {}
 
+    def _top_k(self, benchmark: str, spec: dict) -> dict:
+        """The model's top_k; ``None`` (the whole corpus) on a CliniQ benchmark with ``depth: full``, as
+        CliniQ's eval.py ranks every chunk."""
+        bench = self.cfg["benchmarks"][benchmark]
+        full = self.reg.is_cliniq(benchmark) and bench["depth"] == "full"
+        return {"top_k": None if full else spec["top_k"]}
+
     def retrieve_bm25_lucene(self, wildcards) -> dict:
         spec = self.cfg["models"][self.reg.model_of(wildcards.model)]
-        return {**_pick(spec, ("k1", "b", "top_k")), **self._variant(wildcards.model)}
+        return {**_pick(spec, ("k1", "b")), **self._top_k(wildcards.benchmark, spec), **self._variant(wildcards.model)}
 
     def retrieve_bm25_paper(self, wildcards) -> dict:
         spec = self.cfg["models"][self.reg.model_of(wildcards.model)]
-        return {**_pick(spec, ("k1", "b", "top_k", "fill_zero")), **self._variant(wildcards.model)}
+        return {**_pick(spec, ("k1", "b", "fill_zero")), **self._top_k(wildcards.benchmark, spec),
+                **self._variant(wildcards.model)}
 
     def retrieve_dense(self, wildcards) -> dict:
         spec = self.cfg["models"][self.reg.model_of(wildcards.model)]
         index = spec["index"]
-        return {"top_k": spec["top_k"], "index": _pick(index, INDEX_KEYS[index["kind"]])}
+        return {**self._top_k(wildcards.benchmark, spec), "index": _pick(index, INDEX_KEYS[index["kind"]])}
 
     # ------------------------------------------------------------ rerank, fuse, score
 
@@ -182,6 +190,9 @@ class Params:
         job = self.reg.derived[wildcards.model]
         keys = ("method", "runs", "depth") + (("k",) if job["method"] == "rrf" else ("weights",))
         return _pick(job, keys)
+
+    def score_cliniq(self, wildcards) -> dict:
+        return {"tie_order": self._cliniq(wildcards.benchmark)["tie_order"]}
 
     def score_run(self, wildcards) -> dict:
         """BEIR's ignore_identical_ids per benchmark; official: as R2MED's code, dense runs yes, BM25 no."""
