@@ -38,7 +38,13 @@ MODEL_KEYS = {
               "shards": "gather_embeddings (the shard files)", "top_k": "retrieve_dense", "index": "retrieve_dense"},
     "cross_encoder": {"type": "rerank_run", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
                       "source": "prefetch_model rerank_run", "max_length": "rerank_run", "batch_size": "rerank_run",
-                      "device": "rerank_run", "trust_remote_code": "rerank_run"},
+                      "score": "rerank_run", "dtype": "rerank_run", "device": "rerank_run",
+                      "trust_remote_code": "rerank_run", "truncate": "rerank_run"},
+    "rankllama": {"type": "rerank_run", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
+                  "source": "prefetch_model rerank_run", "base_source": "prefetch_model rerank_run",
+                  "max_length": "rerank_run", "query_template": "rerank_run", "doc_template": "rerank_run",
+                  "dtype": "rerank_run", "device": "rerank_run", "trust_remote_code": "rerank_run",
+                  "truncate": "rerank_run"},
 }
 INDEX_KEYS = {"flat": ("kind",), "ivf": ("kind", "nlist", "nprobe", "seed"),
               "hnsw": ("kind", "m", "ef_construction", "ef_search", "seed")}
@@ -181,7 +187,7 @@ class Params:
     def rerank_run(self, wildcards) -> dict:
         job = self.reg.derived[wildcards.model]
         spec = self.cfg["models"][job["reranker"]]
-        keys = ("type",) if spec["type"] == "dense" else tuple(k for k, v in MODEL_KEYS["cross_encoder"].items()
+        keys = ("type",) if spec["type"] == "dense" else tuple(k for k, v in MODEL_KEYS[spec["type"]].items()
                                                                 if "rerank_run" in v.split())
         return {"run": job["run"], "reranker": job["reranker"], "depth": job["depth"],
                 "reranker_spec": _pick(spec, keys)}
