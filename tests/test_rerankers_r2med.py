@@ -280,3 +280,32 @@ fusion: {{}}
             assert rescored[q][d] == pytest.approx(s, abs=1e-5)
     info = json.loads((work / "results/runs/demo/demo/bm25--tiny-rankllama@5.lineage.json").read_text())
     assert info["reranker_type"] == "rankllama" and info["truncate"] is True
+
+
+def test_reranker_keys_reach_the_rerank_job_only():
+    """score, dtype and truncate (and RankLLaMA's keys) are in the rerank job's params: a change reruns it."""
+    import copy
+    from types import SimpleNamespace
+
+    import yaml
+
+    from r2med_eval.workflow import Workflow
+    from r2med_eval.workflow.config import validate
+
+    raw = yaml.safe_load((REPO / "config.yaml").read_text())
+    extra = yaml.safe_load((REPO / "config" / "rerankers.yaml").read_text())
+    raw["models"].update(extra["models"])
+    raw["models_to_run"] = ["bm25", "monobert-large", "rankllama-7b"]
+    raw["rerank"] = [{"run": "bm25", "reranker": "monobert-large", "depths": [10]},
+                     {"run": "bm25", "reranker": "rankllama-7b", "depths": [10]}]
+    raw["fusion"] = {}
+
+    def spec(cfg, run):
+        return Workflow(validate(copy.deepcopy(cfg))).params.of("rerank_run")(
+            SimpleNamespace(benchmark="demo", task="demo", model=run))
+
+    mono, rl = spec(raw, "bm25--monobert-large@10"), spec(raw, "bm25--rankllama-7b@10")
+    assert mono["reranker_spec"]["score"] == "logit_1" and mono["reranker_spec"]["truncate"] is True
+    assert rl["reranker_spec"]["base_source"]["hf"] == "meta-llama/Llama-2-7b-hf"
+    raw["models"]["monobert-large"]["truncate"] = False
+    assert spec(raw, "bm25--monobert-large@10") != mono and spec(raw, "bm25--rankllama-7b@10") == rl
