@@ -160,3 +160,11 @@ def test_score_cliniq_stage_with_default_params_equals_eval_py(tmp_path):
         assert out["single"]["all"][m] == pytest.approx(mean(expected["inner"]["overall"][j]), abs=1e-9)
         for typ in ref.TYPES:
             assert out["single"]["by_match_type"][typ][m] == pytest.approx(mean(expected["inner"][typ][j]), abs=1e-9)
+
+
+def test_the_pool_ranks_ties_as_the_scoring_does():
+    ids = ["9_0", "9_1", "10_0", "10_1"]  # corpus order is not the id order
+    run = {"q": {c: 1.0 for c in ids}}
+    position = {c: i for i, c in enumerate(ids)}
+    assert [p["chunk_id"] for p in cliniq.pool({"m": run}, {"q": set()}, 2, position=position)] == ["9_0", "9_1"]
+    assert [p["chunk_id"] for p in cliniq.pool({"m": run}, {"q": set()}, 2)] == ["10_0", "10_1"]

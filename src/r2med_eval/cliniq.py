@@ -273,16 +273,18 @@ def table_rows(model: str, result: dict, grouping: str) -> list[dict]:
     return rows
 
 
-def pool(runs: dict[str, dict], judged: dict[str, set], depth: int, queries=None) -> list[dict]:
+def pool(runs: dict[str, dict], judged: dict[str, set], depth: int, queries=None,
+         position: dict[str, int] | None = None) -> list[dict]:
     """Unjudged chunks in the top ``depth`` of any run, per query of ``queries`` (default: the judged
-    ones; queries without any judgment are pooled too when listed): best rank and which systems."""
+    ones; queries without any judgment are pooled too when listed): best rank and which systems. Equal
+    scores are ranked as ``ranking_of`` does with ``position`` (the scoring's tie order)."""
     queries = set(judged if queries is None else queries)
     found: dict[tuple[str, str], dict] = {}
     for name in sorted(runs):
         for q, docs in runs[name].items():
             if q not in queries:
                 continue
-            for rank, d in enumerate(ranking_of(docs)[:depth], start=1):
+            for rank, d in enumerate(ranking_of(docs, position)[:depth], start=1):
                 if d in judged.get(q, ()):
                     continue
                 entry = found.setdefault((q, d), {"query_id": q, "chunk_id": d, "best_rank": rank, "systems": []})

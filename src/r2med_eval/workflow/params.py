@@ -263,7 +263,8 @@ class Params:
 
     def report_cliniq(self, wildcards) -> dict:
         return {"models": self.reg.runs_of(wildcards.benchmark),
-                "depth": self.cfg["benchmarks"][wildcards.benchmark]["pool_depth"]}
+                "depth": self.cfg["benchmarks"][wildcards.benchmark]["pool_depth"],
+                "tie_order": self.cfg["benchmarks"][wildcards.benchmark]["tie_order"]}
 
     def report_index(self, wildcards) -> dict:
         return {"benchmarks": list(self.reg.benchmarks), "cliniq": list(self.reg.cliniq_benchmarks)}
