@@ -192,8 +192,7 @@ def rankllama_scorer(spec: dict, name: str):
         out = []
         for query, doc in pairs:  # one pair at a time, unpadded, as R2MED
             inputs = tokenizer(query_template.replace("{query}", query), doc_template.replace("{doc}", doc),
-                               truncation=True,
-                               max_length=max_length, return_tensors="pt").to(device)
+                               truncation=True, max_length=max_length, return_tensors="pt").to(device)
             out.append(model(**inputs).logits[0][0].float().item())
         return np.asarray(out, dtype=np.float64)
 
