@@ -13,6 +13,10 @@ official ``eval.py`` of github.com/zhao-zy15/CliniQ (commit pinned in ``cliniq_c
   the length of its list of relevant chunks, which repeats a chunk judged under two match types).
 * ``average_precision``: eval.py's, divided by the same list length.
 
+The ranking of a query is its run sorted by score; equal scores in corpus order by default (eval.py ranks
+with ``np.argsort(-similarities)`` over the corpus list; a stable sort keeps equal scores in that order),
+or by chunk id (``tie_order="doc_id"``).
+
 Single-patient retrieval (eval.py's "inner" metrics): for each query and each note (HADM_ID) holding
 a relevant chunk, the note's chunks are ranked in the order of the corpus-wide ranking; the note is
 skipped when it has fewer than 5 chunks, or when it has as many relevant entries as chunks (all
@@ -163,9 +167,17 @@ def judged_at_k(ranking, judged: set, k: int = 10) -> float:
     return sum(1 for d in ranking[:k] if d in judged) / k
 
 
-def ranking_of(docs: dict[str, float]) -> list[str]:
-    """Score descending, ties by chunk id: the order of our run files."""
-    return [d for d, _ in sorted(docs.items(), key=lambda x: (-x[1], x[0]))]
+TIE_ORDERS = ("corpus", "doc_id")
+
+
+def ranking_of(docs: dict[str, float], position: dict[str, int] | None = None) -> list[str]:
+    """Score descending. Ties: with ``position`` (chunk -> its index in the corpus) by corpus order, which is
+    the order a stable ``np.argsort(-similarities)`` over the corpus gives (eval.py's ranking); chunks
+    not in the corpus after those, by id. Without it, by chunk id (the order of our run files)."""
+    if position is None:
+        return [d for d, _ in sorted(docs.items(), key=lambda x: (-x[1], x[0]))]
+    end = len(position)
+    return [d for d, _ in sorted(docs.items(), key=lambda x: (-x[1], position.get(x[0], end), x[0]))]
 
 
 def _mean(values) -> float:
@@ -180,13 +192,17 @@ def _summary(items: list[dict], names) -> dict:
 
 
 def evaluate(run: dict, rows, query_types: dict[str, str], chunk_ids: list[str],
-             irrelevant: set | None = None) -> dict:
+             irrelevant: set | None = None, tie_order: str = "corpus") -> dict:
     """Every CliniQ measure for one run.
 
     ``run``: qid -> {chunk: score}. ``rows``: (query id, chunk id, match type) judgments of relevance,
     repeats kept. ``irrelevant``: (query id, chunk id) judged not relevant (new judgments).
-    Queries without a relevance judgment are counted and excluded.
+    ``chunk_ids``: the corpus, in corpus order. ``tie_order``: ``corpus`` ranks equal scores in corpus
+    order (eval.py's), ``doc_id`` by chunk id. Queries without a relevance judgment are counted and excluded.
     """
+    if tie_order not in TIE_ORDERS:
+        raise ValueError(f"tie_order must be one of {TIE_ORDERS}, not {tie_order!r}")
+    position = {c: i for i, c in enumerate(chunk_ids)} if tie_order == "corpus" else None
     irrelevant = irrelevant or set()
     judged_rows: dict[str, list] = defaultdict(list)
     for q, c, t in rows:
@@ -210,7 +226,7 @@ def evaluate(run: dict, rows, query_types: dict[str, str], chunk_ids: list[str],
         docs = run.get(q, {})
         if not docs:
             counts["judged_queries_with_empty_run"] += 1
-        ranking = ranking_of(docs)
+        ranking = ranking_of(docs, position)
         relevant = [c for c, _ in judged_rows[q]]
         multi.append({"query": q, "query_type": qtype, **multi_metrics(ranking, relevant)})
         for typ, m in multi_by_match_type(ranking, judged_rows[q]).items():
@@ -257,16 +273,18 @@ def table_rows(model: str, result: dict, grouping: str) -> list[dict]:
     return rows
 
 
-def pool(runs: dict[str, dict], judged: dict[str, set], depth: int, queries=None) -> list[dict]:
+def pool(runs: dict[str, dict], judged: dict[str, set], depth: int, queries=None,
+         position: dict[str, int] | None = None) -> list[dict]:
     """Unjudged chunks in the top ``depth`` of any run, per query of ``queries`` (default: the judged
-    ones; queries without any judgment are pooled too when listed): best rank and which systems."""
+    ones; queries without any judgment are pooled too when listed): best rank and which systems. Equal
+    scores are ranked as ``ranking_of`` does with ``position`` (the scoring's tie order)."""
     queries = set(judged if queries is None else queries)
     found: dict[tuple[str, str], dict] = {}
     for name in sorted(runs):
         for q, docs in runs[name].items():
             if q not in queries:
                 continue
-            for rank, d in enumerate(ranking_of(docs)[:depth], start=1):
+            for rank, d in enumerate(ranking_of(docs, position)[:depth], start=1):
                 if d in judged.get(q, ()):
                     continue
                 entry = found.setdefault((q, d), {"query_id": q, "chunk_id": d, "best_rank": rank, "systems": []})

@@ -16,11 +16,11 @@ from .errors import InputError
 
 log = logging.getLogger("r2med_eval")
 
-SIDES = ("source", "query_source")
+SIDES = ("source", "query_source", "base_source")
 
 
 def hub_sources(spec: dict) -> dict[str, dict]:
-    """The Hub sources of a model entry: side (source, query_source) -> {hf, revision}."""
+    """The Hub sources of a model entry: side (source, query_source, base_source) -> {hf, revision}."""
     return {side: spec[side] for side in SIDES if isinstance(spec.get(side), dict) and "hf" in spec[side]}
 
 

@@ -93,10 +93,11 @@ def _index_doc_count(output: str):
     return None
 
 
-def search(index_dir, queries_path, *, k1: float, b: float, k: int, threads: int = 1,
+def search(index_dir, queries_path, *, k1: float, b: float, k: int | None, threads: int = 1,
            query_ids=None, queries: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
-    """BM25 top-``k`` per query. Ties at the cut-off are resolved by document id: we fetch a margin
-    beyond ``k`` from Lucene (whose own tie order depends on internal ids) and re-rank."""
+    """BM25 top-``k`` per query (``k=None``: every document that matches a query term). Ties at the
+    cut-off are resolved by document id: we fetch a margin beyond ``k`` from Lucene (whose own tie order
+    depends on internal ids) and re-rank."""
     configure_java()
     from pyserini.search.lucene import LuceneSearcher
 
@@ -105,6 +106,9 @@ def search(index_dir, queries_path, *, k1: float, b: float, k: int, threads: int
     qids = list(query_ids) if query_ids is not None else list(queries)
     searcher = LuceneSearcher(str(index_dir))
     searcher.set_bm25(k1, b)
+    if k is None:
+        k = max(1, searcher.num_docs)
+        log.info("ranking the whole index (%d documents; Lucene returns those matching a query term)", k)
     margin = max(50, k // 10)
     start = time.perf_counter()
     hits = searcher.batch_search([queries[q] for q in qids], qids, k=k + margin, threads=max(1, threads))

@@ -31,6 +31,8 @@ KNOWN_BY_TYPE = {
              "eval_retrieval.py looks instructions up by names 6 of 8 dictionaries lack, so the published runs came "
              "from another code state; fp16/bf16 and padding noise.",
     "cross_encoder": "reranks our own first-stage run, not R2MED's saved top-k file.",
+    "rankllama": "reranks our own first-stage run, not R2MED's saved top-k file; fp16 on another GPU and library "
+                 "versions.",
 }
 
 

@@ -150,7 +150,7 @@ def report_cliniq(sm) -> None:
     from .. import cliniq, runs
     from ..cliniq_files import (completeness_markdown, nan_back, read_cliniq_qrels, read_query_types, table_csv,
                                 wide_latex, wide_markdown, wide_tables)
-    from ..io import read_json, write_text
+    from ..io import read_json, read_lines, write_text
     from ..tables import tex_label
 
     spec = sm.params.spec
@@ -172,8 +172,9 @@ def report_cliniq(sm) -> None:
     for q, c in irrelevant:
         judged.setdefault(q, set()).add(c)
     qtypes = read_query_types(sm.input.query_types)
+    position = ({c: i for i, c in enumerate(read_lines(sm.input.ids))} if spec["tie_order"] == "corpus" else None)
     pooled = cliniq.pool({m: runs.read_run(p) for m, p in zip(models, sm.input.runs)}, judged, spec["depth"],
-                         queries=qtypes)
+                         queries=qtypes, position=position)
     lines = ["query_id\tchunk_id\tquery_type\tbest_rank\tn_systems\tsystems"]
     lines += [f"{p['query_id']}\t{p['chunk_id']}\t{qtypes[p['query_id']]}\t{p['best_rank']}\t{len(p['systems'])}\t"
               f"{','.join(p['systems'])}" for p in pooled]

@@ -22,7 +22,7 @@ def retrieve_bm25_lucene(sm) -> None:
 
     spec = sm.params.spec
     queries = _variant_queries(sm, datasets.read_queries(sm.input.queries)) if spec.get("variant") else None
-    run = lucene.search(sm.input.index, sm.input.queries, k1=spec["k1"], b=spec["b"], k=spec["top_k"],
+    run = lucene.search(sm.input.index, sm.input.queries, k1=spec["k1"], b=spec["b"], k=spec["top_k"],  # None: all
                         threads=sm.threads, queries=queries)
     lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model)
     log.info("wrote %d lines for %d queries to %s", lines, len(run), sm.output.run)
@@ -38,7 +38,10 @@ def retrieve_dense(sm) -> None:
     corpus_emb, doc_ids = dense.load_corpus_embeddings(sm.input.emb, sm.input.ids, sm.input.corpus,
                                                        dim=query_emb.shape[1])
     spec = sm.params.spec
-    run, info = dense.search(corpus_emb, doc_ids, query_emb, query_ids, spec["top_k"], spec["index"],
+    top_k = spec["top_k"] or len(doc_ids)  # None: the whole corpus
+    if spec["top_k"] is None:
+        log.info("ranking the whole corpus (%d documents) for every query", len(doc_ids))
+    run, info = dense.search(corpus_emb, doc_ids, query_emb, query_ids, top_k, spec["index"],
                              threads=sm.threads)
     runs.write_run(run, sm.output.run, tag=sm.wildcards.model, query_order=sorted(run))
     io.write_json(sm.output.info, info)
@@ -53,14 +56,15 @@ def retrieve_bm25_paper(sm) -> None:
     if spec.get("variant"):
         queries = _variant_queries(sm, queries)
     doc_ids = list(corpus)
+    top_k = spec["top_k"] or len(doc_ids)  # None: the whole corpus
     run, info = bm25_paper.retrieve(doc_ids, [datasets.doc_contents(corpus[d]) for d in doc_ids], list(queries),
-                                    list(queries.values()), k1=spec["k1"], b=spec["b"], top_k=spec["top_k"],
+                                    list(queries.values()), k1=spec["k1"], b=spec["b"], top_k=top_k,
                                     fill_zero=spec["fill_zero"])
     lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model, decimals=8)
     io.write_json(sm.output.info, info)
     log.info("paper-faithful BM25: %s", {k: v for k, v in info.items() if k != "queries_without_known_terms"})
     if info["queries_without_known_terms"]:
         log.warning("%d queries share no term with the corpus (their top %d is the first documents, score 0): %s",
-                    len(info["queries_without_known_terms"]), spec["top_k"],
+                    len(info["queries_without_known_terms"]), top_k,
                     ", ".join(info["queries_without_known_terms"][:20]))
     log.info("wrote %d lines for %d queries to %s", lines, len(run), sm.output.run)

@@ -50,15 +50,19 @@ def score_cliniq(sm) -> None:
     rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)
     qtypes = read_query_types(sm.input.query_types)
     ids = read_lines(sm.input.ids)
-    result = cliniq.evaluate(run, rows, qtypes, ids, irrelevant)
+    tie_order = sm.params.spec["tie_order"]
+    result = cliniq.evaluate(run, rows, qtypes, ids, irrelevant, tie_order=tie_order)
     c = result["counts"]
     depth = runs.run_depth(run)
+    log.info("ranking: score descending, equal scores by %s", "corpus order (as eval.py)" if tie_order == "corpus"
+             else "chunk id")
     if c.get("unranked_chunks"):
         log.warning("single-patient: %d chunks of scored notes are not in the run (depth %d); they are ranked after "
-                    "the retrieved ones in chunk order. For eval.py's exact figures give the model top_k >= %d "
-                    "(the corpus size)", c["unranked_chunks"], depth, len(ids))
+                    "the retrieved ones in chunk order. For eval.py's exact figures rank the whole corpus "
+                    "(benchmark depth: full, the default) with a model that scores every chunk (%d)",
+                    c["unranked_chunks"], depth, len(ids))
     out = {"benchmark": sm.wildcards.benchmark, "task": sm.wildcards.task, "model": sm.wildcards.model,
-           "run": str(sm.input.run), "run_depth": depth, "corpus_chunks": len(ids), **result}
+           "run": str(sm.input.run), "run_depth": depth, "corpus_chunks": len(ids), "tie_order": tie_order, **result}
     write_json(sm.output.metrics, clean_json(out))
     m, s = result["multi"]["all"], result["single"]["all"]
     log.info("multi-patient (%d queries): MRR %.4f nDCG@10 %.4f (CliniQ-compatible %.4f) R@100 %.4f; "

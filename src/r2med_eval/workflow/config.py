@@ -218,8 +218,8 @@ def _check_derived(cfg: dict, config_file: str) -> None:
                               fix="name a retriever in models or a derived run.")
         model = cfg["models"].get(job["reranker"])
         if model is None or model["type"] not in registry.RERANKER_TYPES:
-            raise ConfigError(f"rerank[{i}].reranker names {job['reranker']!r}, which is not a cross_encoder or "
-                              "dense entry in models.", path=config_file, fix="add it to models.")
+            raise ConfigError(f"rerank[{i}].reranker names {job['reranker']!r}, which is not a cross_encoder, "
+                              "rankllama or dense entry in models.", path=config_file, fix="add it to models.")
     for name, spec in cfg["fusion"].items():
         if name in cfg["models"]:
             raise ConfigError(f"fusion.{name}: the name is also a model.", path=config_file, fix="rename it.")

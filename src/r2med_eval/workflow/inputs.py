@@ -187,7 +187,8 @@ class Inputs:
         models = self.reg.runs_of(b)
         return {"metrics": [fill(CLINIQ_METRICS, **w, model=m) for m in models],
                 "runs": [fill(RUN, **w, model=m) for m in models],
-                "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w)}
+                "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w),
+                "ids": fill(CHUNK_IDS, **w)}
 
     def report_index(self) -> list[str]:
         """Every output the index page links: the targets of ``rule all`` but the page itself."""

@@ -40,7 +40,13 @@ MODEL_KEYS = {
               "shards": "gather_embeddings (the shard files)", "top_k": "retrieve_dense", "index": "retrieve_dense"},
     "cross_encoder": {"type": "rerank_run", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
                       "source": "prefetch_model rerank_run", "max_length": "rerank_run", "batch_size": "rerank_run",
-                      "device": "rerank_run", "trust_remote_code": "rerank_run"},
+                      "score": "rerank_run", "dtype": "rerank_run", "device": "rerank_run",
+                      "trust_remote_code": "rerank_run", "truncate": "rerank_run"},
+    "rankllama": {"type": "rerank_run", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
+                  "source": "prefetch_model rerank_run", "base_source": "prefetch_model rerank_run",
+                  "max_length": "rerank_run", "query_template": "rerank_run", "doc_template": "rerank_run",
+                  "dtype": "rerank_run", "device": "rerank_run", "trust_remote_code": "rerank_run",
+                  "truncate": "rerank_run"},
 }
 INDEX_KEYS = {"flat": ("kind",), "ivf": ("kind", "nlist", "nprobe", "seed"),
               "hnsw": ("kind", "m", "ef_construction", "ef_search", "seed")}
@@ -157,25 +163,33 @@ class Params:
         v = self.reg.variants.get(run)
         return {"variant": {"method": v["method"], "llm": v["llm"]}} if v else {}
 
+    def _top_k(self, benchmark: str, spec: dict) -> dict:
+        """The model's top_k; ``None`` (the whole corpus) on a CliniQ benchmark with ``depth: full``, as
+        CliniQ's eval.py ranks every chunk."""
+        bench = self.cfg["benchmarks"][benchmark]
+        full = self.reg.is_cliniq(benchmark) and bench["depth"] == "full"
+        return {"top_k": None if full else spec["top_k"]}
+
     def retrieve_bm25_lucene(self, wildcards) -> dict:
         spec = self.cfg["models"][self.reg.model_of(wildcards.model)]
-        return {**_pick(spec, ("k1", "b", "top_k")), **self._variant(wildcards.model)}
+        return {**_pick(spec, ("k1", "b")), **self._top_k(wildcards.benchmark, spec), **self._variant(wildcards.model)}
 
     def retrieve_bm25_paper(self, wildcards) -> dict:
         spec = self.cfg["models"][self.reg.model_of(wildcards.model)]
-        return {**_pick(spec, ("k1", "b", "top_k", "fill_zero")), **self._variant(wildcards.model)}
+        return {**_pick(spec, ("k1", "b", "fill_zero")), **self._top_k(wildcards.benchmark, spec),
+                **self._variant(wildcards.model)}
 
     def retrieve_dense(self, wildcards) -> dict:
         spec = self.cfg["models"][self.reg.model_of(wildcards.model)]
         index = spec["index"]
-        return {"top_k": spec["top_k"], "index": _pick(index, INDEX_KEYS[index["kind"]])}
+        return {**self._top_k(wildcards.benchmark, spec), "index": _pick(index, INDEX_KEYS[index["kind"]])}
 
     # ------------------------------------------------------------ rerank, fuse, score
 
     def rerank_run(self, wildcards) -> dict:
         job = self.reg.derived[wildcards.model]
         spec = self.cfg["models"][job["reranker"]]
-        keys = ("type",) if spec["type"] == "dense" else tuple(k for k, v in MODEL_KEYS["cross_encoder"].items()
+        keys = ("type",) if spec["type"] == "dense" else tuple(k for k, v in MODEL_KEYS[spec["type"]].items()
                                                                 if "rerank_run" in v.split())
         return {"run": job["run"], "reranker": job["reranker"], "depth": job["depth"],
                 "reranker_spec": _pick(spec, keys)}
@@ -184,6 +198,9 @@ class Params:
         job = self.reg.derived[wildcards.model]
         keys = ("method", "runs", "depth") + (("k",) if job["method"] == "rrf" else ("weights",))
         return _pick(job, keys)
+
+    def score_cliniq(self, wildcards) -> dict:
+        return {"tie_order": self._cliniq(wildcards.benchmark)["tie_order"]}
 
     def score_run(self, wildcards) -> dict:
         """BEIR's ignore_identical_ids per benchmark; official: as R2MED's code, dense runs yes, BM25 no."""
@@ -248,7 +265,8 @@ class Params:
 
     def report_cliniq(self, wildcards) -> dict:
         return {"models": self.reg.runs_of(wildcards.benchmark),
-                "depth": self.cfg["benchmarks"][wildcards.benchmark]["pool_depth"]}
+                "depth": self.cfg["benchmarks"][wildcards.benchmark]["pool_depth"],
+                "tie_order": self.cfg["benchmarks"][wildcards.benchmark]["tie_order"]}
 
     def report_index(self, wildcards) -> dict:
         return {"benchmarks": list(self.reg.benchmarks), "cliniq": list(self.reg.cliniq_benchmarks)}

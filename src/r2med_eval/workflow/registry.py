@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 RETRIEVER_TYPES = ("bm25_lucene", "dense", "bm25_paper")
-RERANKER_TYPES = ("cross_encoder", "dense")
+RERANKER_TYPES = ("cross_encoder", "rankllama", "dense")
 DOC_KEYS = ("description", "enabled", "paper_name")  # document a model; they shape no output
 
 _RERANK = re.compile(r"^(?P<run>.+)--(?P<reranker>[^@]+)@(?P<depth>\d+)$")
@@ -150,14 +150,15 @@ class Registry:
         return list(dict.fromkeys(names))
 
     def hub_models(self) -> list[str]:
-        """Selected models whose weights come from the Hugging Face Hub (source or query_source ``hf``): the
+        """Selected models whose weights come from the Hugging Face Hub (source, query_source or base_source ``hf``): the
         retrievers and the rerankers of selected rerank jobs. Rule prefetch_model fetches them ahead of the jobs."""
         names = self.retrievers + [j["reranker"] for j in self.rerank_jobs.values()]
         return [m for m in dict.fromkeys(names) if self.is_hub_model(m)]
 
     def is_hub_model(self, model: str) -> bool:
         spec = self.models[model]
-        return any(isinstance(spec.get(side), dict) and "hf" in spec[side] for side in ("source", "query_source"))
+        return any(isinstance(spec.get(side), dict) and "hf" in spec[side]
+                   for side in ("source", "query_source", "base_source"))
 
     def root_types(self, run: str, seen: tuple = ()) -> set[str]:
         """Types of the first-stage retrievers a run comes from (through reranking and fusion)."""

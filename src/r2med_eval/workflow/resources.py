@@ -61,8 +61,14 @@ def _params_from_name(name: str) -> float | None:
 
 def weights_mb(spec: dict) -> float:
     """Size of a model's weights in MB: on disk for a local path or an installed package; for a Hub
-    name, from the parameter count in its name (7B, 410M) at the entry's dtype; else a large-BERT default."""
-    source = spec.get("source", {})
+    name, from the parameter count in its name (7B, 410M) at the entry's dtype; else a large-BERT default.
+    An adapter over a base model (RankLLaMA's ``base_source``) counts both."""
+    if "base_source" in spec:
+        return _source_mb(spec["source"], spec) + _source_mb(spec["base_source"], spec)
+    return _source_mb(spec.get("source", {}), spec)
+
+
+def _source_mb(source: dict, spec: dict) -> float:
     if "path" in source:
         found = _weights_in(Path(source["path"]).expanduser())
         if found:
