@@ -354,9 +354,10 @@ def _encode_in_order(model, texts: list[str], spec: dict, label: str) -> np.ndar
 
 
 def encode_query_variant(variant_path, out_npy, out_ids, spec: dict, model_name: str, task: str, method: str,
-                         threads: int = 1) -> None:
+                         threads: int = 1, reasoning: str = "none") -> None:
     """Query embeddings for a generation-augmented variant, combined as R2MED's dense code does
-    (see r2med_eval.gar)."""
+    (``gar.dense_inputs``; the hypothetical document takes the query prompt when ``hydoc_prompt: query``)."""
+    from . import gar
     from .io import atomic_path, iter_jsonl, write_text
 
     _set_threads(threads)
@@ -364,12 +365,13 @@ def encode_query_variant(variant_path, out_npy, out_ids, spec: dict, model_name:
     ids = [r["id"] for r in rows]
     model = load_encoder(spec, model_name, "query")
     prompt, eos = prompt_for(spec, task, "query"), eos_suffix(model, spec)
-    if method == "query2doc":
-        emb = _encode_in_order(model, [prompt + r["text"] + "[SEP]" + r["hy_doc"] + eos for r in rows], spec,
-                               "query2doc:")
+    doc_prompt = prompt if spec["hydoc_prompt"] == "query" else ""
+    pairs = [gar.dense_inputs(method, r["text"], r["hy_doc"], reasoning) for r in rows]
+    if all(h is None for _, h in pairs):
+        emb = _encode_in_order(model, [prompt + q + eos for q, _ in pairs], spec, f"{method}:")
     else:
-        base = _encode_in_order(model, [prompt + r["text"] + eos for r in rows], spec, "queries:")
-        hyp = _encode_in_order(model, [r["hy_doc"] + eos for r in rows], spec, f"{method} documents:")
+        base = _encode_in_order(model, [prompt + q + eos for q, _ in pairs], spec, "queries:")
+        hyp = _encode_in_order(model, [doc_prompt + h + eos for _, h in pairs], spec, f"{method} documents:")
         emb = (base + hyp) / 2
         if spec["normalize"]:
             norms = np.linalg.norm(emb, axis=1, keepdims=True)

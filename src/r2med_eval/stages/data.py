@@ -48,8 +48,9 @@ def prepare_query_variant(sm) -> None:
     from .. import datasets, gar, io
 
     queries = datasets.read_queries(sm.input.queries)
-    hy = gar.read_variant(sm.input.variant, queries)
-    n = io.write_jsonl(sm.output[0], ({"id": q, "text": queries[q], "hy_doc": hy[q]} for q in queries))
+    rows = gar.read_variant(sm.input.variant, queries)
+    n = io.write_jsonl(sm.output[0], ({"id": q, "text": rows[q]["text"], "hy_doc": rows[q]["hy_doc"]}
+                                      for q in queries))
     log.info("query variant %s/%s: %d queries", sm.wildcards.method, sm.wildcards.llm, n)
 
 

@@ -35,6 +35,7 @@ MODEL_KEYS = {
               "encode_query_variant", "query_source": "prefetch_model encode_queries encode_query_variant",
               "query_max_length": "encode_queries encode_query_variant",
               "query_prompt": "encode_queries encode_query_variant", "embedding_dtype": "gather_embeddings",
+              "hydoc_prompt": "encode_query_variant r2med_vs_paper",
               "shards": "gather_embeddings (the shard files)", "top_k": "retrieve_dense", "index": "retrieve_dense"},
     "cross_encoder": {"type": "rerank_run", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
                       "source": "prefetch_model rerank_run", "max_length": "rerank_run", "batch_size": "rerank_run",
@@ -143,7 +144,9 @@ class Params:
         return self._encoder(wildcards, QUERY_SIDE, "query")
 
     def encode_query_variant(self, wildcards) -> dict:
-        return self._encoder(wildcards, QUERY_SIDE, "query")
+        spec = self.cfg["models"][wildcards.model]
+        return {**self._encoder(wildcards, QUERY_SIDE, "query"), "hydoc_prompt": spec["hydoc_prompt"],
+                "reasoning": self.reg.reasoning(wildcards.llm)}
 
     def gather_embeddings(self, wildcards) -> dict:
         return {"storage": self.cfg["models"][wildcards.model]["embedding_dtype"],
@@ -153,7 +156,8 @@ class Params:
 
     def _variant(self, run: str) -> dict:
         v = self.reg.variants.get(run)
-        return {"variant": {"method": v["method"], "llm": v["llm"]}} if v else {}
+        return {"variant": {"method": v["method"], "llm": v["llm"], "reasoning": self.reg.reasoning(v["llm"])}} \
+            if v else {}
 
     def retrieve_bm25_lucene(self, wildcards) -> dict:
         spec = self.cfg["models"][self.reg.model_of(wildcards.model)]
