@@ -98,6 +98,18 @@ class Params:
     def download_query_variant(self, wildcards) -> dict:
         return self._fetch(wildcards)
 
+    def generate_query_variant(self, wildcards) -> dict:
+        """The prompt (method, R2MED task), the LLM's sampling and client settings. The server's address and key
+        stay in the environment: only the names of the variables are here."""
+        settings = dict(self.reg.llm(wildcards.llm)["generate"])
+        settings.pop("examples", None)  # an input file
+        if wildcards.method != "lamer":
+            for k in ("lamer_retriever", "lamer_depth", "lamer_words"):
+                settings.pop(k)
+        return {"method": wildcards.method, "llm": wildcards.llm,
+                "prompt_task": self.reg.prompt_task(wildcards.benchmark, wildcards.task, wildcards.method,
+                                                    wildcards.llm), **settings}
+
     def prefetch_model(self, wildcards) -> dict:
         """The model's Hub sources (a source.path or source.package needs no prefetch)."""
         from ..hfmodels import hub_sources

@@ -247,6 +247,26 @@ class Registry:
         """Whether the pipeline writes this LLM's expansion files itself (``llms.<llm>.generate``)."""
         return "generate" in self.llm(llm)
 
+    def prompt_task(self, benchmark: str, task: str, method: str, llm: str) -> str:
+        """The R2MED task whose generation prompt a (benchmark, task, method, llm) expansion uses."""
+        from ..r2med import paper_task
+
+        for v in self.cfg["query_variants"]:
+            if (v["benchmark"], v["method"], v["llm"]) == (benchmark, method, llm) and v.get("prompt_task"):
+                return v["prompt_task"]
+        return paper_task(self.cfg["benchmarks"][benchmark]["tasks"][task]) or task
+
+    def generated_variants(self) -> list[dict]:
+        """{benchmark, task, method, llm} of every selected expansion file the pipeline generates."""
+        out = {}
+        for v in self.variants.values():
+            if self.generated(v["llm"]):
+                for b, t in self.tasks:
+                    if b == v["benchmark"]:
+                        out[(b, t, v["method"], v["llm"])] = {"benchmark": b, "task": t, "method": v["method"],
+                                                              "llm": v["llm"]}
+        return list(out.values())
+
     def gar_differences(self, variant: dict) -> list[str]:
         """Why a query-variant run is not R2MED's setting of the same (model, method, llm) row: empty when it is."""
         from ..gar import R2MED_HYDOC_PROMPT, reasoning_format
