@@ -66,3 +66,31 @@ class FakeLLM:
     @staticmethod
     def answer_for(user_prompt: str) -> str:
         return "hypothetical " + hashlib.sha256(user_prompt.encode()).hexdigest()[:8]
+
+
+if __name__ == "__main__":  # a stand-in for `vllm serve MODEL --host H --port P --served-model-name M ...`
+    import argparse
+    import os
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--host")
+    ap.add_argument("--port", type=int)
+    ap.add_argument("--served-model-name")
+    args, _ = ap.parse_known_args()
+    key = os.environ["VLLM_API_KEY"]
+    base = FakeLLM().server
+    base.server_close()
+
+    class Checked(base.RequestHandlerClass):
+        def do_GET(self):
+            ok = self.headers.get("Authorization") == f"Bearer {key}"
+            self._send(200 if ok else 401, b'{"object": "list", "data": []}')
+
+        def do_POST(self):
+            if self.headers.get("Authorization") != f"Bearer {key}":
+                return self._send(401, b'{"error": {"message": "key"}}')
+            return super().do_POST()
+
+    print(f"fake vllm serving {args.served_model_name} from {args.model}", flush=True)
+    ThreadingHTTPServer((args.host, args.port), Checked).serve_forever()

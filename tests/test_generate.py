@@ -229,3 +229,35 @@ def test_stage_writes_the_file_and_the_info_without_secrets(tmp_path, monkeypatc
         assert len(cache.read_text().splitlines()) == 3
         for text in (caplog.text, (out / "generation.json").read_text(), cache.read_text()):
             assert SECRET not in text and llm.url not in text and "127.0.0.1" not in text
+
+
+def test_vllm_option_starts_the_server_inside_the_job(tmp_path, monkeypatch):
+    """llms.<llm>.generate.vllm: the job starts the server command on 127.0.0.1 with a fresh key, asks it, and
+    stops it; the environment is restored (here a stand-in for `vllm serve` answers)."""
+    import socket
+    import sys
+
+    from conftest import REPO
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("T_LLM_URL", raising=False)
+    monkeypatch.delenv("T_LLM_KEY", raising=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    vllm = {"enabled": True, "command": [sys.executable, str(REPO / "tests" / "llm_fake_server.py")],
+            "port": port, "startup_seconds": 60, "args": [], "gpus": 1}
+    sm, out = stage_sm(tmp_path, {**settings(), "vllm": vllm})
+    log = tmp_path / "server.log"
+    with open(log, "w") as handle:
+        monkeypatch.setattr(sys, "stderr", handle)
+        data_stage.generate_query_variant(sm)
+    monkeypatch.undo()
+    rows = [json.loads(x) for x in (out / "query_with_hydoc.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["q1", "q2", "q3"] and all(r["hy_doc"].startswith("hypothetical") for r in rows)
+    assert "fake vllm serving tiny" in log.read_text()
+    import os
+
+    assert "T_LLM_URL" not in os.environ and "T_LLM_KEY" not in os.environ
+    with socket.socket() as s:  # the server is gone
+        assert s.connect_ex(("127.0.0.1", port)) != 0

@@ -15,6 +15,7 @@ written nowhere: not in the cache, the log (httpx's request log is silenced) or 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -310,3 +311,61 @@ def generate(prompts: dict[str, str], settings: dict, cache_path) -> tuple[dict[
     stats["cost"] = round(stats["prompt_tokens"] * settings["price_per_million_input"] / 1e6
                           + stats["completion_tokens"] * settings["price_per_million_output"] / 1e6, 6)
     return answers, stats
+
+
+# ------------------------------------------------------------------ a server inside the job (vLLM on a GPU node)
+
+
+@contextlib.contextmanager
+def local_server(settings: dict, log_handle=None):
+    """Start ``vllm serve`` (``vllm.command``) on 127.0.0.1 for the length of the block and point the client's
+    environment variables at it, in this process only. The key is a fresh random token handed to the server
+    through VLLM_API_KEY (never on its command line) unless the key variable is already set."""
+    import secrets
+    import subprocess
+    import sys
+    import urllib.request
+
+    v = settings["vllm"]
+    port = int(v["port"])
+    env = dict(os.environ)
+    key = env.get(settings["api_key_env"]) or secrets.token_hex(16)
+    env["VLLM_API_KEY"] = key
+    cmd = [*v["command"], v.get("model_path") or settings["model"], "--host", "127.0.0.1", "--port", str(port),
+           "--served-model-name", settings["model"], *v["args"]]
+    log.info("starting the LLM server: %s (port %d, up to %d s)", " ".join(cmd[:2]), port, v["startup_seconds"])
+    proc = subprocess.Popen(cmd, env=env, stdout=log_handle or sys.stderr, stderr=subprocess.STDOUT)
+    saved = {n: os.environ.get(n) for n in (settings["base_url_env"], settings["api_key_env"])}
+    try:
+        deadline = time.monotonic() + float(v["startup_seconds"])
+        while True:
+            if proc.poll() is not None:
+                raise GenerationError(f"the LLM server ({cmd[0]}) exited with status {proc.returncode} while "
+                                      "starting.", fix="read its output in this job's log.")
+            try:
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/models",
+                                             headers={"Authorization": f"Bearer {key}"})
+                with urllib.request.urlopen(req, timeout=5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise GenerationError(f"the LLM server did not answer within {v['startup_seconds']} s.",
+                                          fix="raise llms.<llm>.generate.vllm.startup_seconds, or read its "
+                                              "output in this job's log.") from None
+                time.sleep(1.0)
+        log.info("the LLM server is up after %.0f s", float(v["startup_seconds"]) - (deadline - time.monotonic()))
+        os.environ[settings["base_url_env"]] = f"http://127.0.0.1:{port}/v1"
+        os.environ[settings["api_key_env"]] = key
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -78,7 +78,17 @@ def generate_query_variant(sm) -> None:
     log.info("%s prompts for R2MED task %s, LLM %s (model %s, sampling %s)", method, task, spec["llm"],
              spec["model"], generate.sampling_params(spec))
     cache = paths.fill(paths.GENERATE_CACHE, **{k: getattr(sm.wildcards, k) for k in ("benchmark", "task", "method", "llm")})
-    answers, stats = generate.generate(prompts, spec, cache)
+    if spec.get("vllm", {}).get("enabled"):
+        import contextlib
+        import sys
+
+        server = generate.local_server(spec, sys.stderr)
+    else:
+        import contextlib
+
+        server = contextlib.nullcontext()
+    with server:
+        answers, stats = generate.generate(prompts, spec, cache)
     log.info("answers: %d (%d from the cache, %d requested now); tokens: %d prompt, %d completion; cost %.6f",
              stats["queries"], stats["cached"], stats["requested"], stats["prompt_tokens"],
              stats["completion_tokens"], stats["cost"])
