@@ -261,3 +261,41 @@ def test_vllm_option_starts_the_server_inside_the_job(tmp_path, monkeypatch):
     assert "T_LLM_URL" not in os.environ and "T_LLM_KEY" not in os.environ
     with socket.socket() as s:  # the server is gone
         assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_workflow_wires_generated_expansions_and_checks_the_config(tmp_path):
+    from r2med_eval.errors import ConfigError
+    from r2med_eval.workflow.config import validate
+    from r2med_eval.workflow.inputs import Inputs
+    from r2med_eval.workflow.params import Params
+    from r2med_eval.workflow.registry import Registry
+
+    raw = {"benchmarks": {"demo": {"layout": "r2med", "tasks": {"demo": {"path": "data/demo"}}}},
+           "models": {"bm25": {"type": "bm25_lucene"}},
+           "llms": {"mine": {"generate": {"model": "m", "examples": "ex.json"}}},
+           "query_variants": [{"benchmark": "demo", "method": m, "llm": "mine", "models": ["bm25"],
+                               "prompt_task": "PMC-Clinical"} for m in ("hyde", "query2doc", "lamer")]}
+    class Wildcards(dict):  # Snakemake's wildcards: attributes and a mapping
+        __getattr__ = dict.__getitem__
+
+    reg = Registry(validate(raw))
+    w = Wildcards(benchmark="demo", task="demo", method="lamer", llm="mine")
+    assert Inputs(reg).prepare_query_variant(w)["variant"] == \
+        "results/generated/demo/demo/lamer/mine/query_with_hydoc.jsonl"
+    assert Inputs(reg).generate_query_variant(w) == {
+        "queries": "results/data/demo/demo/queries.jsonl", "corpus": "results/data/demo/demo/corpus.jsonl",
+        "run": "results/runs/demo/demo/bm25.trec"}
+    spec = Params(reg).generate_query_variant(w)
+    assert spec["prompt_task"] == "PMC-Clinical" and spec["model"] == "m" and spec["lamer_depth"] == 10
+    assert spec["base_url_env"] == "OPENAI_BASE_URL" and "examples" not in spec
+    assert reg.paper_key("bm25+hyde-mine")["key"] is None  # generated here: not R2MED's row
+    assert len(Inputs(reg).provenance()["generation"]) == 3
+    from r2med_eval.workflow.resources import Resources
+
+    assert Resources(reg).generate_gpu(w) == 0
+    gpu = {**raw, "llms": {"mine": {"generate": {"model": "m", "examples": "x", "vllm": {"enabled": True, "gpus": 2}}}}}
+    assert Resources(Registry(validate(gpu))).generate_gpu(w) == 2
+    with pytest.raises(ConfigError, match="lamer_retriever names 'nope'"):
+        validate({**raw, "llms": {"mine": {"generate": {"model": "m", "examples": "x", "lamer_retriever": "nope"}}}})
+    with pytest.raises(ConfigError, match="llms.mine.generate.examples is not set"):
+        validate({**raw, "llms": {"mine": {"generate": {"model": "m"}}}})

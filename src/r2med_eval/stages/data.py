@@ -3,7 +3,9 @@ internal layout; query variants; Hub downloads (datasets and model weights); Cli
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
 from pathlib import Path
 
 log = logging.getLogger("r2med_eval")
@@ -78,14 +80,9 @@ def generate_query_variant(sm) -> None:
     log.info("%s prompts for R2MED task %s, LLM %s (model %s, sampling %s)", method, task, spec["llm"],
              spec["model"], generate.sampling_params(spec))
     cache = paths.fill(paths.GENERATE_CACHE, **{k: getattr(sm.wildcards, k) for k in ("benchmark", "task", "method", "llm")})
-    if spec.get("vllm", {}).get("enabled"):
-        import contextlib
-        import sys
-
+    if spec["vllm"]["enabled"]:  # a server inside this job (a GPU node on SLURM)
         server = generate.local_server(spec, sys.stderr)
     else:
-        import contextlib
-
         server = contextlib.nullcontext()
     with server:
         answers, stats = generate.generate(prompts, spec, cache)

@@ -208,9 +208,8 @@ class Resources:
     def _vllm(self, llm: str) -> dict:
         from .config import with_defaults
 
-        gen = with_defaults("llm", self.reg.cfg.get("llms", {}).get(llm, {})).get("generate", {})
-        vllm = gen.get("vllm", {})
-        return vllm if vllm.get("enabled") else {}
+        gen = with_defaults("llm", self.reg.cfg["llms"].get(llm, {})).get("generate")
+        return gen["vllm"] if gen and gen["vllm"]["enabled"] else {}
 
     def generate_gpu(self, wildcards) -> int:
         return int(self._vllm(wildcards.llm).get("gpus", 0))
