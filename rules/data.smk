@@ -45,6 +45,28 @@ rule prepare_query_variant:
         "../scripts/prepare_query_variant.py"
 
 
+rule generate_query_variant:
+    input:
+        unpack(W.inputs.generate_query_variant),
+    output:
+        variant=paths.GENERATED,
+        info=paths.GENERATED_INFO,
+    log:
+        paths.log_file("generate_query_variant"),
+    benchmark:
+        paths.benchmark_file("generate_query_variant")
+    conda:
+        "../envs/core.yaml"
+    threads: 1
+    resources:
+        gpu=W.resources.generate_gpu,
+        runtime=W.resources.generate_runtime,
+    params:
+        spec=W.params.of("generate_query_variant"),
+    script:
+        "../scripts/generate_query_variant.py"
+
+
 rule download_task:
     output:
         **paths.DOWNLOAD_FILES,

@@ -550,7 +550,7 @@ def test_nv_embed_query_variant_encodes_the_rewrite_with_the_instruction(tmp_pat
 
     path = _remote_code_dir(tmp_path / "m", 9)
     spec = entry_spec("nv-embed-v2", path, dtype="fp32", max_length=32)
-    assert spec["variant_doc_prompt"] is True
+    assert spec["hydoc_prompt"] == "query"
     rows = [{"id": f"q{i}", "text": t, "hy_doc": DOCS[-1 - i]} for i, t in enumerate(QUERIES)]
     write_jsonl(tmp_path / "v.jsonl", rows)
     dense.encode_query_variant(tmp_path / "v.jsonl", tmp_path / "e.npy", tmp_path / "i.txt", spec, "nv", TASK,

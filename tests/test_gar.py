@@ -21,7 +21,9 @@ def test_reader_on_r2med_layout(tmp_path):
             {"id": "q3", "text": "a query nobody judged", "hy_doc": ""}]
     root, queries = variant_task(tmp_path, rows)
     hy = gar.read_variant(gar.variant_path(root, "hyde", "qwen-7b"), queries)
-    assert hy == {"q1": "Aspirin blocks COX enzymes.", "q2": "Penicillin is first line.", "q3": ""}
+    assert {q: r["hy_doc"] for q, r in hy.items()} == {"q1": "Aspirin blocks COX enzymes.",
+                                                      "q2": "Penicillin is first line.", "q3": ""}
+    assert {q: r["text"] for q, r in hy.items()} == {r["id"]: r["text"] for r in rows}
 
 
 def test_reader_stops_on_missing_or_unknown_queries(tmp_path):
@@ -38,7 +40,7 @@ def test_lexical_combinations_follow_the_official_code():
     assert gar.lexical_query("query2doc", "ab", "doc") == "abab doc"
     assert gar.lexical_query("lamer", "ab", "doc") == "ab doc"
     assert gar.lexical_query("hyde", "ab", "doc") == "doc"
-    assert gar.lexical_query("hyde", "ab", "  ") == "ab"
+    assert gar.lexical_query("hyde", "ab", "") == ""  # R2MED: an empty HyDE document is an empty query
 
 
 def test_dense_variant_averages_query_and_document(tmp_path):

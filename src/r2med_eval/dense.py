@@ -468,9 +468,10 @@ def _encode_in_order(model, texts: list[str], spec: dict, label: str, prompt: st
 
 
 def encode_query_variant(variant_path, out_npy, out_ids, spec: dict, model_name: str, task: str, method: str,
-                         threads: int = 1) -> None:
+                         threads: int = 1, reasoning: str = "none") -> None:
     """Query embeddings for a generation-augmented variant, combined as R2MED's dense code does
-    (see r2med_eval.gar)."""
+    (``gar.dense_inputs``; the hypothetical document takes the query prompt when ``hydoc_prompt: query``)."""
+    from . import gar
     from .io import atomic_path, iter_jsonl, write_text
 
     _set_threads(threads)
@@ -478,12 +479,13 @@ def encode_query_variant(variant_path, out_npy, out_ids, spec: dict, model_name:
     ids = [r["id"] for r in rows]
     model = load_encoder(spec, model_name, "query")
     prompt = prompt_for(spec, task, "query")
-    if method == "query2doc":
-        emb = _encode_in_order(model, [r["text"] + "[SEP]" + r["hy_doc"] for r in rows], spec, "query2doc:", prompt)
+    doc_prompt = prompt if spec["hydoc_prompt"] == "query" else ""
+    pairs = [gar.dense_inputs(method, r["text"], r["hy_doc"], reasoning) for r in rows]
+    if all(h is None for _, h in pairs):
+        emb = _encode_in_order(model, [q for q, _ in pairs], spec, f"{method}:", prompt)
     else:
-        base = _encode_in_order(model, [r["text"] for r in rows], spec, "queries:", prompt)
-        hyp = _encode_in_order(model, [r["hy_doc"] for r in rows], spec, f"{method} documents:",
-                               prompt if spec.get("variant_doc_prompt") else "")
+        base = _encode_in_order(model, [q for q, _ in pairs], spec, "queries:", prompt)
+        hyp = _encode_in_order(model, [h for _, h in pairs], spec, f"{method} documents:", doc_prompt)
         emb = (base + hyp) / 2
         if spec["normalize"]:
             norms = np.linalg.norm(emb, axis=1, keepdims=True)

@@ -2,26 +2,30 @@
 
 R2MED's dataset repos ship ``<method>/<llm>/query_with_hydoc.jsonl`` ({id, text, hy_doc}) per task.
 A (method, llm) pair is a query variant that any retriever can take, combined with the query as the
-official code does (src/eval_BM25.py and src/eval_retrieval.py at R2MED commit 62b7074):
+official code does (src/eval_BM25.py, src/eval_retrieval.py, src/utils.py and src/base.py at R2MED commit
+62b7074). ``text`` is the file's own ``text`` field (as R2MED reads it), not the task's query.
 
-=========== ======================================== ==============================================
-method      lexical (BM25) query                      dense query embedding
-=========== ======================================== ==============================================
-query2doc   ``text * 2 + " " + hy_doc`` (the text     encode(prompt + text + "[SEP]" + hy_doc)
-            repeated twice, with no space between)
-hyde        ``hy_doc``                                (encode(prompt + text) + encode(hy_doc)) / 2
-lamer       ``text + " " + hy_doc``                   (encode(prompt + text) + encode(hy_doc)) / 2
-=========== ======================================== ==============================================
+An LLM that writes its reasoning before the answer (R2MED's ``r1_model_list``) is a *reasoning* LLM: its
+``hy_doc`` is first cut to the answer (``split_reasoning``, per LLM family), and the combination changes:
 
-The hypothetical document is encoded without the query prompt, as the official FlagDRES wrapper does;
-with the model key ``variant_doc_prompt: true`` it gets the query prompt, as R2MED's InstructorModel,
-GritModel and NVEmbedModel do (they encode the rewrite with the query instruction).
+=========== ============================ =================================== ===================================
+method      BM25 query                   dense query (plain LLM)             dense query (reasoning LLM)
+=========== ============================ =================================== ===================================
+query2doc   ``text * 2 + " " + hy_doc``  encode(P + text + "[SEP]" + hy_doc) (encode(P + text) + encode(D + ans))/2
+hyde        ``hy_doc`` ("" stays "")     (encode(P + text) + encode(D + hy_doc)) / 2   same, with ``ans``
+lamer       ``text + " " + hy_doc``      (encode(P + text) + encode(D + hy_doc)) / 2   same, with ``ans``
+=========== ============================ =================================== ===================================
+
+For a reasoning LLM BM25's query is the answer ``ans`` alone, whatever the method. ``P`` is the model's query
+prompt; ``D``, the prompt of the hypothetical document, is empty for R2MED's FlagDRES/HighScale/BiEncoder
+wrappers and the query prompt for its Instructor, GritLM and NV-Embed wrappers (a model's ``hydoc_prompt``).
 The averaged vector is re-normalised when the model normalises (ranking is unchanged by that).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 
 from .errors import InputError
 from .io import iter_jsonl
@@ -30,51 +34,118 @@ log = logging.getLogger(__name__)
 
 METHODS = ("hyde", "query2doc", "lamer")
 
+# How a reasoning LLM's output is cut to its answer (R2MED base.py split_response_for_r1, one format a branch).
+REASONING_FORMATS = ("none", "think", "huatuo-o1", "sky-t1", "answer-tag")
+# R2MED's r1_model_list, by the branch of split_response_for_r1 each name takes. ``reasoning: r2med`` (the
+# default of an ``llms`` entry) looks a name up here; a name not listed is a plain LLM, as in R2MED.
+R2MED_REASONING = {
+    **dict.fromkeys(("r1-llama-8b", "r1-qwen-32b", "r1-llama-70b", "qwq-32b", "qwen3-32b", "qwen3-8b"), "think"),
+    **dict.fromkeys(("huatuo-o1-8b", "huatuo-o1-70b"), "huatuo-o1"),
+    "sky-32b": "sky-t1",
+    **dict.fromkeys(("qwen-7b-ins", "qwen-3b-ins"), "answer-tag"),
+}
 
-def read_variant(path, queries: dict[str, str]) -> dict[str, str]:
-    """{query id: hypothetical document} for every query; stops if any query is missing."""
-    hy: dict[str, str] = {}
-    mismatched = 0
+# R2MED's retriever names (a model's paper_name) whose wrapper encodes the hypothetical document with the query
+# instruction (utils.py InstructorModel, GritModel, NVEmbedModel); every other wrapper encodes it bare.
+R2MED_HYDOC_PROMPT = dict.fromkeys(("inst-l", "inst-xl", "grit", "nv"), "query")
+
+
+def reasoning_format(llm: str, setting: str = "r2med") -> str:
+    """The reasoning format of an LLM: its ``llms.<llm>.reasoning`` setting, ``r2med`` meaning R2MED's table."""
+    if setting == "r2med":
+        return R2MED_REASONING.get(llm, "none")
+    if setting not in REASONING_FORMATS:
+        raise ValueError(f"unknown reasoning format {setting!r}")
+    return setting
+
+
+def split_reasoning(fmt: str, text: str) -> str:
+    """The answer part of an LLM output; the whole text when the format's markers are not found."""
+    if fmt == "none":
+        return text
+    if fmt == "think":
+        head, sep, tail = text.partition("</think>")
+        return tail.strip() if sep else text
+    if fmt == "huatuo-o1":
+        # HuatuoGPT-o1 writes "## Thinking ... ## Final Response ...": everything after the first
+        # "Final Response" (and the whitespace after it) is the answer.
+        found = re.search(r"Final Response\s*", text)
+        return text[found.end():].strip() if found else text
+    if fmt == "sky-t1":
+        found = re.search(r"<\|begin_of_solution\|>\s*([\s\S]*?)\s*<\|end_of_solution\|>", text)
+        return found.group(1).strip() if found else text
+    if fmt == "answer-tag":
+        found = re.search(r"<answer>(.*?)</answer>", text, re.DOTALL)
+        return found.group(1).strip() if found else text
+    raise ValueError(f"unknown reasoning format {fmt!r}")
+
+
+def read_variant(path, queries: dict[str, str]) -> dict[str, dict]:
+    """{query id: {"text", "hy_doc"}} for every query; stops if any query is missing. ``text`` is the line's own
+    ``text`` field (R2MED's code reads it); a line without one takes the task's query text."""
+    rows: dict[str, dict] = {}
+    mismatched = no_text = 0
     for lineno, obj in iter_jsonl(path):
         qid = obj.get("id")
         if qid is None or "hy_doc" not in obj:
             raise InputError("expansion line lacks 'id' or 'hy_doc'.", path=path, line=lineno,
                              fix="use R2MED's layout {id, text, hy_doc}.")
         qid = str(qid)
-        if qid in hy:
+        if qid in rows:
             raise InputError(f"query {qid!r} appears twice.", path=path, line=lineno,
                              fix="keep one expansion per query.")
         if qid not in queries:
             raise InputError(f"query {qid!r} is not in the task's queries.", path=path, line=lineno,
                              fix="use the expansion file that belongs to this task.")
-        if not isinstance(obj["hy_doc"], str):
-            raise InputError("'hy_doc' is not a string.", path=path, line=lineno, fix="write it as a string.")
-        if "text" in obj and obj["text"] != queries[qid]:
+        for key in ("hy_doc", "text"):
+            if key in obj and not isinstance(obj[key], str):
+                raise InputError(f"{key!r} is not a string.", path=path, line=lineno, fix="write it as a string.")
+        if "text" not in obj:
+            no_text += 1
+        elif obj["text"] != queries[qid]:
             mismatched += 1
-        hy[qid] = obj["hy_doc"]
-    missing = [q for q in queries if q not in hy]
+        rows[qid] = {"text": obj.get("text", queries[qid]), "hy_doc": obj["hy_doc"]}
+    missing = [q for q in queries if q not in rows]
     if missing:
         raise InputError(f"the expansion file misses {len(missing)} of {len(queries)} queries "
                          f"(first: {', '.join(missing[:5])}).", path=path,
                          fix="generate expansions for every query, or drop this query variant from config.yaml.")
-    empty = sum(1 for v in hy.values() if not v.strip())
+    empty = sum(1 for v in rows.values() if not v["hy_doc"].strip())
     if empty:
-        log.warning("%s: %d empty hypothetical documents (the query alone is used where the method adds it)",
-                    path, empty)
+        log.warning("%s: %d empty hypothetical documents (kept empty, as R2MED's code does: a HyDE BM25 query is "
+                    "then empty)", path, empty)
     if mismatched:
-        log.warning("%s: %d lines carry a query text that differs from the task's query; the task's is used",
-                    path, mismatched)
-    return hy
+        log.warning("%s: %d lines carry a query text that differs from the task's query; the line's text is used, "
+                    "as R2MED's code does", path, mismatched)
+    if no_text:
+        log.warning("%s: %d lines have no 'text'; the task's query text is used for them", path, no_text)
+    return rows
 
 
-def lexical_query(method: str, text: str, hy_doc: str) -> str:
+def lexical_query(method: str, text: str, hy_doc: str, reasoning: str = "none") -> str:
+    """R2MED's BM25 query (eval_BM25.py load_retrieval_data)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}")
+    if reasoning != "none":
+        return split_reasoning(reasoning, hy_doc)
     if method == "query2doc":
         return text * 2 + " " + hy_doc
     if method == "lamer":
         return text + " " + hy_doc
-    if method == "hyde":
-        return hy_doc if hy_doc.strip() else text
-    raise ValueError(f"unknown method {method!r}")
+    return hy_doc
+
+
+def dense_inputs(method: str, text: str, hy_doc: str, reasoning: str = "none") -> tuple[str, str | None]:
+    """What R2MED's dense code encodes for one query (eval_retrieval.py load_retrieval_data): (query text, None)
+    for one string that is encoded as a query, or (query text, hypothetical document) for the two that are
+    averaged."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}")
+    if reasoning != "none":
+        return text, split_reasoning(reasoning, hy_doc)
+    if method == "query2doc":
+        return text + "[SEP]" + hy_doc, None
+    return text, hy_doc
 
 
 def variant_path(task_path, method: str, llm: str):

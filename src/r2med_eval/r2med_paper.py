@@ -73,6 +73,8 @@ def compare(metric_files, stats_files, keys: dict, tasks: dict, table=None) -> d
                "ours": ours, "theirs": None, "diff": None, "flag": False, "note": "", "source": ""}
         if ptask is None:
             row["note"] = "not an R2MED task"
+        elif info.get("not_compared"):
+            row["note"] = f"not compared, the setting differs from R2MED's: {info['not_compared']}"
         elif info["key"] is None:
             row["note"] = "no paper_name (or not a published configuration)"
         else:

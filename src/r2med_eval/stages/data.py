@@ -3,7 +3,9 @@ internal layout; query variants; Hub downloads (datasets and model weights); Cli
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
 from pathlib import Path
 
 log = logging.getLogger("r2med_eval")
@@ -48,9 +50,50 @@ def prepare_query_variant(sm) -> None:
     from .. import datasets, gar, io
 
     queries = datasets.read_queries(sm.input.queries)
-    hy = gar.read_variant(sm.input.variant, queries)
-    n = io.write_jsonl(sm.output[0], ({"id": q, "text": queries[q], "hy_doc": hy[q]} for q in queries))
+    rows = gar.read_variant(sm.input.variant, queries)
+    n = io.write_jsonl(sm.output[0], ({"id": q, "text": rows[q]["text"], "hy_doc": rows[q]["hy_doc"]}
+                                      for q in queries))
     log.info("query variant %s/%s: %d queries", sm.wildcards.method, sm.wildcards.llm, n)
+
+
+def generate_query_variant(sm) -> None:
+    """An expansion file written by an LLM behind an OpenAI-compatible server (``r2med_eval.generate``)."""
+    from .. import datasets, generate, io, runs
+    from ..workflow import paths
+
+    spec = sm.params.spec
+    method, task = spec["method"], spec["prompt_task"]
+    queries = datasets.read_queries(sm.input.queries)
+    examples = passages = None
+    if method == "query2doc":
+        examples = generate.read_examples(sm.input.examples, task) if hasattr(sm.input, "examples") else None
+    if method == "lamer":
+        corpus = {d: doc["text"] for d, doc in datasets.read_corpus(sm.input.corpus).items()}
+        run = runs.read_run(sm.input.run)
+        passages = {}
+        for q in queries:
+            ranked = sorted(run.get(q, {}).items(), key=lambda kv: (-kv[1], kv[0]))[:spec["lamer_depth"]]
+            passages[q] = generate.lamer_passages([d for d, _ in ranked], corpus, spec["lamer_words"])
+        log.info("LameR: the top %d passages of %s, cut to %d words", spec["lamer_depth"], sm.input.run,
+                 spec["lamer_words"])
+    prompts = generate.build_prompts(method, task, queries, examples=examples, passages=passages)
+    log.info("%s prompts for R2MED task %s, LLM %s (model %s, sampling %s)", method, task, spec["llm"],
+             spec["model"], generate.sampling_params(spec))
+    cache = paths.fill(paths.GENERATE_CACHE, **{k: getattr(sm.wildcards, k) for k in ("benchmark", "task", "method", "llm")})
+    if spec["vllm"]["enabled"]:  # a server inside this job (a GPU node on SLURM)
+        server = generate.local_server(spec, sys.stderr)
+    else:
+        server = contextlib.nullcontext()
+    with server:
+        answers, stats = generate.generate(prompts, spec, cache)
+    log.info("answers: %d (%d from the cache, %d requested now); tokens: %d prompt, %d completion; cost %.6f",
+             stats["queries"], stats["cached"], stats["requested"], stats["prompt_tokens"],
+             stats["completion_tokens"], stats["cost"])
+    io.write_jsonl(sm.output.variant, ({"id": q, "text": queries[q], "hy_doc": answers[q]} for q in queries))
+    io.write_json(sm.output.info, {
+        "method": method, "prompt_task": task, "llm": spec["llm"], "model": spec["model"],
+        "system_prompt": spec["system_prompt"], "sampling": generate.sampling_params(spec),
+        "prompt_template_sha256": generate.template_sha256(method, task, examples), **stats})
 
 
 def download_task(sm) -> None:

@@ -87,5 +87,6 @@ def encode_query_variant(sm) -> None:
 
     _protect(sm, paths.EMB_ROOT)
     dense.encode_query_variant(sm.input.variant, sm.output.emb, sm.output.ids, sm.params.spec,
-                               sm.wildcards.model, sm.wildcards.task, sm.wildcards.method, threads=sm.threads)
+                               sm.wildcards.model, sm.wildcards.task, sm.wildcards.method, threads=sm.threads,
+                               reasoning=sm.params.spec["reasoning"])
     _protect_outputs(sm, paths.EMB_ROOT)

@@ -126,6 +126,10 @@ def provenance(sm) -> None:
                         "stats": stats[f"{run['benchmark']}/{run['task']}"]})
     repo = Path(prov.__file__).resolve().parents[2]  # the checkout the package runs from
     doc = prov.collect(entries, spec["datasets"], repo)
+    generation = getattr(sm.input, "generation", [])
+    if generation:  # generated expansion files: the LLM, its sampling, tokens and cost (no server address or key)
+        doc["generation"] = {"{benchmark}/{task}/{method}/{llm}".format(**paths.parse(paths.GENERATED_INFO, p)):
+                             io.read_json(p) for p in generation}
     io.write_json(sm.output[0], doc)
     log.info("provenance of %d runs; git %s", len(entries), doc["git"])
 

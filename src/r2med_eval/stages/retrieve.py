@@ -11,10 +11,12 @@ def _variant_queries(sm, queries: dict) -> dict:
     """A query-variant run's BM25 queries, combined with the hypothetical documents as R2MED's BM25 code does."""
     from .. import gar, io
 
-    hy = {obj["id"]: obj["hy_doc"] for _, obj in io.iter_jsonl(sm.input.variant)}
+    rows = {obj["id"]: obj for _, obj in io.iter_jsonl(sm.input.variant)}
     variant = sm.params.spec["variant"]
-    log.info("query variant %s/%s, combined as the official BM25 code does", variant["method"], variant["llm"])
-    return {q: gar.lexical_query(variant["method"], t, hy[q]) for q, t in queries.items()}
+    log.info("query variant %s/%s (reasoning format %s), combined as the official BM25 code does: the line's "
+             "text and hy_doc", variant["method"], variant["llm"], variant["reasoning"])
+    return {q: gar.lexical_query(variant["method"], rows[q]["text"], rows[q]["hy_doc"], variant["reasoning"])
+            for q in queries}
 
 
 def retrieve_bm25_lucene(sm) -> None:

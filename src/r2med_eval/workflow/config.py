@@ -207,6 +207,19 @@ def _check_variants(cfg: dict, config_file: str) -> None:
             if m not in cfg["models"] or cfg["models"][m]["type"] not in registry.RETRIEVER_TYPES:
                 raise ConfigError(f"query_variants[{i}].models names {m!r}, which is not a retriever in models.",
                                   path=config_file, fix="name bm25_lucene, bm25_paper or dense entries.")
+    for name, llm in cfg.get("llms", {}).items():
+        gen = llm.get("generate")
+        if not gen:
+            continue
+        m = gen["lamer_retriever"]
+        uses_lamer = any(v["llm"] == name and v["method"] == "lamer" for v in cfg["query_variants"])
+        if uses_lamer and (m not in cfg["models"] or cfg["models"][m]["type"] not in registry.RETRIEVER_TYPES):
+            raise ConfigError(f"llms.{name}.generate.lamer_retriever names {m!r}, which is not a retriever in models.",
+                              path=config_file, fix="name the retriever whose top passages LameR's prompt lists.")
+        uses_q2d = any(v["llm"] == name and v["method"] == "query2doc" for v in cfg["query_variants"])
+        if uses_q2d and not gen.get("examples"):
+            raise ConfigError(f"llms.{name}.generate.examples is not set, and query2doc needs few-shot examples.",
+                              path=config_file, fix="give a JSON file {R2MED task: examples text}.")
 
 
 def _check_derived(cfg: dict, config_file: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from .paths import (BENCHMARK_LEADERBOARD, CHUNK_IDS, CLINIQ_METRICS, CLINIQ_POOL, CLINIQ_QRELS, CLINIQ_TABLE, CORPUS,
                     DOWNLOAD, DOWNLOAD_FILES, DOWNLOAD_VARIANT, EMB_CORPUS, EMB_CORPUS_IDS, EMB_QUERIES, EMB_QUERY_IDS,
                     EMB_SHARD, EMB_VARIANT, EMB_VARIANT_IDS, INDEX, INDEX_PAGE, LEADERBOARD, METRICS, MODEL_MANIFEST,
-                    PER_QUERY, PLOT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE,
+                    GENERATED, GENERATED_INFO, PER_QUERY, PLOT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE,
                     VARIANT, benchmark_file, fill)
 from .registry import Registry, job_inputs
 
@@ -37,9 +37,22 @@ class Inputs:
         return files
 
     def prepare_query_variant(self, wildcards) -> dict:
+        if self.reg.generated(wildcards.llm):
+            return {"variant": fill(GENERATED, **wildcards), "queries": fill(QUERIES, **wildcards)}
         folder = self.task_location(wildcards.benchmark, wildcards.task)["path"]
         return {"variant": f"{folder}/{wildcards.method}/{wildcards.llm}/query_with_hydoc.jsonl",
                 "queries": fill(QUERIES, **wildcards)}
+
+    def generate_query_variant(self, wildcards) -> dict:
+        """The task's queries; LameR: the corpus and the first-stage run; query2doc: the examples file."""
+        w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
+        settings = self.reg.llm(wildcards.llm)["generate"]
+        out = {"queries": fill(QUERIES, **w)}
+        if wildcards.method == "lamer":
+            out.update(corpus=fill(CORPUS, **w), run=fill(RUN, **w, model=settings["lamer_retriever"]))
+        if wildcards.method == "query2doc" and settings.get("examples"):
+            out["examples"] = settings["examples"]
+        return out
 
     def cliniq_annotation_dir(self, wildcards) -> str:
         return self.cfg["benchmarks"][wildcards.benchmark]["tasks"][wildcards.task]["path"]
@@ -172,7 +185,8 @@ class Inputs:
 
     def provenance(self) -> dict:
         """Metrics and task statistics; each run file is named in its metrics JSON (and hashed from there)."""
-        return {"metrics": self.metric_files(), "stats": self.stats_files()}
+        return {"metrics": self.metric_files(), "stats": self.stats_files(),
+                "generation": [fill(GENERATED_INFO, **g) for g in self.reg.generated_variants()]}
 
     def plot_rerank_depth(self, wildcards) -> list[str]:
         """The metrics of the runs the plot draws: each rerank run and the run it re-scores."""
@@ -232,7 +246,7 @@ def prefetch_targets(reg: Registry) -> list[str]:
     out += [fill(DOWNLOAD_FILES["manifest"], benchmark=b, task=t) for b, t in source]
     for v in reg.variants.values():
         out += [fill(DOWNLOAD_VARIANT, benchmark=b, task=t, method=v["method"], llm=v["llm"]) for b, t in source
-                if b == v["benchmark"]]
+                if b == v["benchmark"] and not reg.generated(v["llm"])]
     for folder in Inputs(reg).cliniq_download_dirs():
         out += [f"{folder}/{name}" for name in ANNOTATION_FILES]
     return list(dict.fromkeys(out))
@@ -277,6 +291,8 @@ def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> l
                 out.append(bench("retrieve_dense", model=name))
             if kind == "query_variant":
                 out.append(bench("prepare_query_variant", method=job["method"], llm=job["llm"]))
+                if reg.generated(job["llm"]):
+                    out.append(bench("generate_query_variant", method=job["method"], llm=job["llm"]))
         elif kind == "rerank":
             if cfg["models"][job["reranker"]]["type"] == "dense":
                 out += encoder(job["reranker"]) + [bench("encode_queries", model=job["reranker"])]

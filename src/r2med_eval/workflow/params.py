@@ -20,7 +20,6 @@ ENCODER_COMMON = ("source", "pooling", "pool_prompt", "normalize", "max_length",
                   "trust_remote_code", "append_eos", "encode_with", "bidirectional")
 DOC_SIDE = ENCODER_COMMON + ("doc_prompt", "doc_as_pair")
 QUERY_SIDE = ENCODER_COMMON + ("query_source", "query_max_length", "query_prompt")
-VARIANT_SIDE = QUERY_SIDE + ("variant_doc_prompt",)
 
 # model type -> key -> the rules whose output it shapes ("-": documentation or selection only)
 MODEL_KEYS = {
@@ -33,10 +32,11 @@ MODEL_KEYS = {
               **{k: "encode_corpus_shard encode_queries encode_query_variant" for k in ENCODER_COMMON},
               "source": "prefetch_model encode_corpus_shard encode_queries encode_query_variant",
               "doc_prompt": "encode_corpus_shard", "doc_as_pair": "encode_corpus_shard",
-              "variant_doc_prompt": "encode_query_variant", "task_prompts": "encode_corpus_shard encode_queries "
+              "task_prompts": "encode_corpus_shard encode_queries "
               "encode_query_variant", "query_source": "prefetch_model encode_queries encode_query_variant",
               "query_max_length": "encode_queries encode_query_variant",
               "query_prompt": "encode_queries encode_query_variant", "embedding_dtype": "gather_embeddings",
+              "hydoc_prompt": "encode_query_variant r2med_vs_paper",
               "shards": "gather_embeddings (the shard files)", "top_k": "retrieve_dense", "index": "retrieve_dense"},
     "cross_encoder": {"type": "rerank_run", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
                       "source": "prefetch_model rerank_run", "max_length": "rerank_run", "batch_size": "rerank_run",
@@ -105,6 +105,18 @@ class Params:
     def download_query_variant(self, wildcards) -> dict:
         return self._fetch(wildcards)
 
+    def generate_query_variant(self, wildcards) -> dict:
+        """The prompt (method, R2MED task), the LLM's sampling and client settings. The server's address and key
+        stay in the environment: only the names of the variables are here."""
+        settings = dict(self.reg.llm(wildcards.llm)["generate"])
+        settings.pop("examples", None)  # an input file
+        if wildcards.method != "lamer":
+            for k in ("lamer_retriever", "lamer_depth", "lamer_words"):
+                settings.pop(k)
+        return {"method": wildcards.method, "llm": wildcards.llm,
+                "prompt_task": self.reg.prompt_task(wildcards.benchmark, wildcards.task, wildcards.method,
+                                                    wildcards.llm), **settings}
+
     def prefetch_model(self, wildcards) -> dict:
         """The model's Hub sources (a source.path or source.package needs no prefetch)."""
         from ..hfmodels import hub_sources
@@ -151,7 +163,9 @@ class Params:
         return self._encoder(wildcards, QUERY_SIDE, "query")
 
     def encode_query_variant(self, wildcards) -> dict:
-        return self._encoder(wildcards, VARIANT_SIDE, "query")
+        spec = self.cfg["models"][wildcards.model]
+        return {**self._encoder(wildcards, QUERY_SIDE, "query"), "hydoc_prompt": spec["hydoc_prompt"],
+                "reasoning": self.reg.reasoning(wildcards.llm)}
 
     def gather_embeddings(self, wildcards) -> dict:
         return {"storage": self.cfg["models"][wildcards.model]["embedding_dtype"],
@@ -161,7 +175,8 @@ class Params:
 
     def _variant(self, run: str) -> dict:
         v = self.reg.variants.get(run)
-        return {"variant": {"method": v["method"], "llm": v["llm"]}} if v else {}
+        return {"variant": {"method": v["method"], "llm": v["llm"], "reasoning": self.reg.reasoning(v["llm"])}} \
+            if v else {}
 
     def _top_k(self, benchmark: str, spec: dict) -> dict:
         """The model's top_k; ``None`` (the whole corpus) on a CliniQ benchmark with ``depth: full``, as

@@ -27,6 +27,10 @@ DOWNLOAD = "resources/{benchmark}/{task}"
 DOWNLOAD_FILES = {"corpus": DOWNLOAD + "/corpus.jsonl", "queries": DOWNLOAD + "/query.jsonl",
                   "qrels": DOWNLOAD + "/qrels.jsonl", "manifest": DOWNLOAD + "/manifest.json"}
 DOWNLOAD_VARIANT = DOWNLOAD + "/{method}/{llm}/query_with_hydoc.jsonl"
+# expansion files written by rule generate_query_variant, and its cache of the LLM's answers
+GENERATED = "results/generated/{benchmark}/{task}/{method}/{llm}/query_with_hydoc.jsonl"
+GENERATED_INFO = "results/generated/{benchmark}/{task}/{method}/{llm}/generation.json"
+GENERATE_CACHE = "resources/llm_cache/{benchmark}/{task}/{method}--{llm}.jsonl"
 MODEL_MANIFEST = "resources/models/{model}.json"  # a Hub model's snapshot, fetched by rule prefetch_model
 CLINIQ_CHUNKS = "resources/cliniq/{benchmark}/{task}/corpus.jsonl"  # MIMIC text: owner-only, never in results/
 
@@ -72,6 +76,7 @@ JOB_KEYS = {
     "prepare_query_variant": "{benchmark}/{task}/{method}--{llm}",
     "download_task": "{benchmark}/{task}",
     "download_query_variant": "{benchmark}/{task}/{method}--{llm}",
+    "generate_query_variant": "{benchmark}/{task}/{method}--{llm}",
     "prefetch_model": "{model}",
     "link_cliniq_corpus": "{benchmark}/{task}",
     "prepare_cliniq_queries": "{benchmark}/{task}",

@@ -154,6 +154,11 @@ LOCAL_LIGHT_RULES = ("score_run", "score_cliniq", "fuse_runs", "significance", "
 LOCAL_DOWNLOAD_RULES = ("download_task", "download_query_variant", "download_cliniq_annotations", "prefetch_model")
 
 
+def generate_minutes(queries: int, startup_seconds: float, attempt: int = 1) -> int:
+    """LLM generation: a minute a query at worst (long reasoning outputs), plus a vLLM server's start."""
+    return _retry(BASE_MINUTES + queries + startup_seconds / 60.0, attempt)
+
+
 def light_minutes(input_mb: float, attempt: int = 1) -> int:
     """Parsing, scoring, fusion, gathering: 10 minutes plus 1 per 200 MB read."""
     return _retry(BASE_MINUTES + input_mb / 200, attempt)
@@ -204,6 +209,20 @@ class Resources:
     def encode_queries_runtime(self, wildcards, input, attempt) -> int:
         return encode_minutes(_total_mb(input), self._weights(wildcards.model), self.gpu(wildcards.model) > 0,
                               attempt)
+
+    # generation: {llm} names an llms entry with generate
+    def _vllm(self, llm: str) -> dict:
+        from .config import with_defaults
+
+        gen = with_defaults("llm", self.reg.cfg["llms"].get(llm, {})).get("generate")
+        return gen["vllm"] if gen and gen["vllm"]["enabled"] else {}
+
+    def generate_gpu(self, wildcards) -> int:
+        return int(self._vllm(wildcards.llm).get("gpus", 0))
+
+    def generate_runtime(self, wildcards, input, attempt) -> int:
+        return generate_minutes(count_lines(input.queries), self._vllm(wildcards.llm).get("startup_seconds", 0),
+                                attempt)
 
     # index and search
     def lucene_index_mem_mb(self, wildcards, input, attempt) -> int:

@@ -1,0 +1,301 @@
+"""The generate stage: R2MED's prompts (against a transcription of src/instrcution.py and
+src/generate_hypothetical_doc.py at commit 62b7074), the response cache, retries and the failures that stop
+it (unreachable server, HTTP 500, malformed response, missing API key), with a local fake server."""
+import json
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import write_jsonl
+from llm_fake_server import FakeLLM
+from r2med_eval import generate
+from r2med_eval.errors import InputError
+from r2med_eval.stages import data as data_stage
+from r2med_eval.workflow.config import with_defaults
+
+# ------------------------------------------------------------------ transcription of R2MED's prompt strings
+# keyed by instrcution.py's dataset names; mapped to R2MED's task names as config/r2med_models.yaml says
+KEYS = {"Biology": "Stack-Biology", "Medical-Sciences": "Stack-Medical", "Bioinformatics": "Stack-Bioinformatics",
+        "MedXpertQA-Exam": "MedXpertQA-Exam", "MedQA-Diag": "MedQA-Diag", "PMC-Treatment": "PMC-Treat",
+        "PMC-Clinical": "PMCPatients", "IIYi-Clinical": "IIYiPatients-EN"}
+REF_HYDE = {
+    "Stack-Biology": "Please write a passage to help answer the Biology post.\nPost: {TEXT}\nPassage: ",
+    "Stack-Medical": "Please write a passage to help answer the Medical Science post.\nPost: {TEXT}\nPassage: ",
+    "Stack-Bioinformatics": "Please write a passage to help answer the Bioinformatics post.\nPost: {TEXT}\nPassage: ",
+    "MedXpertQA-Exam": "Please write a passage to help answer the Medical Exam.\nExam: {TEXT}\nPassage: ",
+    "MedQA-Diag": "Please write a passage to help answer the Medical Exam.\nExam: {TEXT}\nPassage: ",
+    "PMC-Treat": "Please write a passage to help answer the Clinical Case.\nCase: {TEXT}\nPassage: ",
+    "PMCPatients": "Please write a similar case to help diagnose the Clinical Case.\nCase: {TEXT}\nSimilar Case: ",
+    "IIYiPatients-EN": "Please write a similar case to help diagnose the Clinical Case.\nCase: {TEXT}\nSimilar Case: ",
+}
+_Q2D = "\n\n###Examples:###\n{EXAMPLE}\n\n###Real Test:###\n"
+REF_QUERY2DOC = {
+    "Stack-Biology": "Write a passage that help answer the Biology post." + _Q2D + "Post: {TEXT}\nPassage: ",
+    "Stack-Medical": "Write a passage to help answer the Medical Science post." + _Q2D + "Post: {TEXT}\nPassage: ",
+    "Stack-Bioinformatics": "Write a passage to help answer the Bioinformatics post." + _Q2D + "Post: {TEXT}\nPassage: ",
+    "MedXpertQA-Exam": "Write a passage to help answer the Medical Exam." + _Q2D + "Exam: {TEXT}\nPassage: ",
+    "MedQA-Diag": "Write a passage to help answer the Medical Exam." + _Q2D + "Exam: {TEXT}\nPassage: ",
+    "PMC-Treat": "Write a passage to help answer the Clinical Case." + _Q2D + "Case: {TEXT}\nPassage: ",
+    "PMCPatients": "Write a similar case to help diagnose the Clinical Case." + _Q2D + "Case: {TEXT}\nSimilar Case: ",
+    "IIYiPatients-EN": "Write a similar case to help diagnose the Clinical Case." + _Q2D + "Case: {TEXT}\nSimilar Case: ",
+}
+_JUST = "Just output the correct passage, don't explanation.\n\n"
+
+
+def _lamer_passage(noun, goal, label):
+    return (f"Give a {noun} and its possible relevant passages (most of these passages are wrong). Please write a "
+            f"correct passage that help answer the {goal}.\n" + _JUST + label + ": {TEXT}\n\nPossible Relevant "
+            "Passages: {PASSAGE}")
+
+
+_LAMER_CASE = ("Give a Clinical Case and its possible similar cases (most of these cases are non-similar). Please "
+               "write a correct similar case that help diagnose the case.\nJust output the correct case, don't "
+               "explanation.\n\nCase: {TEXT}\n\nPossible Similar Cases: {PASSAGE}")
+REF_LAMER = {
+    "Stack-Biology": _lamer_passage("Biology post", "post", "Post"),
+    "Stack-Medical": _lamer_passage("Medical Science post", "post", "Post"),
+    "Stack-Bioinformatics": _lamer_passage("Bioinformatics post", "post", "Post"),
+    "MedXpertQA-Exam": _lamer_passage("Medical Exam", "exam", "Exam"),
+    "MedQA-Diag": _lamer_passage("Medical Exam", "exam", "Exam"),
+    "PMC-Treat": _lamer_passage("Clinical Case", "case", "Case"),
+    "PMCPatients": _LAMER_CASE,
+    "IIYiPatients-EN": _LAMER_CASE,
+}
+REF = {"hyde": REF_HYDE, "query2doc": REF_QUERY2DOC, "lamer": REF_LAMER}
+
+
+def ref_cut_text(text, threshold=512):
+    words = text.split()
+    return " ".join(words[:threshold] if len(words) > threshold else words)
+
+
+def ref_passages(pids, id2doc):
+    passages = ""
+    for num, pid in enumerate(pids[:10]):
+        passages = passages + f"\n[{num + 1}]. {ref_cut_text(id2doc[pid].replace(chr(10), ' '))}"
+    return passages
+
+
+@pytest.mark.parametrize("method", sorted(REF))
+@pytest.mark.parametrize("task", sorted(KEYS))
+def test_prompts_are_r2meds(method, task):
+    assert generate.prompt_template(method, task) == REF[method][KEYS[task]]
+    ref = REF[method][KEYS[task]]
+    if method == "query2doc":
+        ref = ref.replace("{EXAMPLE}", "EX {TEXT}?")  # R2MED formats the examples in first, then the query
+    want = ref.replace("{PASSAGE}", "\n[1]. p").format(TEXT="a {b} query") if method == "lamer" else None
+    got = generate.build_prompts(method, task, {"q": "a {b} query"}, examples="EX {TEXT}?",
+                                 passages={"q": "\n[1]. p"})["q"]
+    if method == "hyde":
+        assert got == ref.replace("{TEXT}", "a {b} query")
+    elif method == "lamer":
+        assert got == want
+    else:
+        assert got.startswith(ref.split("###Real Test:###")[0].replace("{TEXT}", "a {b} query"))
+        assert got.endswith("###Real Test:###\n" + ref.split("###Real Test:###\n")[1].replace("{TEXT}", "a {b} query"))
+
+
+def test_lamer_passages_as_r2med_cuts_them():
+    id2doc = {"d1": "one\ntwo  three", "d2": " ".join(f"w{i}" for i in range(600)), "d3": "x"}
+    assert generate.lamer_passages(["d2", "d1", "d3"], id2doc, 512) == ref_passages(["d2", "d1", "d3"], id2doc)
+
+
+def test_unknown_prompt_task_and_missing_examples_stop():
+    with pytest.raises(InputError, match="no R2MED prompt for task 'demo'"):
+        generate.prompt_template("hyde", "demo")
+    with pytest.raises(InputError, match="query2doc needs few-shot examples"):
+        generate.build_prompts("query2doc", "Biology", {"q": "x"})
+
+
+# ------------------------------------------------------------------ the client, the cache and the failures
+
+SECRET = "sk-test-never-written-0123"
+
+
+def settings(**over):
+    gen = with_defaults("llm", {"generate": {"model": "tiny", "base_url_env": "T_LLM_URL", "api_key_env": "T_LLM_KEY",
+                                             "retries": 1, "backoff_seconds": 0.0, "timeout_seconds": 10,
+                                             "concurrency": 3, "price_per_million_input": 2.0,
+                                             "price_per_million_output": 10.0, **over}})["generate"]
+    return gen
+
+
+PROMPTS = {f"q{i}": f"Please write a passage about topic {i}" for i in range(6)}
+
+
+def test_generate_caches_and_asks_only_what_is_missing(tmp_path, monkeypatch):
+    with FakeLLM() as llm:
+        monkeypatch.setenv("T_LLM_URL", llm.url)
+        monkeypatch.setenv("T_LLM_KEY", SECRET)
+        cache = tmp_path / "cache.jsonl"
+        answers, stats = generate.generate(PROMPTS, settings(), cache)
+        assert answers == {q: FakeLLM.answer_for(p) for q, p in PROMPTS.items()}
+        assert (stats["requested"], stats["cached"]) == (6, 0) and len(llm.requests) == 6
+        assert stats["completion_tokens"] == 12 and stats["cost"] == pytest.approx(
+            (stats["prompt_tokens"] * 2.0 + 12 * 10.0) / 1e6)
+        body = llm.requests[0]
+        assert body["model"] == "tiny" and body["temperature"] == 0.7 and body["seed"] == 42
+        assert body["max_tokens"] == 10240 and "top_p" not in body
+        assert body["messages"][0] == {"role": "system", "content": "You are a helpful assistant."}
+        assert llm.headers[0]["Authorization"] == f"Bearer {SECRET}"
+        # a rerun asks nothing; a crash that lost two answers and tore the last line asks for those two only
+        again, stats = generate.generate(PROMPTS, settings(), cache)
+        assert again == answers and stats["requested"] == 0 and len(llm.requests) == 6
+        lines = cache.read_text().splitlines()
+        cache.write_text("\n".join(lines[:4]) + "\n" + lines[4][:20])
+        again, stats = generate.generate(PROMPTS, settings(), cache)
+        assert again == answers and (stats["requested"], stats["cached"]) == (2, 4) and len(llm.requests) == 8
+        # other sampling parameters are other requests
+        _, stats = generate.generate(PROMPTS, settings(temperature=0.0, top_p=0.8), cache)
+        assert stats["requested"] == 6 and llm.requests[-1]["top_p"] == 0.8
+        assert SECRET not in cache.read_text() and llm.url not in cache.read_text()
+
+
+def test_retries_then_succeeds(tmp_path, monkeypatch):
+    with FakeLLM() as llm:
+        monkeypatch.setenv("T_LLM_URL", llm.url)
+        monkeypatch.setenv("T_LLM_KEY", SECRET)
+        llm.fail_first = 2
+        answers, stats = generate.generate({"q": "x"}, settings(retries=2, concurrency=1), tmp_path / "c.jsonl")
+        assert answers == {"q": FakeLLM.answer_for("x")} and len(llm.requests) == 3
+
+
+def stage_sm(tmp_path, llm_settings, method="hyde"):
+    write_jsonl(tmp_path / "queries.jsonl", [{"id": q, "text": t} for q, t in
+                                            {"q1": "sugar", "q2": "fever", "q3": "cough"}.items()])
+    out = tmp_path / "out"
+    spec = {"method": method, "llm": "tiny-llm", "prompt_task": "Biology", **llm_settings}
+    return SimpleNamespace(input=SimpleNamespace(queries=str(tmp_path / "queries.jsonl")),
+                           output=SimpleNamespace(variant=str(out / "query_with_hydoc.jsonl"),
+                                                  info=str(out / "generation.json")),
+                           params=SimpleNamespace(spec=spec),
+                           wildcards=SimpleNamespace(benchmark="b", task="t", method=method, llm="tiny-llm")), out
+
+
+@pytest.mark.parametrize("failure", ["missing key", "missing url", "unreachable", "http 500", "malformed",
+                                     "not json", "http 401"])
+def test_failures_stop_with_one_message_and_no_output(tmp_path, monkeypatch, caplog, failure):
+    monkeypatch.chdir(tmp_path)
+    expected = {"missing key": r"environment variable T_LLM_KEY \(API key\) is not set",
+                "missing url": r"environment variable T_LLM_URL \(the server's base URL",
+                "unreachable": r"failed for query q\d after 2 attempts: cannot connect to the server",
+                "http 500": r"failed for query q\d after 2 attempts: HTTP 500",
+                "malformed": r"malformed response for query q\d",
+                "not json": r"malformed response for query q\d",
+                "http 401": r"refused the request for query q\d: HTTP 401"}[failure]
+    with FakeLLM() as llm:
+        monkeypatch.setenv("T_LLM_URL", llm.url)
+        monkeypatch.setenv("T_LLM_KEY", SECRET)
+        if failure == "missing key":
+            monkeypatch.delenv("T_LLM_KEY")
+        if failure == "missing url":
+            monkeypatch.delenv("T_LLM_URL")
+        if failure == "unreachable":
+            import socket
+
+            with socket.socket() as s:  # a port nobody listens on
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            monkeypatch.setenv("T_LLM_URL", f"http://127.0.0.1:{port}/v1")
+        llm.mode = {"http 500": "status", "http 401": "status", "malformed": "malformed",
+                    "not json": "not-json"}.get(failure, "ok")
+        llm.status = 401 if failure == "http 401" else 500
+        sm, out = stage_sm(tmp_path, settings(concurrency=1))
+        with caplog.at_level(logging.INFO), pytest.raises(InputError, match=expected) as err:
+            data_stage.generate_query_variant(sm)
+        assert "\n" not in str(err.value) and "Fix:" in str(err.value)
+        assert not out.exists() or not any(out.iterdir())  # nothing half-written
+        text = caplog.text + str(err.value)
+        assert SECRET not in text and llm.url not in text
+        if failure in ("http 401", "malformed", "not json"):
+            assert len(llm.requests) == 1  # not retried
+
+
+def test_stage_writes_the_file_and_the_info_without_secrets(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    with FakeLLM() as llm:
+        monkeypatch.setenv("T_LLM_URL", llm.url)
+        monkeypatch.setenv("T_LLM_KEY", SECRET)
+        sm, out = stage_sm(tmp_path, settings())
+        with caplog.at_level(logging.DEBUG):
+            data_stage.generate_query_variant(sm)
+        rows = [json.loads(x) for x in (out / "query_with_hydoc.jsonl").read_text().splitlines()]
+        prompt = generate.prompt_template("hyde", "Biology").replace("{TEXT}", "sugar")
+        assert rows[0] == {"id": "q1", "text": "sugar", "hy_doc": FakeLLM.answer_for(prompt)}
+        info = json.loads((out / "generation.json").read_text())
+        assert info["requested"] == 3 and info["model"] == "tiny" and info["completion_tokens"] == 6
+        cache = tmp_path / "resources/llm_cache/b/t/hyde--tiny-llm.jsonl"
+        assert len(cache.read_text().splitlines()) == 3
+        for text in (caplog.text, (out / "generation.json").read_text(), cache.read_text()):
+            assert SECRET not in text and llm.url not in text and "127.0.0.1" not in text
+
+
+def test_vllm_option_starts_the_server_inside_the_job(tmp_path, monkeypatch):
+    """llms.<llm>.generate.vllm: the job starts the server command on 127.0.0.1 with a fresh key, asks it, and
+    stops it; the environment is restored (here a stand-in for `vllm serve` answers)."""
+    import socket
+    import sys
+
+    from conftest import REPO
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("T_LLM_URL", raising=False)
+    monkeypatch.delenv("T_LLM_KEY", raising=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    vllm = {"enabled": True, "command": [sys.executable, str(REPO / "tests" / "llm_fake_server.py")],
+            "port": port, "startup_seconds": 60, "args": [], "gpus": 1}
+    sm, out = stage_sm(tmp_path, {**settings(), "vllm": vllm})
+    log = tmp_path / "server.log"
+    with open(log, "w") as handle:
+        monkeypatch.setattr(sys, "stderr", handle)
+        data_stage.generate_query_variant(sm)
+    monkeypatch.undo()
+    rows = [json.loads(x) for x in (out / "query_with_hydoc.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["q1", "q2", "q3"] and all(r["hy_doc"].startswith("hypothetical") for r in rows)
+    assert "fake vllm serving tiny" in log.read_text()
+    import os
+
+    assert "T_LLM_URL" not in os.environ and "T_LLM_KEY" not in os.environ
+    with socket.socket() as s:  # the server is gone
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_workflow_wires_generated_expansions_and_checks_the_config(tmp_path):
+    from r2med_eval.errors import ConfigError
+    from r2med_eval.workflow.config import validate
+    from r2med_eval.workflow.inputs import Inputs
+    from r2med_eval.workflow.params import Params
+    from r2med_eval.workflow.registry import Registry
+
+    raw = {"benchmarks": {"demo": {"layout": "r2med", "tasks": {"demo": {"path": "data/demo"}}}},
+           "models": {"bm25": {"type": "bm25_lucene"}},
+           "llms": {"mine": {"generate": {"model": "m", "examples": "ex.json"}}},
+           "query_variants": [{"benchmark": "demo", "method": m, "llm": "mine", "models": ["bm25"],
+                               "prompt_task": "PMC-Clinical"} for m in ("hyde", "query2doc", "lamer")]}
+    class Wildcards(dict):  # Snakemake's wildcards: attributes and a mapping
+        __getattr__ = dict.__getitem__
+
+    reg = Registry(validate(raw))
+    w = Wildcards(benchmark="demo", task="demo", method="lamer", llm="mine")
+    assert Inputs(reg).prepare_query_variant(w)["variant"] == \
+        "results/generated/demo/demo/lamer/mine/query_with_hydoc.jsonl"
+    assert Inputs(reg).generate_query_variant(w) == {
+        "queries": "results/data/demo/demo/queries.jsonl", "corpus": "results/data/demo/demo/corpus.jsonl",
+        "run": "results/runs/demo/demo/bm25.trec"}
+    spec = Params(reg).generate_query_variant(w)
+    assert spec["prompt_task"] == "PMC-Clinical" and spec["model"] == "m" and spec["lamer_depth"] == 10
+    assert spec["base_url_env"] == "OPENAI_BASE_URL" and "examples" not in spec
+    assert reg.paper_key("bm25+hyde-mine")["key"] is None  # generated here: not R2MED's row
+    assert len(Inputs(reg).provenance()["generation"]) == 3
+    from r2med_eval.workflow.resources import Resources
+
+    assert Resources(reg).generate_gpu(w) == 0
+    gpu = {**raw, "llms": {"mine": {"generate": {"model": "m", "examples": "x", "vllm": {"enabled": True, "gpus": 2}}}}}
+    assert Resources(Registry(validate(gpu))).generate_gpu(w) == 2
+    with pytest.raises(ConfigError, match="lamer_retriever names 'nope'"):
+        validate({**raw, "llms": {"mine": {"generate": {"model": "m", "examples": "x", "lamer_retriever": "nope"}}}})
+    with pytest.raises(ConfigError, match="llms.mine.generate.examples is not set"):
+        validate({**raw, "llms": {"mine": {"generate": {"model": "m"}}}})
