@@ -122,8 +122,10 @@ def provenance(sm) -> None:
         where = paths.parse(paths.METRICS, metrics)
         if (where["benchmark"], where["task"], where["model"]) != (run["benchmark"], run["task"], run["model"]):
             raise ValueError(f"provenance inputs out of order: {metrics} for {run['model']}")
+        imports = {m: paths.fill(paths.RUN_IMPORT_INFO, benchmark=run["benchmark"], task=run["task"], model=m)
+                   for m, s in run["branch"]["models"].items() if s["type"] == "run"}
         entries.append({**run, "metrics": metrics, "run": io.read_json(metrics)["run"],  # the scored run file
-                        "stats": stats[f"{run['benchmark']}/{run['task']}"]})
+                        "stats": stats[f"{run['benchmark']}/{run['task']}"], "imports": imports})
     repo = Path(prov.__file__).resolve().parents[2]  # the checkout the package runs from
     doc = prov.collect(entries, spec["datasets"], repo)
     io.write_json(sm.output[0], doc)

@@ -51,6 +51,7 @@ class Workflow:
             "hub_model": reg.hub_models(),
             "bm25_lucene": reg.retriever_runs("bm25_lucene"),
             "bm25_paper": reg.retriever_runs("bm25_paper"),
+            "run": reg.retriever_runs("run"),
             "dense": reg.retriever_runs("dense"),
             "rerank": list(reg.rerank_jobs),
             "fusion": list(reg.fusion_jobs),

@@ -171,6 +171,7 @@ def validate(config: dict, config_file: str = "config.yaml", schema: dict | None
     _check_derived(cfg, config_file)
     _check_report(cfg, config_file)
     _check_sources(cfg, config_file)
+    _check_run_models(cfg, config_file)
     return cfg
 
 
@@ -204,9 +205,11 @@ def _check_variants(cfg: dict, config_file: str) -> None:
             raise ConfigError(f"query_variants[{i}].benchmark names {v['benchmark']!r}, which is not in benchmarks.",
                               path=config_file, fix="name a configured benchmark.")
         for m in v["models"]:
-            if m not in cfg["models"] or cfg["models"][m]["type"] not in registry.RETRIEVER_TYPES:
-                raise ConfigError(f"query_variants[{i}].models names {m!r}, which is not a retriever in models.",
-                                  path=config_file, fix="name bm25_lucene, bm25_paper or dense entries.")
+            if m not in cfg["models"] or cfg["models"][m]["type"] not in registry.VARIANT_TYPES:
+                raise ConfigError(f"query_variants[{i}].models names {m!r}, which is not a retriever in models that "
+                                  "can run a query variant.", path=config_file,
+                                  fix=f"name {', '.join(registry.VARIANT_TYPES)} entries (a type: run model's file "
+                                      "holds one run per task).")
 
 
 def _check_derived(cfg: dict, config_file: str) -> None:
@@ -258,6 +261,28 @@ def _check_report(cfg: dict, config_file: str) -> None:
                           f"will run ({', '.join(runs)}).", path=config_file,
                           fix="select it (models_to_run, enabled) or set report.baseline to a selected run, "
                               "e.g. --config 'report={baseline: <run>}'.")
+
+
+def _check_run_models(cfg: dict, config_file: str) -> None:
+    """A ``type: run`` model's path pattern: only {benchmark} and {task}, and one file per selected task."""
+    import re
+
+    reg = registry.Registry(cfg)
+    for name, spec in cfg["models"].items():
+        if spec["type"] != "run":
+            continue
+        unknown = sorted(set(re.findall(r"\{([^}]*)\}", spec["path"])) - {"benchmark", "task"})
+        if unknown:
+            raise ConfigError(f"models.{name}.path {spec['path']!r} has the placeholder {{{unknown[0]}}}.",
+                              path=config_file, fix="use only {benchmark} and {task}.")
+        seen: dict[str, str] = {}
+        for b, t in reg.tasks:
+            file = registry.run_file(spec["path"], b, t)
+            if file in seen:
+                raise ConfigError(f"models.{name}.path {spec['path']!r} gives the same file {file!r} for {seen[file]} "
+                                  f"and {b}/{t}.", path=config_file,
+                                  fix="put {task} (and {benchmark}) in the pattern, one run file per task.")
+            seen[file] = f"{b}/{t}"
 
 
 def _local_tasks(cfg: dict, config_file: str) -> None:
@@ -317,6 +342,7 @@ def _exists(path: str, base: Path, kind: str) -> bool:
 def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None = None) -> None:
     """Every task of a benchmark that will run must point at an existing folder."""
     base = base or Path.cwd()
+    check_run_files(cfg, config_file, base)
     for bname in registry.Registry(cfg).benchmarks:
         bench = cfg["benchmarks"][bname]
         if bench["layout"] == "cliniq":
@@ -332,6 +358,20 @@ def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None =
             if not _exists(task["path"], base, "dir"):
                 raise ConfigError(f"benchmarks.{bname}.tasks.{tname}.path: folder {task['path']!r} does not exist.",
                                   path=config_file, fix="point it at the task's dataset folder.")
+
+
+def check_run_files(cfg: dict, config_file: str = "config.yaml", base: Path | None = None) -> None:
+    """Every selected ``type: run`` model has its run file for every task that will run."""
+    base = base or Path.cwd()
+    reg = registry.Registry(cfg)
+    for model in reg.retriever_runs("run"):
+        for b, t in reg.tasks:
+            file = reg.run_file(model, b, t)
+            if not _exists(file, base, "file"):
+                raise ConfigError(f"models.{model}: the run file {file!r} of task {b}/{t} does not exist (path "
+                                  f"pattern {reg.models[model]['path']!r}).", path=config_file,
+                                  fix="write the model's TREC run of this task there, fix models."
+                                      f"{model}.path, or leave the task out (benchmarks_to_run).")
 
 
 def check_cliniq(bench: dict, name: str, config_file: str = "config.yaml", base: Path | None = None) -> None:

@@ -110,6 +110,17 @@ class Inputs:
     def retrieve_bm25_paper(self, wildcards) -> dict:
         return {"corpus": fill(CORPUS, **wildcards), **self._queries(wildcards)}
 
+    def import_run(self, wildcards) -> dict:
+        """A type: run model: the user's file of this task, the queries, and the document ids (CliniQ: the chunk
+        ids, so that no note text is read)."""
+        b, t = wildcards.benchmark, wildcards.task
+        out = {"source": self.reg.run_file(wildcards.model, b, t), "queries": fill(QUERIES, benchmark=b, task=t)}
+        if self.reg.is_cliniq(b):
+            out["ids"] = fill(CHUNK_IDS, benchmark=b, task=t)
+        else:
+            out["corpus"] = fill(CORPUS, benchmark=b, task=t)
+        return out
+
     def _embeddings(self, benchmark: str, task: str, model: str, variant: dict | None = None) -> dict:
         w = {"benchmark": benchmark, "task": task, "model": model}
         if variant is None:
@@ -267,6 +278,8 @@ def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> l
                 out += [bench("lucene_index"), bench("retrieve_bm25_lucene", model=name)]
             elif mtype == "bm25_paper":
                 out.append(bench("retrieve_bm25_paper", model=name))
+            elif mtype == "run":
+                out.append(bench("import_run", model=name))
             else:
                 out += encoder(model)
                 if kind == "retriever":

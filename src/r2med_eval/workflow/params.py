@@ -36,6 +36,9 @@ MODEL_KEYS = {
               "query_max_length": "encode_queries encode_query_variant",
               "query_prompt": "encode_queries encode_query_variant", "embedding_dtype": "gather_embeddings",
               "shards": "gather_embeddings (the shard files)", "top_k": "retrieve_dense", "index": "retrieve_dense"},
+    "run": {"type": "-", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
+            "path": "- (the filled file is import_run's input: editing the file reruns its branch)",
+            "missing_queries": "import_run"},
     "cross_encoder": {"type": "rerank_run", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
                       "source": "prefetch_model rerank_run", "max_length": "rerank_run", "batch_size": "rerank_run",
                       "device": "rerank_run", "trust_remote_code": "rerank_run"},
@@ -167,6 +170,10 @@ class Params:
         spec = self.cfg["models"][self.reg.model_of(wildcards.model)]
         index = spec["index"]
         return {"top_k": spec["top_k"], "index": _pick(index, INDEX_KEYS[index["kind"]])}
+
+    def import_run(self, wildcards) -> dict:
+        """A type: run model: how absent queries are treated (the file itself is the rule's input)."""
+        return {"missing_queries": self.cfg["models"][wildcards.model]["missing_queries"]}
 
     # ------------------------------------------------------------ rerank, fuse, score
 

@@ -47,6 +47,7 @@ EMB_VARIANT_IDS = EMB + "/variants/{method}--{llm}_ids.txt"
 RUN = "results/runs/{benchmark}/{task}/{model}.trec"
 RUN_SEARCH_INFO = "results/runs/{benchmark}/{task}/{model}.search.json"
 RUN_BM25_PAPER_INFO = "results/runs/{benchmark}/{task}/{model}.bm25_paper.json"
+RUN_IMPORT_INFO = "results/runs/{benchmark}/{task}/{model}.import.json"  # a type: run model's source and checksums
 RUN_LINEAGE = "results/runs/{benchmark}/{task}/{model}.lineage.json"
 RUN_RESCORED = "results/runs/{benchmark}/{task}/{model}.rescored.tsv"
 
@@ -86,6 +87,7 @@ JOB_KEYS = {
     "retrieve_bm25_lucene": "{benchmark}/{task}/{model}",
     "retrieve_dense": "{benchmark}/{task}/{model}",
     "retrieve_bm25_paper": "{benchmark}/{task}/{model}",
+    "import_run": "{benchmark}/{task}/{model}",
     "rerank_run": "{benchmark}/{task}/{model}",
     "fuse_runs": "{benchmark}/{task}/{model}",
     "score_run": "{benchmark}/{task}/{model}",

@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-RETRIEVER_TYPES = ("bm25_lucene", "dense", "bm25_paper")
+RETRIEVER_TYPES = ("bm25_lucene", "dense", "bm25_paper", "run")
+VARIANT_TYPES = ("bm25_lucene", "dense", "bm25_paper")  # retrievers that can run a query variant
 RERANKER_TYPES = ("cross_encoder", "dense")
 DOC_KEYS = ("description", "enabled", "paper_name")  # document a model; they shape no output
 
@@ -59,6 +60,11 @@ def derived_jobs(cfg: dict) -> dict[str, dict]:
 
 def job_inputs(job: dict) -> list[str]:
     return [job["run"]] if job["kind"] == "rerank" else list(job["runs"])
+
+
+def run_file(pattern: str, benchmark: str, task: str) -> str:
+    """A ``type: run`` model's path pattern filled for one task ({benchmark}, {task}; no other placeholder)."""
+    return pattern.replace("{benchmark}", benchmark).replace("{task}", task)
 
 
 def strip_doc_keys(spec: dict) -> dict:
@@ -167,6 +173,10 @@ class Registry:
         if job is None or run in seen:
             return set()
         return set().union(*(self.root_types(r, seen + (run,)) for r in job_inputs(job)))
+
+    def run_file(self, model: str, benchmark: str, task: str) -> str:
+        """The user's run file of a ``type: run`` model for one task (its path pattern filled)."""
+        return run_file(self.models[model]["path"], benchmark, task)
 
     def is_cliniq(self, benchmark: str) -> bool:
         return self.cfg["benchmarks"][benchmark]["layout"] == "cliniq"
