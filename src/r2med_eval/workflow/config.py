@@ -264,11 +264,22 @@ def _check_report(cfg: dict, config_file: str) -> None:
 
 
 def _check_run_models(cfg: dict, config_file: str) -> None:
-    """A ``type: run`` model's path pattern: only {benchmark} and {task}, and one file per selected task."""
+    """A ``type: run`` model's path pattern: only {benchmark} and {task}, and one file per selected task; an
+    ``mteb`` model knows the MTEB task of every selected task."""
     import re
+
+    from ..factories import mteb_task_name
+    from ..r2med import paper_task
 
     reg = registry.Registry(cfg)
     for name, spec in cfg["models"].items():
+        if spec["type"] == "mteb" and name in reg.encoders():
+            for b, t in reg.tasks:
+                if not mteb_task_name(spec, t, paper_task(cfg["benchmarks"][b]["tasks"][t])):
+                    raise ConfigError(f"models.{name}: task {b}/{t} is not an R2MED task, so MTEB's task (its "
+                                      "metadata and prompts) for it is unknown.", path=config_file,
+                                      fix=f"set models.{name}.mteb_tasks: {{{t}: <MTEB retrieval task name>}}, e.g. "
+                                          "R2MEDBiologyRetrieval.")
         if spec["type"] != "run":
             continue
         unknown = sorted(set(re.findall(r"\{([^}]*)\}", spec["path"])) - {"benchmark", "task"})
@@ -361,9 +372,27 @@ def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None =
 
 
 def check_run_files(cfg: dict, config_file: str = "config.yaml", base: Path | None = None) -> None:
-    """Every selected ``type: run`` model has its run file for every task that will run."""
+    """Every selected ``type: run`` model has its run file for every task that will run; every selected
+    ``python`` model's factory module is found (without importing it)."""
+    from ..factories import module_file, split_factory
+
     base = base or Path.cwd()
     reg = registry.Registry(cfg)
+    for model in reg.encoders():
+        spec = reg.models[model]
+        if spec["type"] != "python":
+            continue
+        folder = spec.get("python_path")
+        if folder is not None and not _exists(folder, base, "dir"):
+            raise ConfigError(f"models.{model}.python_path: folder {folder!r} does not exist.", path=config_file,
+                              fix="point it at the folder that holds the factory's module (or package).")
+        where = str(base / Path(folder).expanduser()) if folder else None
+        if module_file(spec["factory"], where) is None:
+            module = split_factory(spec["factory"])[0]
+            raise ConfigError(f"models.{model}.factory: module {module!r} is not found"
+                              + (f" in {folder!r} nor" if folder else "") + " on the Python path.",
+                              path=config_file, fix=f"set models.{model}.python_path to the folder holding "
+                                                    f"{module.split('.')[0]}, or install its package.")
     for model in reg.retriever_runs("run"):
         for b, t in reg.tasks:
             file = reg.run_file(model, b, t)

@@ -8,7 +8,7 @@ from .paths import (BENCHMARK_LEADERBOARD, CHUNK_IDS, CLINIQ_METRICS, CLINIQ_POO
                     EMB_SHARD, EMB_VARIANT, EMB_VARIANT_IDS, INDEX, INDEX_PAGE, LEADERBOARD, METRICS, MODEL_MANIFEST,
                     PER_QUERY, PLOT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE,
                     VARIANT, benchmark_file, fill)
-from .registry import Registry, job_inputs
+from .registry import ENCODER_TYPES, Registry, job_inputs
 
 
 class Inputs:
@@ -143,7 +143,7 @@ class Inputs:
         w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
         inputs = {"run": fill(RUN, **w, model=job["run"]), "queries": fill(QUERIES, **w),
                   "corpus": fill(CORPUS, **w)}
-        if self.cfg["models"][job["reranker"]]["type"] == "dense":
+        if self.cfg["models"][job["reranker"]]["type"] in ENCODER_TYPES:
             inputs.update(self._embeddings(wildcards.benchmark, wildcards.task, job["reranker"]))
         inputs.update(self.weights(job["reranker"]))
         return inputs
@@ -290,7 +290,7 @@ def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> l
             if kind == "query_variant":
                 out.append(bench("prepare_query_variant", method=job["method"], llm=job["llm"]))
         elif kind == "rerank":
-            if cfg["models"][job["reranker"]]["type"] == "dense":
+            if cfg["models"][job["reranker"]]["type"] in ENCODER_TYPES:
                 out += encoder(job["reranker"]) + [bench("encode_queries", model=job["reranker"])]
             out.append(bench("rerank_run", model=name))
         else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .code import CodeIndex
 from .paths import DOWNLOAD, fill
-from .registry import Registry
+from .registry import ENCODER_TYPES, Registry
 
 ENCODER_COMMON = ("source", "pooling", "pool_prompt", "normalize", "max_length", "batch_size", "dtype", "device",
                   "trust_remote_code", "append_eos")
@@ -43,6 +43,19 @@ MODEL_KEYS = {
                       "source": "prefetch_model rerank_run", "max_length": "rerank_run", "batch_size": "rerank_run",
                       "device": "rerank_run", "trust_remote_code": "rerank_run"},
 }
+_SEARCH = {"embedding_dtype": "gather_embeddings", "shards": "gather_embeddings (the shard files)",
+           "top_k": "retrieve_dense", "index": "retrieve_dense"}
+_ENCODE = "encode_corpus_shard encode_queries encode_query_variant"
+MODEL_KEYS.update({
+    "python": {"type": _ENCODE, "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
+               **{k: _ENCODE for k in ("factory", "kwargs", "python_path", "normalize", "batch_size", "device")},
+               "doc_prompt": "encode_corpus_shard", "query_prompt": "encode_queries encode_query_variant", **_SEARCH},
+    "mteb": {"type": _ENCODE, "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
+             **{k: _ENCODE for k in ("name", "revision", "mteb_tasks", "normalize", "batch_size", "device")},
+             **_SEARCH},
+})
+PYTHON_KEYS = ("type", "factory", "kwargs", "python_path", "normalize", "batch_size", "device")
+MTEB_KEYS = ("type", "name", "revision", "normalize", "batch_size", "device")
 INDEX_KEYS = {"flat": ("kind",), "ivf": ("kind", "nlist", "nprobe", "seed"),
               "hnsw": ("kind", "m", "ef_construction", "ef_search", "seed")}
 TASK_KEYS = ("layout", "split", "empty_text", "unknown_qrels", "duplicate_qrels")
@@ -57,7 +70,8 @@ class Params:
         self.reg = reg
         self.cfg = reg.cfg
         self.code = code or CodeIndex()
-        self.made: list = []  # every params function handed out (rules/common.smk tells Snakemake their arguments)
+        self.made: list = []
+        self._code_files: dict[str, str | None] = {}  # every params function handed out (rules/common.smk tells Snakemake their arguments)
 
     def of(self, rule: str):
         """The params function of a rule: its projection of the configuration and its code hash."""
@@ -131,8 +145,30 @@ class Params:
     def lucene_index(self, wildcards) -> dict:
         return {"private": self.private(wildcards.benchmark)}
 
+    def code_sha256(self, model: str) -> str:
+        """sha256 of a python model's factory module file (found without importing it): an edit of the file
+        reruns the model's encoding, and so its branch, only."""
+        if model not in self._code_files:
+            from ..factories import module_file
+            from ..io import sha256_file
+
+            spec = self.cfg["models"][model]
+            path = module_file(spec["factory"], spec.get("python_path"))
+            self._code_files[model] = sha256_file(path) if path else None
+        return self._code_files[model]
+
     def _encoder(self, wildcards, keys, side: str) -> dict:
         spec = self.cfg["models"][wildcards.model]
+        if spec["type"] == "python":
+            return {**_pick(spec, PYTHON_KEYS), "code_sha256": self.code_sha256(wildcards.model),
+                    f"{side}_prompt": spec[f"{side}_prompt"], "private": self.private(wildcards.benchmark)}
+        if spec["type"] == "mteb":
+            from ..factories import mteb_task_name
+            from ..r2med import paper_task
+
+            tcfg = self.cfg["benchmarks"][wildcards.benchmark]["tasks"][wildcards.task]
+            return {**_pick(spec, MTEB_KEYS), "mteb_task": mteb_task_name(spec, wildcards.task, paper_task(tcfg)),
+                    "private": self.private(wildcards.benchmark)}
         out = {**_pick(spec, keys), "private": self.private(wildcards.benchmark)}
         prompts = spec["task_prompts"].get(wildcards.task, {}) if "task_prompts" in spec else {}
         key = f"{side}_prompt"
@@ -180,7 +216,7 @@ class Params:
     def rerank_run(self, wildcards) -> dict:
         job = self.reg.derived[wildcards.model]
         spec = self.cfg["models"][job["reranker"]]
-        keys = ("type",) if spec["type"] == "dense" else tuple(k for k, v in MODEL_KEYS["cross_encoder"].items()
+        keys = ("type",) if spec["type"] in ENCODER_TYPES else tuple(k for k, v in MODEL_KEYS["cross_encoder"].items()
                                                                 if "rerank_run" in v.split())
         return {"run": job["run"], "reranker": job["reranker"], "depth": job["depth"],
                 "reranker_spec": _pick(spec, keys)}
@@ -194,7 +230,7 @@ class Params:
         """BEIR's ignore_identical_ids per benchmark; official: as R2MED's code, dense runs yes, BM25 no."""
         policy = self.cfg["benchmarks"][wildcards.benchmark]["ignore_identical_ids"]
         if policy == "official":
-            return {"ignore_identical_ids": "dense" in self.reg.root_types(wildcards.model)}
+            return {"ignore_identical_ids": bool(set(ENCODER_TYPES) & self.reg.root_types(wildcards.model))}
         return {"ignore_identical_ids": policy == "always"}
 
     # ------------------------------------------------------------ report

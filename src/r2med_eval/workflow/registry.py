@@ -16,9 +16,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-RETRIEVER_TYPES = ("bm25_lucene", "dense", "bm25_paper", "run")
-VARIANT_TYPES = ("bm25_lucene", "dense", "bm25_paper")  # retrievers that can run a query variant
-RERANKER_TYPES = ("cross_encoder", "dense")
+RETRIEVER_TYPES = ("bm25_lucene", "dense", "bm25_paper", "run", "python", "mteb")
+ENCODER_TYPES = ("dense", "python", "mteb")  # embeddings cached, sharded and searched alike (rule retrieve_dense)
+VARIANT_TYPES = ("bm25_lucene", "bm25_paper") + ENCODER_TYPES  # retrievers that can run a query variant
+RERANKER_TYPES = ("cross_encoder",) + ENCODER_TYPES
 DOC_KEYS = ("description", "enabled", "paper_name")  # document a model; they shape no output
 
 _RERANK = re.compile(r"^(?P<run>.+)--(?P<reranker>[^@]+)@(?P<depth>\d+)$")
@@ -145,14 +146,15 @@ class Registry:
         """The retriever behind a first-stage run (a query-variant run's model)."""
         return self.variants[run]["model"] if run in self.variants else run
 
-    def retriever_runs(self, mtype: str) -> list[str]:
-        """First-stage run names of one retriever type, query-variant runs included."""
-        return [r for r in self.retrievers + list(self.variants) if self.models[self.model_of(r)]["type"] == mtype]
+    def retriever_runs(self, *mtypes: str) -> list[str]:
+        """First-stage run names of the given retriever types, query-variant runs included."""
+        return [r for r in self.retrievers + list(self.variants) if self.models[self.model_of(r)]["type"] in mtypes]
 
     def encoders(self) -> list[str]:
-        """Dense models whose embeddings are needed: dense retrievers and dense re-scorers."""
-        names = [m for m in self.retrievers if self.models[m]["type"] == "dense"]
-        names += [j["reranker"] for j in self.rerank_jobs.values() if self.models[j["reranker"]]["type"] == "dense"]
+        """Models whose embeddings are needed (dense, python, mteb): retrievers and dense re-scorers."""
+        names = [m for m in self.retrievers if self.models[m]["type"] in ENCODER_TYPES]
+        names += [j["reranker"] for j in self.rerank_jobs.values()
+                  if self.models[j["reranker"]]["type"] in ENCODER_TYPES]
         return list(dict.fromkeys(names))
 
     def hub_models(self) -> list[str]:
