@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .paths import (BENCHMARK_LEADERBOARD, CHUNK_IDS, CLINIQ_METRICS, CLINIQ_POOL, CLINIQ_QRELS, CLINIQ_TABLE, CORPUS,
                     DOWNLOAD, DOWNLOAD_FILES, DOWNLOAD_VARIANT, EMB_CORPUS, EMB_CORPUS_IDS, EMB_QUERIES, EMB_QUERY_IDS,
-                    EMB_SHARD, EMB_VARIANT, EMB_VARIANT_IDS, INDEX, INDEX_PAGE, LEADERBOARD, METRICS, MODEL_MANIFEST,
+                    EMB_SHARD, EMB_VARIANT, MTEB_EXPORT, EMB_VARIANT_IDS, INDEX, INDEX_PAGE, LEADERBOARD, METRICS, MODEL_MANIFEST,
                     PER_QUERY, PLOT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE,
                     VARIANT, benchmark_file, fill)
 from .registry import ENCODER_TYPES, Registry, job_inputs
@@ -200,6 +200,23 @@ class Inputs:
                 "runs": [fill(RUN, **w, model=m) for m in models],
                 "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w)}
 
+    def mteb_reference(self) -> list[str]:
+        """The MTEB result files of leaderboard.mteb_reference (their edits rerun the leaderboard)."""
+        from pathlib import Path
+
+        folder = self.cfg["leaderboard"].get("mteb_reference")
+        if not folder:
+            return []
+        root = Path(folder) / "results" if (Path(folder) / "results").is_dir() else Path(folder)
+        return sorted(str(p) for p in root.glob("*/*/*.json"))
+
+    def mteb_export(self) -> list[str]:
+        """Metrics of every run on an R2MED task, in the order of params mteb_export's entries."""
+        from ..r2med import paper_task
+
+        return [fill(METRICS, benchmark=b, task=t, model=r) for b, t, r in self.reg.run_tasks()
+                if paper_task(self.cfg["benchmarks"][b]["tasks"][t])]
+
     def report_index(self) -> list[str]:
         """Every output the index page links: the targets of ``rule all`` but the page itself."""
         return [t for t in all_targets(self.reg) if t != INDEX_PAGE]
@@ -248,9 +265,16 @@ def prefetch_targets(reg: Registry) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def mteb_targets(reg: Registry) -> list[str]:
+    """MTEB's results layout when a selected task is an R2MED task."""
+    from ..r2med import paper_task
+
+    return [MTEB_EXPORT] if any(paper_task(reg.cfg["benchmarks"][b]["tasks"][t]) for b, t in reg.tasks) else []
+
+
 def all_targets(reg: Registry) -> list[str]:
     return ([fill(LEADERBOARD, ext=e) for e in ("csv", "md")] + [R2MED_VS_PAPER, fill(TABLE, name="r2med_vs_paper")]
-            + report_targets(reg) + cliniq_targets(reg) + [INDEX_PAGE])
+            + report_targets(reg) + cliniq_targets(reg) + mteb_targets(reg) + [INDEX_PAGE])
 
 
 def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> list[tuple[str, str]]:

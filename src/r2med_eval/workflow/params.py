@@ -244,10 +244,44 @@ class Params:
         return self._report()
 
     def leaderboard(self, wildcards) -> dict:
-        return _pick(self._report(), ("baseline", "metric", "alpha", "permutations"))
+        out = _pick(self._report(), ("baseline", "metric", "alpha", "permutations"))
+        folder = self.cfg["leaderboard"].get("mteb_reference")
+        if folder:
+            out["mteb_reference"] = {"folder": folder,
+                                     "tasks": {n: f"{b}/{t}" for (b, t), n in self.mteb_tasks().items()}}
+        return out
+
+    def mteb_tasks(self) -> dict[tuple[str, str], str]:
+        """(benchmark, task) -> MTEB task name, for the selected R2MED tasks."""
+        from ..factories import MTEB_R2MED
+        from ..r2med import paper_task
+
+        out = {}
+        for b, t in self.reg.tasks:
+            p = paper_task(self.cfg["benchmarks"][b]["tasks"][t])
+            if p:
+                out[(b, t)] = MTEB_R2MED.format(p.replace("-", ""))
+        return out
+
+    def mteb_export(self, wildcards) -> dict:
+        """One entry per run on an R2MED task: MTEB's model name and revision for a type: mteb retriever's own
+        run, r2med-eval/<run> otherwise; the task's dataset revision."""
+        entries = []
+        tasks = self.mteb_tasks()
+        for b, t, r in self.reg.run_tasks():
+            if (b, t) not in tasks:
+                continue
+            spec = self.cfg["models"].get(r)
+            mteb = spec is not None and spec["type"] == "mteb"
+            source = self.cfg["benchmarks"][b]["tasks"][t].get("source") or {}
+            entries.append({"benchmark": b, "task": t, "model": r, "task_name": tasks[(b, t)],
+                            "name": spec["name"] if mteb else f"r2med-eval/{r}",
+                            "revision": spec.get("revision") if mteb else None,
+                            "dataset_revision": source.get("revision")})
+        return {"entries": entries}
 
     def leaderboard_benchmark(self, wildcards) -> dict:
-        return self.leaderboard(wildcards)
+        return _pick(self._report(), ("baseline", "metric", "alpha", "permutations"))
 
     def plot_leaderboard(self, wildcards) -> dict:
         notes = []

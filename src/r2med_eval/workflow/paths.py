@@ -66,6 +66,7 @@ PLOT = "results/plots/{benchmark}/{name}.{ext}"
 # LaTeX: leaderboard, leaderboard-{benchmark}, cliniq-{benchmark}-by_{grouping}, r2med_vs_paper
 TABLE = "results/tables/{name}.tex"
 INDEX_PAGE = "results/index.html"
+MTEB_EXPORT = "results/mteb"  # MTEB's results layout (results/<model>/<revision>/<task>.json) of the R2MED tasks
 
 # Wildcards of each rule's log and benchmark files (logs/<rule>/<key>.log, benchmarks/<rule>/<key>.tsv).
 JOB_KEYS = {
@@ -103,6 +104,7 @@ JOB_KEYS = {
     "r2med_vs_paper": "r2med_vs_paper",
     "report_cliniq": "{benchmark}",
     "report_index": "index",
+    "mteb_export": "mteb_export",
 }
 
 
