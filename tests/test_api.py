@@ -1,7 +1,6 @@
 """The Python API of docs/api.md: every ```python block of the page runs (from the repository root), and
 the API gives the pipeline's numbers."""
 import json
-import os
 import re
 
 import pytest
@@ -31,16 +30,29 @@ def test_package_import_stays_free():
         r2med_eval.no_such_function
 
 
-def test_api_gives_the_pipelines_numbers():
-    """evaluate() on a TREC run equals what rule score_run computes (stages.score.score_run on the same files)."""
+def test_api_gives_the_pipelines_numbers(tmp_path):
+    """evaluate() on a TREC run file equals what rule score_run writes (its stage function on the same task,
+    prepared as rule prepare_task does), ignore_identical_ids included."""
+    from types import SimpleNamespace
+
     import r2med_eval
-    from r2med_eval import datasets, metrics, runs
+    from r2med_eval import datasets
+    from r2med_eval.stages.score import score_run
 
     task = r2med_eval.load_task(REPO / "data" / "demo")
+    datasets.write_internal(task, tmp_path / "task")
     run = {q: {d: float(len(set(t.split()) & set(doc["text"].split()))) for d, doc in task.corpus.items()}
            for q, t in task.queries.items()}
-    result = r2med_eval.evaluate(task.qrels, run, task.queries, ignore_identical_ids=True)
-    dropped, n = runs.drop_identical_ids(run)
-    assert result["metrics"] == metrics.evaluate(dropped, task.qrels, list(task.queries))["metrics"]
-    assert result["counts"]["identical_ids_dropped"] == n
-    assert isinstance(task, datasets.Dataset)
+    r2med_eval.write_run(run, tmp_path / "run.trec", tag="overlap")
+    sm = SimpleNamespace(
+        input=SimpleNamespace(run=str(tmp_path / "run.trec"), qrels=str(tmp_path / "task" / "qrels.tsv"),
+                              queries=str(tmp_path / "task" / "queries.jsonl")),
+        output=SimpleNamespace(metrics=str(tmp_path / "m.json"), per_query=str(tmp_path / "pq.tsv")),
+        params=SimpleNamespace(spec={"ignore_identical_ids": True}),
+        wildcards=SimpleNamespace(benchmark="demo", task="demo", model="overlap"))
+    score_run(sm)
+    pipeline = json.loads((tmp_path / "m.json").read_text())
+    mine = r2med_eval.evaluate(tmp_path / "task" / "qrels.tsv", tmp_path / "run.trec", task.queries,
+                               ignore_identical_ids=True)
+    assert {k: round(v, 6) for k, v in mine["metrics"].items()} == pipeline["metrics"]
+    assert mine["counts"] == pipeline["counts"]
