@@ -34,6 +34,7 @@ rule leaderboard:
     input:
         metrics=W.inputs.metric_files(),
         significance=paths.fill(paths.SIGNIFICANCE, ext="csv"),
+        mteb_reference=W.inputs.mteb_reference(),
     output:
         csv=report(
             paths.fill(paths.LEADERBOARD, ext="csv"),
@@ -295,3 +296,21 @@ rule report_index:
         spec=W.params.of("report_index"),
     script:
         "../scripts/report_index.py"
+
+
+rule mteb_export:
+    input:
+        metrics=W.inputs.mteb_export(),
+    output:
+        directory(paths.MTEB_EXPORT),
+    log:
+        paths.log_file("mteb_export"),
+    benchmark:
+        paths.benchmark_file("mteb_export")
+    localrule: True
+    conda:
+        "../envs/core.yaml"
+    params:
+        spec=W.params.of("mteb_export"),
+    script:
+        "../scripts/mteb_export.py"

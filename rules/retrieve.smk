@@ -1,5 +1,5 @@
 # Stage retrieve: first-stage runs, one TREC run file per (benchmark, task, model); query-variant runs
-# <model>+<method>-<llm> go through the same rules.
+# <model>+<method>-<llm> go through the same rules. A type: run model's runs are imported (validated, copied).
 
 
 rule retrieve_bm25_lucene:
@@ -71,3 +71,24 @@ rule retrieve_bm25_paper:
         spec=W.params.of("retrieve_bm25_paper"),
     script:
         "../scripts/retrieve_bm25_paper.py"
+
+
+rule import_run:
+    input:
+        unpack(W.inputs.import_run),
+    output:
+        run=paths.RUN,
+        info=paths.RUN_IMPORT_INFO,
+    log:
+        paths.log_file("import_run"),
+    benchmark:
+        paths.benchmark_file("import_run")
+    wildcard_constraints:
+        model=W.constraint("run"),
+    localrule: True
+    conda:
+        "../envs/core.yaml"
+    params:
+        spec=W.params.of("import_run"),
+    script:
+        "../scripts/import_run.py"

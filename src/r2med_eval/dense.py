@@ -173,9 +173,14 @@ class CheckpointEncoder:
         return emb.cpu().numpy()
 
 
-def load_encoder(spec: dict, model_name: str, side: str = "doc"):
+def load_encoder(spec: dict, model_name: str, side: str = "doc", task: str | None = None):
     """A SentenceTransformer for one side ("query" or "doc") of a model entry (a ``CheckpointEncoder`` for
-    ``encode_with: checkpoint``)."""
+    ``encode_with: checkpoint``); for a ``python`` or ``mteb`` entry the adapter of ``r2med_eval.encoders``
+    (same ``encode`` call), which may use the task."""
+    if spec.get("type") in ("python", "mteb"):
+        from . import encoders
+
+        return encoders.load(spec, model_name, side, task, device=pick_device(spec["device"]))
     from sentence_transformers import SentenceTransformer
 
     source = spec.get("query_source") if side == "query" and spec.get("query_source") else spec["source"]
@@ -327,7 +332,7 @@ def prompt_for(spec: dict, task: str, side: str) -> str:
     key = "query" if side == "query" else "doc"
     if key in per_task:
         return per_task[key]
-    return spec["query_prompt" if side == "query" else "doc_prompt"]
+    return spec.get("query_prompt" if side == "query" else "doc_prompt", "")
 
 
 def batch_plan(texts: list[str], batch_size: int) -> list[list[int]]:
@@ -381,7 +386,7 @@ def encode_corpus_shard(corpus_path, out_npy, spec: dict, model_name: str, task:
                         nshards: int, threads: int = 1) -> dict:
     _set_threads(threads)
     ids, texts = corpus_texts(corpus_path, spec, task)  # checks the corpus before loading any weights
-    model = load_encoder(spec, model_name, "doc")
+    model = load_encoder(spec, model_name, "doc", task)
     plan = batch_plan(texts, int(spec["batch_size"]))
     batches = shard_batches(plan, shard, nshards)
     start = time.perf_counter()
@@ -451,7 +456,7 @@ def encode_queries(queries_path, out_npy, out_ids, spec: dict, model_name: str, 
     queries = read_queries(queries_path)
     ids = list(queries)
     prompt = prompt_for(spec, task, "query")
-    model = load_encoder(spec, model_name, "query")
+    model = load_encoder(spec, model_name, "query", task)
     result = _encode_in_order(model, [queries[q] for q in ids], spec, "queries:", prompt)
     with atomic_path(out_npy, suffix=".npy") as tmp:
         with open(tmp, "wb") as handle:
@@ -477,9 +482,9 @@ def encode_query_variant(variant_path, out_npy, out_ids, spec: dict, model_name:
     _set_threads(threads)
     rows = [obj for _, obj in iter_jsonl(variant_path)]
     ids = [r["id"] for r in rows]
-    model = load_encoder(spec, model_name, "query")
+    model = load_encoder(spec, model_name, "query", task)
     prompt = prompt_for(spec, task, "query")
-    doc_prompt = prompt if spec["hydoc_prompt"] == "query" else ""
+    doc_prompt = prompt if spec.get("hydoc_prompt") == "query" else ""  # mteb entries: MTEB's prompts
     pairs = [gar.dense_inputs(method, r["text"], r["hy_doc"], reasoning) for r in rows]
     if all(h is None for _, h in pairs):
         emb = _encode_in_order(model, [q for q, _ in pairs], spec, f"{method}:", prompt)

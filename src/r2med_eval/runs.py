@@ -77,3 +77,79 @@ def drop_identical_ids(run: Run) -> tuple[Run, int]:
             docs = {d: s for d, s in docs.items() if d != qid}
         out[qid] = docs
     return out, dropped
+
+
+# ------------------------------------------------------------------ external runs (model type ``run``)
+
+MAX_DECIMALS = 12
+_FIX = ("write one line per retrieved document, `qid Q0 docid rank score tag`, with the ids of the task's "
+        "queries.jsonl and corpus")
+
+
+def _decimals(text: str) -> int:
+    """Decimals a score was written with (``0.25`` 2, ``1e-05`` 5, ``3`` 0)."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        exponent = Decimal(text).as_tuple().exponent
+    except InvalidOperation:
+        return 0
+    return min(MAX_DECIMALS, max(0, -exponent)) if isinstance(exponent, int) else 0
+
+
+def validate_external_run(path, doc_ids, query_ids, missing: str = "error", queries_file=None) -> tuple[Run, dict]:
+    """Read a TREC run produced outside the pipeline and check it against the task: 6 columns, a numeric finite
+    score, a known query id and document id, no document twice for one query, and (``missing: error``) every
+    query of the task present (a missing query is named with its line in ``queries_file``, one query per
+    line). The first problem stops with one InputError naming the file, the line and the
+    fix. Returns (run, info): info holds the counts and the decimals the scores were written with (at most 12),
+    so that the copy keeps the run's precision."""
+    import math
+
+    docs, queries = set(doc_ids), list(query_ids)
+    known_q = set(queries)
+    run: Run = {}
+    decimals = 0
+    lines = 0
+    with open(path, encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 6:
+                raise InputError(f"expected 6 columns (qid Q0 docid rank score tag), found {len(parts)}.",
+                                 path=path, line=lineno, fix=_FIX + ".")
+            qid, _, did, _, score, _ = parts
+            try:
+                value = float(score)
+            except ValueError:
+                value = None
+            if value is None or not math.isfinite(value):
+                raise InputError(f"score {score!r} is not a finite number.", path=path, line=lineno,
+                                 fix="write the retriever's score as a number in the fifth column.")
+            if qid not in known_q:
+                raise InputError(f"query id {qid!r} is not a query of this task.", path=path, line=lineno,
+                                 fix=f"{_FIX}; a run of another task or split does not fit (check the path "
+                                     "pattern's {benchmark}/{task}).")
+            if did not in docs:
+                raise InputError(f"document id {did!r} (query {qid!r}) is not in the task's corpus.", path=path,
+                                 line=lineno, fix=f"{_FIX}; a run over another corpus or version does not fit.")
+            entry = run.setdefault(qid, {})
+            if did in entry:
+                raise InputError(f"document {did!r} appears twice for query {qid!r}.", path=path, line=lineno,
+                                 fix="keep one line per (query, document): the retriever's best score.")
+            entry[did] = value
+            decimals = max(decimals, _decimals(score))
+            lines += 1
+    absent = [(i, q) for i, q in enumerate(queries, start=1) if q not in run]
+    if absent and missing == "error":
+        i, q = absent[0]
+        where = f"line {i} of {queries_file}" if queries_file else f"query {i} of the task's {len(queries)}"
+        raise InputError(f"query {q!r} ({where}) has no line in the run"
+                         + (f", nor have {len(absent) - 1} other queries" if len(absent) > 1 else "") + ".",
+                         path=path,
+                         fix="run the retriever on every query of the task, or set the model's missing_queries: "
+                             "empty to score absent queries as retrieving nothing.")
+    info = {"lines": lines, "queries": len(run), "queries_missing": len(absent),
+            "missing_query_ids": [q for _, q in absent][:50], "max_depth": run_depth(run), "decimals": decimals}
+    return run, info

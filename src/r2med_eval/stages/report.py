@@ -34,9 +34,18 @@ def leaderboard(sm) -> None:
 
     rep = sm.params.spec
     marks = sig.marks(sig.read_csv(sm.input.significance))
+    reference = None
+    if rep.get("mteb_reference"):
+        from .. import mteb_results
+
+        ref = rep["mteb_reference"]
+        found = mteb_results.read(ref["folder"], tasks=set(ref["tasks"]))
+        reference = {f"{name} (MTEB)": {tuple(ref["tasks"][t].split("/", 1)): v for t, v in row.items()}
+                     for name, row in found.items()}
+        log.info("reference rows from MTEB results in %s: %d models", ref["folder"], len(reference))
     lb.write(list(sm.input.metrics), sm.output.csv, sm.output.md, metric=rep["metric"], html_path=sm.output.html,
              significance=marks, legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"]),
-             tex_path=sm.output.tex)
+             tex_path=sm.output.tex, reference=reference)
     log.info("leaderboard over %d metric files", len(sm.input.metrics))
 
 
@@ -122,8 +131,10 @@ def provenance(sm) -> None:
         where = paths.parse(paths.METRICS, metrics)
         if (where["benchmark"], where["task"], where["model"]) != (run["benchmark"], run["task"], run["model"]):
             raise ValueError(f"provenance inputs out of order: {metrics} for {run['model']}")
+        imports = {m: paths.fill(paths.RUN_IMPORT_INFO, benchmark=run["benchmark"], task=run["task"], model=m)
+                   for m, s in run["branch"]["models"].items() if s["type"] == "run"}
         entries.append({**run, "metrics": metrics, "run": io.read_json(metrics)["run"],  # the scored run file
-                        "stats": stats[f"{run['benchmark']}/{run['task']}"]})
+                        "stats": stats[f"{run['benchmark']}/{run['task']}"], "imports": imports})
     repo = Path(prov.__file__).resolve().parents[2]  # the checkout the package runs from
     doc = prov.collect(entries, spec["datasets"], repo)
     generation = getattr(sm.input, "generation", [])
@@ -244,3 +255,25 @@ def report_index(sm) -> None:
         f"<li>{h.link(rel(f))}</li>" for f in sorted(files)) + "</ul>"]))
     write_text(sm.output[0], h.index_page("r2med-eval results", sections))
     log.info("index page over %d files", len(files))
+
+
+def mteb_export(sm) -> None:
+    """Every run on an R2MED task in MTEB's results layout (``r2med_eval.mteb_results``)."""
+    import shutil
+    from pathlib import Path
+
+    from .. import io, mteb_results
+
+    out = Path(sm.output[0])
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    entries = []
+    for e, metrics in zip(sm.params.spec["entries"], sm.input.metrics):
+        data = io.read_json(metrics)
+        if (data["benchmark"], data["task"], data["model"]) != (e["benchmark"], e["task"], e["model"]):
+            raise ValueError(f"MTEB export inputs out of order: {metrics} for {e['model']}")
+        entries.append({**e, "metrics": data["metrics"]})
+    files = mteb_results.export(entries, tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    log.info("MTEB results layout: %d files for %d runs", len(files), len(entries))

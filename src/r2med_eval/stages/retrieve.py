@@ -70,3 +70,28 @@ def retrieve_bm25_paper(sm) -> None:
                     len(info["queries_without_known_terms"]), top_k,
                     ", ".join(info["queries_without_known_terms"][:20]))
     log.info("wrote %d lines for %d queries to %s", lines, len(run), sm.output.run)
+
+
+def import_run(sm) -> None:
+    """A run produced outside the pipeline (model type ``run``): validated against the task's queries and
+    corpus ids, then written in our order (score descending, ties by document id) at the source's precision;
+    its sha256 goes into the info file, and from there into the provenance."""
+    from .. import datasets, io, runs
+
+    queries = datasets.read_queries(sm.input.queries)
+    if "ids" in sm.input.keys():
+        doc_ids = io.read_lines(sm.input.ids)
+    else:
+        doc_ids = list(datasets.read_corpus(sm.input.corpus))
+    source = sm.input.source
+    run, info = runs.validate_external_run(source, doc_ids, queries, missing=sm.params.spec["missing_queries"],
+                                           queries_file=sm.input.queries)
+    if info["queries_missing"]:
+        log.warning("%d queries have no line in %s and retrieve nothing (missing_queries: empty): %s",
+                    info["queries_missing"], source, ", ".join(info["missing_query_ids"][:20]))
+    lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model, decimals=info["decimals"],
+                           query_order=sorted(run))
+    io.write_json(sm.output.info, {"source": str(source), "source_sha256": io.sha256_file(source),
+                                   "run_sha256": io.sha256_file(sm.output.run), **info})
+    log.info("imported %s: %d lines for %d queries (scores kept to %d decimals)", source, lines, len(run),
+             info["decimals"])

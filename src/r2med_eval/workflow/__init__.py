@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import inputs, paths
+from . import inputs, paths, registry
 from .code import CodeIndex
 from .config import check_paths, validate
 from .params import Params
@@ -51,7 +51,8 @@ class Workflow:
             "hub_model": reg.hub_models(),
             "bm25_lucene": reg.retriever_runs("bm25_lucene"),
             "bm25_paper": reg.retriever_runs("bm25_paper"),
-            "dense": reg.retriever_runs("dense"),
+            "run": reg.retriever_runs("run"),
+            "dense": reg.retriever_runs(*registry.ENCODER_TYPES),
             "rerank": list(reg.rerank_jobs),
             "fusion": list(reg.fusion_jobs),
             "cliniq_benchmark": reg.cliniq_benchmarks,

@@ -171,6 +171,7 @@ def validate(config: dict, config_file: str = "config.yaml", schema: dict | None
     _check_derived(cfg, config_file)
     _check_report(cfg, config_file)
     _check_sources(cfg, config_file)
+    _check_run_models(cfg, config_file)
     return cfg
 
 
@@ -204,9 +205,11 @@ def _check_variants(cfg: dict, config_file: str) -> None:
             raise ConfigError(f"query_variants[{i}].benchmark names {v['benchmark']!r}, which is not in benchmarks.",
                               path=config_file, fix="name a configured benchmark.")
         for m in v["models"]:
-            if m not in cfg["models"] or cfg["models"][m]["type"] not in registry.RETRIEVER_TYPES:
-                raise ConfigError(f"query_variants[{i}].models names {m!r}, which is not a retriever in models.",
-                                  path=config_file, fix="name bm25_lucene, bm25_paper or dense entries.")
+            if m not in cfg["models"] or cfg["models"][m]["type"] not in registry.VARIANT_TYPES:
+                raise ConfigError(f"query_variants[{i}].models names {m!r}, which is not a retriever in models that "
+                                  "can run a query variant.", path=config_file,
+                                  fix=f"name {', '.join(registry.VARIANT_TYPES)} entries (a type: run model's file "
+                                      "holds one run per task).")
     for name, llm in cfg.get("llms", {}).items():
         gen = llm.get("generate")
         if not gen:
@@ -273,6 +276,39 @@ def _check_report(cfg: dict, config_file: str) -> None:
                               "e.g. --config 'report={baseline: <run>}'.")
 
 
+def _check_run_models(cfg: dict, config_file: str) -> None:
+    """A ``type: run`` model's path pattern: only {benchmark} and {task}, and one file per selected task; an
+    ``mteb`` model knows the MTEB task of every selected task."""
+    import re
+
+    from ..factories import mteb_task_name
+    from ..r2med import paper_task
+
+    reg = registry.Registry(cfg)
+    for name, spec in cfg["models"].items():
+        if spec["type"] == "mteb" and name in reg.encoders():
+            for b, t in reg.tasks:
+                if not mteb_task_name(spec, t, paper_task(cfg["benchmarks"][b]["tasks"][t])):
+                    raise ConfigError(f"models.{name}: task {b}/{t} is not an R2MED task, so MTEB's task (its "
+                                      "metadata and prompts) for it is unknown.", path=config_file,
+                                      fix=f"set models.{name}.mteb_tasks: {{{t}: <MTEB retrieval task name>}}, e.g. "
+                                          "R2MEDBiologyRetrieval.")
+        if spec["type"] != "run":
+            continue
+        unknown = sorted(set(re.findall(r"\{([^}]*)\}", spec["path"])) - {"benchmark", "task"})
+        if unknown:
+            raise ConfigError(f"models.{name}.path {spec['path']!r} has the placeholder {{{unknown[0]}}}.",
+                              path=config_file, fix="use only {benchmark} and {task}.")
+        seen: dict[str, str] = {}
+        for b, t in reg.tasks:
+            file = registry.run_file(spec["path"], b, t)
+            if file in seen:
+                raise ConfigError(f"models.{name}.path {spec['path']!r} gives the same file {file!r} for {seen[file]} "
+                                  f"and {b}/{t}.", path=config_file,
+                                  fix="put {task} (and {benchmark}) in the pattern, one run file per task.")
+            seen[file] = f"{b}/{t}"
+
+
 def _local_tasks(cfg: dict, config_file: str) -> None:
     """A task with ``local:`` alone is the offline copy of an R2MED task: ``source: {hf: R2MED/<Task>}`` with
     ``local``, the task named by ``paper_task`` or by the task's own name."""
@@ -330,6 +366,7 @@ def _exists(path: str, base: Path, kind: str) -> bool:
 def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None = None) -> None:
     """Every task of a benchmark that will run must point at an existing folder."""
     base = base or Path.cwd()
+    check_run_files(cfg, config_file, base)
     for bname in registry.Registry(cfg).benchmarks:
         bench = cfg["benchmarks"][bname]
         if bench["layout"] == "cliniq":
@@ -345,6 +382,38 @@ def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None =
             if not _exists(task["path"], base, "dir"):
                 raise ConfigError(f"benchmarks.{bname}.tasks.{tname}.path: folder {task['path']!r} does not exist.",
                                   path=config_file, fix="point it at the task's dataset folder.")
+
+
+def check_run_files(cfg: dict, config_file: str = "config.yaml", base: Path | None = None) -> None:
+    """Every selected ``type: run`` model has its run file for every task that will run; every selected
+    ``python`` model's factory module is found (without importing it)."""
+    from ..factories import module_file, split_factory
+
+    base = base or Path.cwd()
+    reg = registry.Registry(cfg)
+    for model in reg.encoders():
+        spec = reg.models[model]
+        if spec["type"] != "python":
+            continue
+        folder = spec.get("python_path")
+        if folder is not None and not _exists(folder, base, "dir"):
+            raise ConfigError(f"models.{model}.python_path: folder {folder!r} does not exist.", path=config_file,
+                              fix="point it at the folder that holds the factory's module (or package).")
+        where = str(base / Path(folder).expanduser()) if folder else None
+        if module_file(spec["factory"], where) is None:
+            module = split_factory(spec["factory"])[0]
+            raise ConfigError(f"models.{model}.factory: module {module!r} is not found"
+                              + (f" in {folder!r} nor" if folder else "") + " on the Python path.",
+                              path=config_file, fix=f"set models.{model}.python_path to the folder holding "
+                                                    f"{module.split('.')[0]}, or install its package.")
+    for model in reg.retriever_runs("run"):
+        for b, t in reg.tasks:
+            file = reg.run_file(model, b, t)
+            if not _exists(file, base, "file"):
+                raise ConfigError(f"models.{model}: the run file {file!r} of task {b}/{t} does not exist (path "
+                                  f"pattern {reg.models[model]['path']!r}).", path=config_file,
+                                  fix="write the model's TREC run of this task there, fix models."
+                                      f"{model}.path, or leave the task out (benchmarks_to_run).")
 
 
 def check_cliniq(bench: dict, name: str, config_file: str = "config.yaml", base: Path | None = None) -> None:

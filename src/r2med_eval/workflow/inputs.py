@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from .paths import (BENCHMARK_LEADERBOARD, CHUNK_IDS, CLINIQ_METRICS, CLINIQ_POOL, CLINIQ_QRELS, CLINIQ_TABLE, CORPUS,
                     DOWNLOAD, DOWNLOAD_FILES, DOWNLOAD_VARIANT, EMB_CORPUS, EMB_CORPUS_IDS, EMB_QUERIES, EMB_QUERY_IDS,
-                    EMB_SHARD, EMB_VARIANT, EMB_VARIANT_IDS, INDEX, INDEX_PAGE, LEADERBOARD, METRICS, MODEL_MANIFEST,
-                    GENERATED, GENERATED_INFO, PER_QUERY, PLOT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE,
+                    EMB_SHARD, EMB_VARIANT, EMB_VARIANT_IDS, GENERATED, GENERATED_INFO, INDEX, INDEX_PAGE, LEADERBOARD,
+                    METRICS, MODEL_MANIFEST, MTEB_EXPORT, PER_QUERY, PLOT, PROVENANCE, QUERIES, QUERY_TYPES,
+                    R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE,
                     VARIANT, benchmark_file, fill)
-from .registry import Registry, job_inputs
+from .registry import ENCODER_TYPES, Registry, job_inputs
 
 
 class Inputs:
@@ -123,6 +124,17 @@ class Inputs:
     def retrieve_bm25_paper(self, wildcards) -> dict:
         return {"corpus": fill(CORPUS, **wildcards), **self._queries(wildcards)}
 
+    def import_run(self, wildcards) -> dict:
+        """A type: run model: the user's file of this task, the queries, and the document ids (CliniQ: the chunk
+        ids, so that no note text is read)."""
+        b, t = wildcards.benchmark, wildcards.task
+        out = {"source": self.reg.run_file(wildcards.model, b, t), "queries": fill(QUERIES, benchmark=b, task=t)}
+        if self.reg.is_cliniq(b):
+            out["ids"] = fill(CHUNK_IDS, benchmark=b, task=t)
+        else:
+            out["corpus"] = fill(CORPUS, benchmark=b, task=t)
+        return out
+
     def _embeddings(self, benchmark: str, task: str, model: str, variant: dict | None = None) -> dict:
         w = {"benchmark": benchmark, "task": task, "model": model}
         if variant is None:
@@ -145,7 +157,7 @@ class Inputs:
         w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
         inputs = {"run": fill(RUN, **w, model=job["run"]), "queries": fill(QUERIES, **w),
                   "corpus": fill(CORPUS, **w)}
-        if self.cfg["models"][job["reranker"]]["type"] == "dense":
+        if self.cfg["models"][job["reranker"]]["type"] in ENCODER_TYPES:
             inputs.update(self._embeddings(wildcards.benchmark, wildcards.task, job["reranker"]))
         inputs.update(self.weights(job["reranker"]))
         return inputs
@@ -204,6 +216,23 @@ class Inputs:
                 "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w),
                 "ids": fill(CHUNK_IDS, **w)}
 
+    def mteb_reference(self) -> list[str]:
+        """The MTEB result files of leaderboard.mteb_reference (their edits rerun the leaderboard)."""
+        from pathlib import Path
+
+        folder = self.cfg["leaderboard"].get("mteb_reference")
+        if not folder:
+            return []
+        root = Path(folder) / "results" if (Path(folder) / "results").is_dir() else Path(folder)
+        return sorted(str(p) for p in root.glob("*/*/*.json"))
+
+    def mteb_export(self) -> list[str]:
+        """Metrics of every run on an R2MED task, in the order of params mteb_export's entries."""
+        from ..r2med import paper_task
+
+        return [fill(METRICS, benchmark=b, task=t, model=r) for b, t, r in self.reg.run_tasks()
+                if paper_task(self.cfg["benchmarks"][b]["tasks"][t])]
+
     def report_index(self) -> list[str]:
         """Every output the index page links: the targets of ``rule all`` but the page itself."""
         return [t for t in all_targets(self.reg) if t != INDEX_PAGE]
@@ -252,9 +281,16 @@ def prefetch_targets(reg: Registry) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def mteb_targets(reg: Registry) -> list[str]:
+    """MTEB's results layout when a selected task is an R2MED task."""
+    from ..r2med import paper_task
+
+    return [MTEB_EXPORT] if any(paper_task(reg.cfg["benchmarks"][b]["tasks"][t]) for b, t in reg.tasks) else []
+
+
 def all_targets(reg: Registry) -> list[str]:
     return ([fill(LEADERBOARD, ext=e) for e in ("csv", "md")] + [R2MED_VS_PAPER, fill(TABLE, name="r2med_vs_paper")]
-            + report_targets(reg) + cliniq_targets(reg) + [INDEX_PAGE])
+            + report_targets(reg) + cliniq_targets(reg) + mteb_targets(reg) + [INDEX_PAGE])
 
 
 def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> list[tuple[str, str]]:
@@ -282,6 +318,8 @@ def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> l
                 out += [bench("lucene_index"), bench("retrieve_bm25_lucene", model=name)]
             elif mtype == "bm25_paper":
                 out.append(bench("retrieve_bm25_paper", model=name))
+            elif mtype == "run":
+                out.append(bench("import_run", model=name))
             else:
                 out += encoder(model)
                 if kind == "retriever":
@@ -294,7 +332,7 @@ def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> l
                 if reg.generated(job["llm"]):
                     out.append(bench("generate_query_variant", method=job["method"], llm=job["llm"]))
         elif kind == "rerank":
-            if cfg["models"][job["reranker"]]["type"] == "dense":
+            if cfg["models"][job["reranker"]]["type"] in ENCODER_TYPES:
                 out += encoder(job["reranker"]) + [bench("encode_queries", model=job["reranker"])]
             out.append(bench("rerank_run", model=name))
         else:

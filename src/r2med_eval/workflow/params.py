@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .code import CodeIndex
 from .paths import DOWNLOAD, fill
-from .registry import Registry
+from .registry import ENCODER_TYPES, Registry
 
 ENCODER_COMMON = ("source", "pooling", "pool_prompt", "normalize", "max_length", "batch_size", "dtype", "device",
                   "trust_remote_code", "append_eos", "encode_with", "bidirectional")
@@ -38,6 +38,9 @@ MODEL_KEYS = {
               "query_prompt": "encode_queries encode_query_variant", "embedding_dtype": "gather_embeddings",
               "hydoc_prompt": "encode_query_variant r2med_vs_paper",
               "shards": "gather_embeddings (the shard files)", "top_k": "retrieve_dense", "index": "retrieve_dense"},
+    "run": {"type": "-", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
+            "path": "- (the filled file is import_run's input: editing the file reruns its branch)",
+            "missing_queries": "import_run"},
     "cross_encoder": {"type": "rerank_run", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
                       "source": "prefetch_model rerank_run", "max_length": "rerank_run", "batch_size": "rerank_run",
                       "score": "rerank_run", "dtype": "rerank_run", "device": "rerank_run",
@@ -48,6 +51,20 @@ MODEL_KEYS = {
                   "dtype": "rerank_run", "device": "rerank_run", "trust_remote_code": "rerank_run",
                   "truncate": "rerank_run"},
 }
+_SEARCH = {"embedding_dtype": "gather_embeddings", "shards": "gather_embeddings (the shard files)",
+           "top_k": "retrieve_dense", "index": "retrieve_dense"}
+_ENCODE = "encode_corpus_shard encode_queries encode_query_variant"
+MODEL_KEYS.update({
+    "python": {"type": _ENCODE, "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
+               **{k: _ENCODE for k in ("factory", "kwargs", "python_path", "normalize", "batch_size", "device")},
+               "doc_prompt": "encode_corpus_shard", "query_prompt": "encode_queries encode_query_variant",
+               "hydoc_prompt": "encode_query_variant r2med_vs_paper", **_SEARCH},
+    "mteb": {"type": _ENCODE, "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
+             **{k: _ENCODE for k in ("name", "revision", "mteb_tasks", "normalize", "batch_size", "device")},
+             **_SEARCH},
+})
+PYTHON_KEYS = ("type", "factory", "kwargs", "python_path", "normalize", "batch_size", "device")
+MTEB_KEYS = ("type", "name", "revision", "normalize", "batch_size", "device")
 INDEX_KEYS = {"flat": ("kind",), "ivf": ("kind", "nlist", "nprobe", "seed"),
               "hnsw": ("kind", "m", "ef_construction", "ef_search", "seed")}
 TASK_KEYS = ("layout", "split", "empty_text", "unknown_qrels", "duplicate_qrels")
@@ -62,7 +79,8 @@ class Params:
         self.reg = reg
         self.cfg = reg.cfg
         self.code = code or CodeIndex()
-        self.made: list = []  # every params function handed out (rules/common.smk tells Snakemake their arguments)
+        self.made: list = []
+        self._code_files: dict[str, str | None] = {}  # every params function handed out (rules/common.smk tells Snakemake their arguments)
 
     def of(self, rule: str):
         """The params function of a rule: its projection of the configuration and its code hash."""
@@ -148,8 +166,30 @@ class Params:
     def lucene_index(self, wildcards) -> dict:
         return {"private": self.private(wildcards.benchmark)}
 
+    def code_sha256(self, model: str) -> str:
+        """sha256 of a python model's factory module file (found without importing it): an edit of the file
+        reruns the model's encoding, and so its branch, only."""
+        if model not in self._code_files:
+            from ..factories import module_file
+            from ..io import sha256_file
+
+            spec = self.cfg["models"][model]
+            path = module_file(spec["factory"], spec.get("python_path"))
+            self._code_files[model] = sha256_file(path) if path else None
+        return self._code_files[model]
+
     def _encoder(self, wildcards, keys, side: str) -> dict:
         spec = self.cfg["models"][wildcards.model]
+        if spec["type"] == "python":
+            return {**_pick(spec, PYTHON_KEYS), "code_sha256": self.code_sha256(wildcards.model),
+                    f"{side}_prompt": spec[f"{side}_prompt"], "private": self.private(wildcards.benchmark)}
+        if spec["type"] == "mteb":
+            from ..factories import mteb_task_name
+            from ..r2med import paper_task
+
+            tcfg = self.cfg["benchmarks"][wildcards.benchmark]["tasks"][wildcards.task]
+            return {**_pick(spec, MTEB_KEYS), "mteb_task": mteb_task_name(spec, wildcards.task, paper_task(tcfg)),
+                    "private": self.private(wildcards.benchmark)}
         out = {**_pick(spec, keys), "private": self.private(wildcards.benchmark)}
         prompts = spec["task_prompts"].get(wildcards.task, {}) if "task_prompts" in spec else {}
         key = f"{side}_prompt"
@@ -164,7 +204,8 @@ class Params:
 
     def encode_query_variant(self, wildcards) -> dict:
         spec = self.cfg["models"][wildcards.model]
-        return {**self._encoder(wildcards, QUERY_SIDE, "query"), "hydoc_prompt": spec["hydoc_prompt"],
+        # an mteb entry has no hydoc_prompt: MTEB's own prompts apply to both texts
+        return {**self._encoder(wildcards, QUERY_SIDE, "query"), **_pick(spec, ("hydoc_prompt",)),
                 "reasoning": self.reg.reasoning(wildcards.llm)}
 
     def gather_embeddings(self, wildcards) -> dict:
@@ -199,12 +240,16 @@ class Params:
         index = spec["index"]
         return {**self._top_k(wildcards.benchmark, spec), "index": _pick(index, INDEX_KEYS[index["kind"]])}
 
+    def import_run(self, wildcards) -> dict:
+        """A type: run model: how absent queries are treated (the file itself is the rule's input)."""
+        return {"missing_queries": self.cfg["models"][wildcards.model]["missing_queries"]}
+
     # ------------------------------------------------------------ rerank, fuse, score
 
     def rerank_run(self, wildcards) -> dict:
         job = self.reg.derived[wildcards.model]
         spec = self.cfg["models"][job["reranker"]]
-        keys = ("type",) if spec["type"] == "dense" else tuple(k for k, v in MODEL_KEYS[spec["type"]].items()
+        keys = ("type",) if spec["type"] in ENCODER_TYPES else tuple(k for k, v in MODEL_KEYS[spec["type"]].items()
                                                                 if "rerank_run" in v.split())
         return {"run": job["run"], "reranker": job["reranker"], "depth": job["depth"],
                 "reranker_spec": _pick(spec, keys)}
@@ -221,7 +266,7 @@ class Params:
         """BEIR's ignore_identical_ids per benchmark; official: as R2MED's code, dense runs yes, BM25 no."""
         policy = self.cfg["benchmarks"][wildcards.benchmark]["ignore_identical_ids"]
         if policy == "official":
-            return {"ignore_identical_ids": "dense" in self.reg.root_types(wildcards.model)}
+            return {"ignore_identical_ids": bool(set(ENCODER_TYPES) & self.reg.root_types(wildcards.model))}
         return {"ignore_identical_ids": policy == "always"}
 
     # ------------------------------------------------------------ report
@@ -235,10 +280,44 @@ class Params:
         return self._report()
 
     def leaderboard(self, wildcards) -> dict:
-        return _pick(self._report(), ("baseline", "metric", "alpha", "permutations"))
+        out = _pick(self._report(), ("baseline", "metric", "alpha", "permutations"))
+        folder = self.cfg["leaderboard"].get("mteb_reference")
+        if folder:
+            out["mteb_reference"] = {"folder": folder,
+                                     "tasks": {n: f"{b}/{t}" for (b, t), n in self.mteb_tasks().items()}}
+        return out
+
+    def mteb_tasks(self) -> dict[tuple[str, str], str]:
+        """(benchmark, task) -> MTEB task name, for the selected R2MED tasks."""
+        from ..factories import MTEB_R2MED
+        from ..r2med import paper_task
+
+        out = {}
+        for b, t in self.reg.tasks:
+            p = paper_task(self.cfg["benchmarks"][b]["tasks"][t])
+            if p:
+                out[(b, t)] = MTEB_R2MED.format(p.replace("-", ""))
+        return out
+
+    def mteb_export(self, wildcards) -> dict:
+        """One entry per run on an R2MED task: MTEB's model name and revision for a type: mteb retriever's own
+        run, r2med-eval/<run> otherwise; the task's dataset revision."""
+        entries = []
+        tasks = self.mteb_tasks()
+        for b, t, r in self.reg.run_tasks():
+            if (b, t) not in tasks:
+                continue
+            spec = self.cfg["models"].get(r)
+            mteb = spec is not None and spec["type"] == "mteb"
+            source = self.cfg["benchmarks"][b]["tasks"][t].get("source") or {}
+            entries.append({"benchmark": b, "task": t, "model": r, "task_name": tasks[(b, t)],
+                            "name": spec["name"] if mteb else f"r2med-eval/{r}",
+                            "revision": spec.get("revision") if mteb else None,
+                            "dataset_revision": source.get("revision")})
+        return {"entries": entries}
 
     def leaderboard_benchmark(self, wildcards) -> dict:
-        return self.leaderboard(wildcards)
+        return _pick(self._report(), ("baseline", "metric", "alpha", "permutations"))
 
     def plot_leaderboard(self, wildcards) -> dict:
         notes = []

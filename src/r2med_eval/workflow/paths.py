@@ -51,6 +51,7 @@ EMB_VARIANT_IDS = EMB + "/variants/{method}--{llm}_ids.txt"
 RUN = "results/runs/{benchmark}/{task}/{model}.trec"
 RUN_SEARCH_INFO = "results/runs/{benchmark}/{task}/{model}.search.json"
 RUN_BM25_PAPER_INFO = "results/runs/{benchmark}/{task}/{model}.bm25_paper.json"
+RUN_IMPORT_INFO = "results/runs/{benchmark}/{task}/{model}.import.json"  # a type: run model's source and checksums
 RUN_LINEAGE = "results/runs/{benchmark}/{task}/{model}.lineage.json"
 RUN_RESCORED = "results/runs/{benchmark}/{task}/{model}.rescored.tsv"
 
@@ -69,6 +70,7 @@ PLOT = "results/plots/{benchmark}/{name}.{ext}"
 # LaTeX: leaderboard, leaderboard-{benchmark}, cliniq-{benchmark}-by_{grouping}, r2med_vs_paper
 TABLE = "results/tables/{name}.tex"
 INDEX_PAGE = "results/index.html"
+MTEB_EXPORT = "results/mteb"  # MTEB's results layout (results/<model>/<revision>/<task>.json) of the R2MED tasks
 
 # Wildcards of each rule's log and benchmark files (logs/<rule>/<key>.log, benchmarks/<rule>/<key>.tsv).
 JOB_KEYS = {
@@ -91,6 +93,7 @@ JOB_KEYS = {
     "retrieve_bm25_lucene": "{benchmark}/{task}/{model}",
     "retrieve_dense": "{benchmark}/{task}/{model}",
     "retrieve_bm25_paper": "{benchmark}/{task}/{model}",
+    "import_run": "{benchmark}/{task}/{model}",
     "rerank_run": "{benchmark}/{task}/{model}",
     "fuse_runs": "{benchmark}/{task}/{model}",
     "score_run": "{benchmark}/{task}/{model}",
@@ -106,6 +109,7 @@ JOB_KEYS = {
     "r2med_vs_paper": "r2med_vs_paper",
     "report_cliniq": "{benchmark}",
     "report_index": "index",
+    "mteb_export": "mteb_export",
 }
 
 

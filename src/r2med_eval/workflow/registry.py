@@ -16,8 +16,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-RETRIEVER_TYPES = ("bm25_lucene", "dense", "bm25_paper")
-RERANKER_TYPES = ("cross_encoder", "rankllama", "dense")
+RETRIEVER_TYPES = ("bm25_lucene", "dense", "bm25_paper", "run", "python", "mteb")
+ENCODER_TYPES = ("dense", "python", "mteb")  # embeddings cached, sharded and searched alike (rule retrieve_dense)
+VARIANT_TYPES = ("bm25_lucene", "bm25_paper") + ENCODER_TYPES  # retrievers that can run a query variant
+RERANKER_TYPES = ("cross_encoder", "rankllama") + ENCODER_TYPES
 DOC_KEYS = ("description", "enabled", "paper_name")  # document a model; they shape no output
 
 _RERANK = re.compile(r"^(?P<run>.+)--(?P<reranker>[^@]+)@(?P<depth>\d+)$")
@@ -59,6 +61,11 @@ def derived_jobs(cfg: dict) -> dict[str, dict]:
 
 def job_inputs(job: dict) -> list[str]:
     return [job["run"]] if job["kind"] == "rerank" else list(job["runs"])
+
+
+def run_file(pattern: str, benchmark: str, task: str) -> str:
+    """A ``type: run`` model's path pattern filled for one task ({benchmark}, {task}; no other placeholder)."""
+    return pattern.replace("{benchmark}", benchmark).replace("{task}", task)
 
 
 def strip_doc_keys(spec: dict) -> dict:
@@ -139,14 +146,15 @@ class Registry:
         """The retriever behind a first-stage run (a query-variant run's model)."""
         return self.variants[run]["model"] if run in self.variants else run
 
-    def retriever_runs(self, mtype: str) -> list[str]:
-        """First-stage run names of one retriever type, query-variant runs included."""
-        return [r for r in self.retrievers + list(self.variants) if self.models[self.model_of(r)]["type"] == mtype]
+    def retriever_runs(self, *mtypes: str) -> list[str]:
+        """First-stage run names of the given retriever types, query-variant runs included."""
+        return [r for r in self.retrievers + list(self.variants) if self.models[self.model_of(r)]["type"] in mtypes]
 
     def encoders(self) -> list[str]:
-        """Dense models whose embeddings are needed: dense retrievers and dense re-scorers."""
-        names = [m for m in self.retrievers if self.models[m]["type"] == "dense"]
-        names += [j["reranker"] for j in self.rerank_jobs.values() if self.models[j["reranker"]]["type"] == "dense"]
+        """Models whose embeddings are needed (dense, python, mteb): retrievers and dense re-scorers."""
+        names = [m for m in self.retrievers if self.models[m]["type"] in ENCODER_TYPES]
+        names += [j["reranker"] for j in self.rerank_jobs.values()
+                  if self.models[j["reranker"]]["type"] in ENCODER_TYPES]
         return list(dict.fromkeys(names))
 
     def hub_models(self) -> list[str]:
@@ -168,6 +176,10 @@ class Registry:
         if job is None or run in seen:
             return set()
         return set().union(*(self.root_types(r, seen + (run,)) for r in job_inputs(job)))
+
+    def run_file(self, model: str, benchmark: str, task: str) -> str:
+        """The user's run file of a ``type: run`` model for one task (its path pattern filled)."""
+        return run_file(self.models[model]["path"], benchmark, task)
 
     def is_cliniq(self, benchmark: str) -> bool:
         return self.cfg["benchmarks"][benchmark]["layout"] == "cliniq"
