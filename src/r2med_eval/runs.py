@@ -39,8 +39,9 @@ def write_run(run: Run, target, tag: str, decimals: int = 6, query_order=None) -
     return lines
 
 
-def read_run(path) -> Run:
-    run: Run = {}
+def run_lines(path, fix: str = "regenerate the run file."):
+    """(line number, qid, docid, score text) of each non-empty line of a TREC run; a line that does not hold
+    6 columns stops with an InputError naming the file and line."""
     with open(path, encoding="utf-8") as handle:
         for lineno, line in enumerate(handle, start=1):
             parts = line.split()
@@ -48,18 +49,23 @@ def read_run(path) -> Run:
                 continue
             if len(parts) != 6:
                 raise InputError(f"expected 6 columns (qid Q0 docid rank score tag), found {len(parts)}.",
-                                 path=path, line=lineno, fix="regenerate the run file.")
-            qid, _, did, _, score, _ = parts
-            try:
-                value = float(score)
-            except ValueError:
-                raise InputError(f"score {score!r} is not a number.", path=path, line=lineno,
-                                 fix="regenerate the run file.") from None
-            docs = run.setdefault(qid, {})
-            if did in docs:
-                raise InputError(f"document {did!r} appears twice for query {qid!r}.", path=path, line=lineno,
-                                 fix="regenerate the run file.")
-            docs[did] = value
+                                 path=path, line=lineno, fix=fix)
+            yield lineno, parts[0], parts[2], parts[4]
+
+
+def read_run(path) -> Run:
+    run: Run = {}
+    for lineno, qid, did, score in run_lines(path):
+        try:
+            value = float(score)
+        except ValueError:
+            raise InputError(f"score {score!r} is not a number.", path=path, line=lineno,
+                             fix="regenerate the run file.") from None
+        docs = run.setdefault(qid, {})
+        if did in docs:
+            raise InputError(f"document {did!r} appears twice for query {qid!r}.", path=path, line=lineno,
+                             fix="regenerate the run file.")
+        docs[did] = value
     return run
 
 
@@ -111,36 +117,28 @@ def validate_external_run(path, doc_ids, query_ids, missing: str = "error", quer
     run: Run = {}
     decimals = 0
     lines = 0
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 6:
-                raise InputError(f"expected 6 columns (qid Q0 docid rank score tag), found {len(parts)}.",
-                                 path=path, line=lineno, fix=_FIX + ".")
-            qid, _, did, _, score, _ = parts
-            try:
-                value = float(score)
-            except ValueError:
-                value = None
-            if value is None or not math.isfinite(value):
-                raise InputError(f"score {score!r} is not a finite number.", path=path, line=lineno,
-                                 fix="write the retriever's score as a number in the fifth column.")
-            if qid not in known_q:
-                raise InputError(f"query id {qid!r} is not a query of this task.", path=path, line=lineno,
-                                 fix=f"{_FIX}; a run of another task or split does not fit (check the path "
-                                     "pattern's {benchmark}/{task}).")
-            if did not in docs:
-                raise InputError(f"document id {did!r} (query {qid!r}) is not in the task's corpus.", path=path,
-                                 line=lineno, fix=f"{_FIX}; a run over another corpus or version does not fit.")
-            entry = run.setdefault(qid, {})
-            if did in entry:
-                raise InputError(f"document {did!r} appears twice for query {qid!r}.", path=path, line=lineno,
-                                 fix="keep one line per (query, document): the retriever's best score.")
-            entry[did] = value
-            decimals = max(decimals, _decimals(score))
-            lines += 1
+    for lineno, qid, did, score in run_lines(path, fix=_FIX + "."):
+        try:
+            value = float(score)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value):
+            raise InputError(f"score {score!r} is not a finite number.", path=path, line=lineno,
+                             fix="write the retriever's score as a number in the fifth column.")
+        if qid not in known_q:
+            raise InputError(f"query id {qid!r} is not a query of this task.", path=path, line=lineno,
+                             fix=f"{_FIX}; a run of another task or split does not fit (check the path "
+                                 "pattern's {benchmark}/{task}).")
+        if did not in docs:
+            raise InputError(f"document id {did!r} (query {qid!r}) is not in the task's corpus.", path=path,
+                             line=lineno, fix=f"{_FIX}; a run over another corpus or version does not fit.")
+        entry = run.setdefault(qid, {})
+        if did in entry:
+            raise InputError(f"document {did!r} appears twice for query {qid!r}.", path=path, line=lineno,
+                             fix="keep one line per (query, document): the retriever's best score.")
+        entry[did] = value
+        decimals = max(decimals, _decimals(score))
+        lines += 1
     absent = [(i, q) for i, q in enumerate(queries, start=1) if q not in run]
     if absent and missing == "error":
         i, q = absent[0]
