@@ -3,11 +3,11 @@ where they lie from ``workflow.paths``."""
 
 from __future__ import annotations
 
-from .paths import (BENCHMARK_LEADERBOARD, CHUNK_IDS, CLINIQ_METRICS, CLINIQ_POOL, CLINIQ_QRELS, CLINIQ_TABLE, CORPUS,
+from .paths import (BM25_PAPER_FIT, BM25_PAPER_TOKENS, BENCHMARK_LEADERBOARD, CHUNK_IDS, CLINIQ_METRICS, CLINIQ_POOL, CLINIQ_QRELS, CLINIQ_TABLE, CORPUS,
                     DOWNLOAD, DOWNLOAD_FILES, DOWNLOAD_VARIANT, EMB_CORPUS, EMB_CORPUS_IDS, EMB_QUERIES, EMB_QUERY_IDS,
                     EMB_SHARD, EMB_VARIANT, EMB_VARIANT_IDS, INDEX, INDEX_PAGE, LEADERBOARD, METRICS, MODEL_MANIFEST,
                     PER_QUERY, PLOT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE,
-                    VARIANT, benchmark_file, fill)
+                    VARIANT, benchmark_file, bm25_float, fill)
 from .registry import Registry, job_inputs
 
 
@@ -107,8 +107,16 @@ class Inputs:
     def retrieve_bm25_lucene(self, wildcards) -> dict:
         return {"index": fill(INDEX, **wildcards), **self._queries(wildcards)}
 
+    def fit_bm25_paper(self, wildcards) -> dict:
+        return {"tokens": fill(BM25_PAPER_TOKENS, benchmark=wildcards.benchmark, task=wildcards.task)}
+
+    def bm25_paper_fit(self, benchmark: str, task: str, model: str) -> str:
+        spec = self.cfg["models"][self.reg.model_of(model)]
+        return fill(BM25_PAPER_FIT, benchmark=benchmark, task=task, k1=bm25_float(spec["k1"]), b=bm25_float(spec["b"]))
+
     def retrieve_bm25_paper(self, wildcards) -> dict:
-        return {"corpus": fill(CORPUS, **wildcards), **self._queries(wildcards)}
+        return {"model": self.bm25_paper_fit(wildcards.benchmark, wildcards.task, wildcards.model),
+                **self._queries(wildcards)}
 
     def _embeddings(self, benchmark: str, task: str, model: str, variant: dict | None = None) -> dict:
         w = {"benchmark": benchmark, "task": task, "model": model}
@@ -266,7 +274,10 @@ def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> l
             if mtype == "bm25_lucene":
                 out += [bench("lucene_index"), bench("retrieve_bm25_lucene", model=name)]
             elif mtype == "bm25_paper":
-                out.append(bench("retrieve_bm25_paper", model=name))
+                spec = cfg["models"][model]
+                out += [bench("analyse_bm25_paper"),
+                        bench("fit_bm25_paper", k1=bm25_float(spec["k1"]), b=bm25_float(spec["b"])),
+                        bench("retrieve_bm25_paper", model=name)]
             else:
                 out += encoder(model)
                 if kind == "retriever":
