@@ -104,6 +104,7 @@ rule gather_embeddings:
     output:
         emb=paths.EMB_CORPUS,
         ids=paths.EMB_CORPUS_IDS,
+        info=paths.EMB_CORPUS_INFO,
     log:
         paths.log_file("gather_embeddings"),
     benchmark:

@@ -246,10 +246,12 @@ def test_inputs_and_targets():
         "run": "results/runs/demo/demo/bm25.trec", "queries": "results/data/demo/demo/queries.jsonl",
         "corpus": "results/data/demo/demo/corpus.jsonl", "emb": "results/embeddings/demo/demo/minilm/corpus.npy",
         "ids": "results/embeddings/demo/demo/minilm/corpus_ids.txt",
+        "emb_info": "results/embeddings/demo/demo/minilm/corpus.json",
         "query_emb": "results/embeddings/demo/demo/minilm/queries.npy",
         "query_ids": "results/embeddings/demo/demo/minilm/queries_ids.txt"}
     dense = w.inputs.retrieve_dense(wc(benchmark="demo", task="demo", model="minilm+hyde-handwritten"))
     assert dense["query_emb"] == "results/embeddings/demo/demo/minilm/variants/hyde--handwritten.npy"
+    assert "corpus" not in dense  # the id order is checked against the hash gather_embeddings stored
     targets = w.targets()
     assert len(targets) == len(set(targets))
     assert "results/plots/demo/rerank_depth.png" in targets and "results/cliniq/cliniq-demo/pool.tsv" in targets

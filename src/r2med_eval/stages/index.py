@@ -97,7 +97,7 @@ def gather_embeddings(sm) -> None:
 
     _protect(sm, paths.EMB_ROOT)
     info = dense.gather(list(sm.input.shards), sm.input.corpus, sm.output.emb, sm.output.ids,
-                        storage=sm.params.spec["storage"])
+                        storage=sm.params.spec["storage"], out_info=sm.output.info)
     log.info("gathered %d shards: %s", len(sm.input.shards), info)
     _protect_outputs(sm, paths.EMB_ROOT)
 

@@ -35,8 +35,8 @@ def retrieve_dense(sm) -> None:
 
     query_emb = np.load(sm.input.query_emb)
     query_ids = io.read_lines(sm.input.query_ids)
-    corpus_emb, doc_ids = dense.load_corpus_embeddings(sm.input.emb, sm.input.ids, sm.input.corpus,
-                                                       dim=query_emb.shape[1])
+    corpus_emb, doc_ids = dense.load_corpus_embeddings(sm.input.emb, sm.input.ids, dim=query_emb.shape[1],
+                                                       info_path=sm.input.emb_info)
     spec = sm.params.spec
     run, info = dense.search(corpus_emb, doc_ids, query_emb, query_ids, spec["top_k"], spec["index"],
                              threads=sm.threads)

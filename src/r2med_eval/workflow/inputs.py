@@ -4,7 +4,7 @@ where they lie from ``workflow.paths``."""
 from __future__ import annotations
 
 from .paths import (BM25_PAPER_FIT, BM25_PAPER_TOKENS, BENCHMARK_LEADERBOARD, CHUNK_IDS, CLINIQ_METRICS, CLINIQ_POOL, CLINIQ_QRELS, CLINIQ_TABLE, CORPUS,
-                    DOWNLOAD, DOWNLOAD_FILES, DOWNLOAD_VARIANT, EMB_CORPUS, EMB_CORPUS_IDS, EMB_QUERIES, EMB_QUERY_IDS,
+                    DOWNLOAD, DOWNLOAD_FILES, DOWNLOAD_VARIANT, EMB_CORPUS, EMB_CORPUS_IDS, EMB_CORPUS_INFO, EMB_QUERIES, EMB_QUERY_IDS,
                     EMB_SHARD, EMB_VARIANT, EMB_VARIANT_IDS, INDEX, INDEX_PAGE, LEADERBOARD, METRICS, MODEL_MANIFEST,
                     PER_QUERY, PLOT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE,
                     VARIANT, benchmark_file, bm25_float, fill)
@@ -125,13 +125,13 @@ class Inputs:
         else:
             v = {"method": variant["method"], "llm": variant["llm"]}
             query, ids = fill(EMB_VARIANT, **w, **v), fill(EMB_VARIANT_IDS, **w, **v)
-        return {"emb": fill(EMB_CORPUS, **w), "ids": fill(EMB_CORPUS_IDS, **w), "query_emb": query,
-                "query_ids": ids}
+        return {"emb": fill(EMB_CORPUS, **w), "ids": fill(EMB_CORPUS_IDS, **w),
+                "emb_info": fill(EMB_CORPUS_INFO, **w), "query_emb": query, "query_ids": ids}
 
     def retrieve_dense(self, wildcards) -> dict:
         variant = self.reg.variants.get(wildcards.model)
-        emb = self._embeddings(wildcards.benchmark, wildcards.task, self.reg.model_of(wildcards.model), variant)
-        return {**emb, "corpus": fill(CORPUS, benchmark=wildcards.benchmark, task=wildcards.task)}
+        # the corpus is not an input: the id order is checked against the id-list hash gather_embeddings stored
+        return self._embeddings(wildcards.benchmark, wildcards.task, self.reg.model_of(wildcards.model), variant)
 
     # rerank, fuse
     def rerank_run(self, wildcards) -> dict:

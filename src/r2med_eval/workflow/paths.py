@@ -43,6 +43,7 @@ EMB = EMB_ROOT + "/{task}/{model}"
 EMB_SHARD = EMB + "/shards/{shard}-of-{nshards}.npz"
 EMB_CORPUS = EMB + "/corpus.npy"
 EMB_CORPUS_IDS = EMB + "/corpus_ids.txt"
+EMB_CORPUS_INFO = EMB + "/corpus.json"  # counts and the sha256 of the id list
 EMB_QUERIES = EMB + "/queries.npy"
 EMB_QUERY_IDS = EMB + "/queries_ids.txt"
 EMB_VARIANT = EMB + "/variants/{method}--{llm}.npy"
