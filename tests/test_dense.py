@@ -266,3 +266,24 @@ def test_exact_search_below_the_blas_threshold_equals_the_sequential_flat_index(
     for i in range(len(q)):
         assert sorted(zip(scores[i].tolist(), idx[i].tolist())) == sorted(zip(ref_scores[i].tolist(),
                                                                               ref_idx[i].tolist()))
+
+
+def test_ivf_training_sample_is_capped_by_max_train(caplog):
+    """max_train caps the IVF training sample (seeded); a cap above the corpus trains on every vector, as
+    before the key existed; flat search does not read it."""
+    import logging
+
+    rng = np.random.default_rng(3)
+    emb = rng.standard_normal((3000, 16)).astype(np.float32)
+    q = rng.standard_normal((20, 16)).astype(np.float32)
+    base = with_defaults("dense", {**MINILM, "index": {"kind": "ivf", "nlist": 8, "nprobe": 2}})["index"]
+    assert base["max_train"] == 131072
+    search = lambda spec: dense.build_faiss(emb, spec).search(q, 10)  # noqa: E731
+    uncapped = {k: v for k, v in base.items() if k != "max_train"}
+    for a, b in zip(search(base), search(uncapped)):
+        assert np.array_equal(a, b)
+    with caplog.at_level(logging.INFO, logger="r2med_eval.dense"):
+        capped = search({**base, "max_train": 400})
+    assert "8 lists trained on 400 of 3000 vectors" in caplog.text
+    assert any(not np.array_equal(a, b) for a, b in zip(capped, search(base)))
+    assert search({**base, "max_train": 400})[1].tolist() == capped[1].tolist()  # seeded

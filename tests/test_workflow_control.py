@@ -35,7 +35,7 @@ def wc(**kw):
 def test_defaults_are_filled_at_every_depth_from_the_schema():
     cfg = load()
     minilm = cfg["models"]["minilm"]
-    assert minilm["index"] == {"kind": "flat", "nprobe": 16, "m": 32, "ef_construction": 200, "ef_search": 256,
+    assert minilm["index"] == {"kind": "flat", "nprobe": 16, "max_train": 131072, "m": 32, "ef_construction": 200, "ef_search": 256,
                                "seed": 0}
     assert minilm["shards"] == 1 and minilm["embedding_dtype"] == "float32"
     assert cfg["rerank"][0]["depths"] == [100] and cfg["fusion"]["rrf-bm25-minilm"]["k"] == 60

@@ -496,7 +496,12 @@ def build_faiss(emb: np.ndarray, index_spec: dict):
         quantizer = faiss.IndexFlatIP(dim)
         index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
         rng = np.random.default_rng(int(index_spec["seed"]))
-        sample = emb if len(emb) <= 256 * nlist else emb[rng.choice(len(emb), 256 * nlist, replace=False)]
+        n_train = min(256 * nlist, int(index_spec.get("max_train") or 256 * nlist))
+        if n_train < 39 * nlist:
+            log.warning("IVF: training on %d vectors for %d lists (faiss asks for at least 39 per list); raise "
+                        "max_train or lower nlist", min(n_train, len(emb)), nlist)
+        sample = emb if len(emb) <= n_train else emb[rng.choice(len(emb), n_train, replace=False)]
+        log.info("IVF: %d lists trained on %d of %d vectors", nlist, len(sample), len(emb))
         index.cp.seed = int(index_spec["seed"])
         index.train(sample)
         index.nprobe = int(index_spec["nprobe"])

@@ -41,7 +41,7 @@ MODEL_KEYS = {
                       "source": "prefetch_model rerank_run", "max_length": "rerank_run", "batch_size": "rerank_run",
                       "device": "rerank_run", "trust_remote_code": "rerank_run"},
 }
-INDEX_KEYS = {"flat": ("kind",), "ivf": ("kind", "nlist", "nprobe", "seed"),
+INDEX_KEYS = {"flat": ("kind",), "ivf": ("kind", "nlist", "nprobe", "max_train", "seed"),
               "hnsw": ("kind", "m", "ef_construction", "ef_search", "seed")}
 TASK_KEYS = ("layout", "split", "empty_text", "unknown_qrels", "duplicate_qrels")
 
