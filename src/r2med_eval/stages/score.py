@@ -42,17 +42,17 @@ def score_run(sm) -> None:
 
 
 def score_cliniq(sm) -> None:
-    from .. import cliniq, runs
+    from .. import cliniq
     from ..cliniq_files import clean_json, read_cliniq_qrels, read_query_types
     from ..io import read_lines, write_json
 
-    run = runs.read_run(sm.input.run)
     rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)
     qtypes = read_query_types(sm.input.query_types)
     ids = read_lines(sm.input.ids)
-    result = cliniq.evaluate(run, rows, qtypes, ids, irrelevant)
+    ranked = cliniq.read_ranked_run(sm.input.run, ids)  # full-depth runs: arrays, not a dict per query
+    result = cliniq.evaluate_ranked(ranked, rows, qtypes, ids, irrelevant)
     c = result["counts"]
-    depth = runs.run_depth(run)
+    depth = ranked.depth()
     if c.get("unranked_chunks"):
         log.warning("single-patient: %d chunks of scored notes are not in the run (depth %d); they are ranked after "
                     "the retrieved ones in chunk order. For eval.py's exact figures give the model top_k >= %d "
