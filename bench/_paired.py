@@ -38,16 +38,33 @@ def env_with(pythonpath: Path | str | None = None, **extra) -> dict:
 
 
 def timed(cmd, env=None, cwd=None) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS MB, output) of one child; raises with the output tail if it fails."""
+    """(wall seconds, peak RSS MB, output) of one child; raises with the output tail if it fails.
+
+    The child is started by a small fresh Python process (this file run as a script) that times it and
+    reads its ``ru_maxrss``: a child forked straight from a large benchmark process would count the
+    parent's pages it held between fork and exec in its own peak."""
+    import json
+    import sys
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("r", suffix=".json") as report:
+        proc = subprocess.run([sys.executable, __file__, report.name, *map(str, cmd)], env=env, cwd=cwd,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{proc.stdout[-3000:]}")
+        measured = json.loads(Path(report.name).read_text())
+    return measured["wall"], measured["maxrss_kb"] / 1024, proc.stdout
+
+
+def _measure(report: str, cmd: list[str]) -> int:
+    import json
+
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out = proc.stdout.read()
+    proc = subprocess.Popen(cmd)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{out[-3000:]}")
-    return wall, usage.ru_maxrss / 1024, out
+    Path(report).write_text(json.dumps({"wall": wall, "maxrss_kb": usage.ru_maxrss}))
+    return os.waitstatus_to_exitcode(status)
 
 
 def median(values) -> float:
@@ -64,3 +81,9 @@ def summary(name: str, walls: dict[str, list[float]], rss: dict[str, list[float]
         lines.append(f"{side:<30}{median(walls[side]):>9.2f}{median(rss[side]):>9.0f}{median(ratios):>21.2f}x"
                      f"{median([1 / r for r in ratios]):>9.2f}x")
     return lines
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_measure(sys.argv[1], sys.argv[2:]))
