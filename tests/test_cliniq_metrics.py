@@ -175,7 +175,8 @@ def _random_case(seed: int):
     from r2med_eval.cliniq_corpus import MATCH_TYPES, QUERY_TYPES
 
     rng = random.Random(seed)
-    chunk_ids = [f"{100 + n}_{i}" for n in range(50) for i in range(rng.randint(1, 12))]
+    n_notes = 50 if seed < 6 else 400  # larger corpora: first relevant chunks far below the top 100
+    chunk_ids = [f"{100 + n}_{i}" for n in range(n_notes) for i in range(rng.randint(1, 12))]
     qtypes = {f"q{i:02d}": QUERY_TYPES[i % 3] for i in range(30)}
     rows = []
     for q in list(qtypes)[:26]:
@@ -194,7 +195,7 @@ def _random_case(seed: int):
     return chunk_ids, qtypes, rows, irrelevant, run
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(9))
 def test_vectorised_scoring_equals_the_reference_implementation(tmp_path, seed):
     """read_ranked_run + evaluate_ranked (pyarrow + numpy, the score_cliniq rule) against read_run +
     evaluate (the implementation they replace, kept as the reference): the same result, every figure equal;
@@ -217,6 +218,13 @@ def test_vectorised_scoring_equals_the_reference_implementation(tmp_path, seed):
         result = cliniq.evaluate_ranked(ranked, rows, qtypes, chunk_ids, irrelevant)
         assert json.dumps(result, sort_keys=True) == json.dumps(reference, sort_keys=True), name
     assert reference["counts"]["judged_queries_with_empty_run"] >= 2
+    if seed >= 6:  # the prefix cut is exercised: some query's first relevant chunk lies beyond it
+        ranked = cliniq.read_ranked_run(tmp_path / "run.trec", chunk_ids)
+        rel = {}
+        for q, c, _ in rows:
+            rel.setdefault(q, set()).add(c)
+        assert any(min((i for i, d in enumerate(ranked.ranking(q).tolist()) if ranked.vocab[d] in rel[q]),
+                       default=0) > 100 + len(rel[q]) for q in rel if q in ranked.row)
 
 
 def test_vectorised_reader_sends_a_repeated_document_to_the_reference_error(tmp_path):

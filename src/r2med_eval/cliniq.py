@@ -435,16 +435,27 @@ def evaluate_ranked(ranked: RankedRun, rows, query_types: dict[str, str], chunk_
         pos[r] = np.arange(len(r))
         qrows = judged_rows[q]
         relevant = [c for c, _ in qrows]
-        rel_pos = positions(relevant)
-        cut = 100 + len(qrows)
-        for typ in MATCH_TYPES:
-            p = [rp for rp, (_, t) in zip(rel_pos.tolist(), qrows) if t == typ and rp != unranked]
-            if p:
-                cut = max(cut, min(p) + 1)
+        rel_pos = positions(relevant).tolist()
+        cut = 100 + len(qrows)  # enough for the top 100 once any judged chunks are removed
         ranking = [vocab[i] for i in r[:cut].tolist()]
-        multi.append({"query": q, "query_type": qtype, **multi_metrics(ranking, relevant)})
-        for typ, m in multi_by_match_type(ranking, qrows).items():
-            multi_type[typ].append({"query": q, **m})
+
+        def with_mrr(metrics: dict, first: int, removed_before: int) -> dict:
+            """MRR from positions: the first relevant chunk may lie beyond the prefix the list holds."""
+            metrics["mrr"] = 0.0 if first == unranked else 1.0 / (first - removed_before + 1)
+            return metrics
+
+        multi.append({"query": q, "query_type": qtype,
+                      **with_mrr(multi_metrics(ranking, relevant), min(rel_pos, default=unranked), 0)})
+        for typ in MATCH_TYPES:  # multi_by_match_type on the prefix; MRR from the positions
+            typ_rel = [c for c, t in qrows if t == typ]
+            if not typ_rel:
+                continue
+            keep = set(typ_rel)
+            remove = {c for c, _ in qrows if c not in keep}
+            short = [d for d in ranking if d not in remove][:100]
+            first = min((p for p, (c, _) in zip(rel_pos, qrows) if c in keep), default=unranked)
+            before = len({c for p, (c, _) in zip(rel_pos, qrows) if c in remove and p < first})
+            multi_type[typ].append({"query": q, **with_mrr(multi_metrics(short, typ_rel), first, before)})
         judged10.append({"query": q, "query_type": qtype, "judged_at_10": judged_at_k(ranking, judged_sets[q])})
         judged = sorted(judged_sets[q])
         jp = positions(judged)
