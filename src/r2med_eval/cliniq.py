@@ -346,8 +346,8 @@ def read_ranked_run(path, chunk_ids: list[str]) -> RankedRun:
 
     def codes(column):
         chunks = table.column(column).chunks
-        idx = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks]).astype(np.int64)
-        return idx, chunks[0].dictionary.to_pylist()
+        return (np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks]),
+                chunks[0].dictionary.to_pylist())
 
     q_code, q_names = codes("qid")
     d_code, d_names = codes("doc")
@@ -359,26 +359,33 @@ def read_ranked_run(path, chunk_ids: list[str]) -> RankedRun:
         if d not in index:
             index[d] = len(vocab)
             vocab.append(d)
-    doc = np.asarray([index[d] for d in d_names], dtype=np.int64)[d_code]
+    doc = np.asarray([index[d] for d in d_names], dtype=np.int32)[d_code]
+    del d_code
     cells = len(q_names) * len(vocab)
     if cells <= 1 << 29:  # one flag per (query, document): a scatter, not a sort
         seen = np.zeros(cells, dtype=bool)
-        seen[q_code * len(vocab) + doc] = True
+        for lo in range(0, n, 1 << 22):
+            seen[q_code[lo:lo + (1 << 22)].astype(np.int64) * len(vocab) + doc[lo:lo + (1 << 22)]] = True
         repeated = int(np.count_nonzero(seen)) != n
         del seen
     else:
-        repeated = len(np.unique(q_code * len(vocab) + doc)) != n
+        repeated = len(np.unique(q_code.astype(np.int64) * len(vocab) + doc)) != n
     if repeated:  # a document twice for a query: read_run names the line
         return ranked_from_dict(read_run(path), chunk_ids)
     # ranking order: query (by id), score descending, then document id; skip the sort when the file has it
-    q_rank = np.empty(len(q_names), dtype=np.int64)
+    q_rank = np.empty(len(q_names), dtype=np.int32)
     q_rank[np.argsort(np.asarray(q_names, dtype=object), kind="stable")] = np.arange(len(q_names))
-    v_rank = np.empty(len(vocab), dtype=np.int64)
+    v_rank = np.empty(len(vocab), dtype=np.int32)
     v_rank[sorted(range(len(vocab)), key=vocab.__getitem__)] = np.arange(len(vocab))
-    qr, dr = q_rank[q_code], v_rank[doc]
-    same_q = qr[1:] == qr[:-1]
-    in_order = bool(np.all((qr[1:] > qr[:-1]) | (same_q & ((score[1:] < score[:-1]) |
-                                                           ((score[1:] == score[:-1]) & (dr[1:] > dr[:-1]))))))
+    qr = q_rank[q_code]
+    del q_code
+    dr = v_rank[doc]
+    dq = qr[1:] - qr[:-1]
+    in_order = not bool((dq < 0).any())
+    if in_order:
+        s0, s1 = score[:-1], score[1:]
+        in_order = not bool(((dq == 0) & ((s1 > s0) | ((s1 == s0) & (dr[1:] <= dr[:-1])))).any())
+    del dq
     if not in_order:
         order = np.lexsort((dr, -score, qr))
         qr, doc = qr[order], doc[order]
