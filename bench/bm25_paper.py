@@ -1,18 +1,25 @@
-"""Benchmark: the paper-faithful BM25 against the official code's approach on the same data.
+"""Benchmark: the paper-faithful BM25 jobs against R2MED's official code and against the anchor's job.
 
-    python bench/bm25_paper.py [--data ../shared/data/medquad-liveqa] [--layout beir] [--repeat 1]
+    python bench/bm25_paper.py [--data ../shared/data/medquad-liveqa] [--layout beir] [--anchor db73a08] [--repeats 3]
 
-Each side runs in its own process (peak RSS is per process; both start the same JVM for pyserini's analyzer):
+Every side runs as child processes, timed whole by this script (Python start, imports, JVM start, reading
+the data, writing the run), one after the other in each repeat; medians and the median of the paired
+ratios are printed:
 
 * ``official``: R2MED's retrieval_bm25 (src/eval_BM25.py @ 62b7074) as written: one pyserini
   ``Analyzer.analyze`` call per text, gensim ``Dictionary`` / ``LuceneBM25Model`` /
   ``SparseMatrixSimilarity``, then a loop over the queries that scores every document, builds a dict of
   all of them and sorts it to keep the top 100.
-* ``ours``: :func:`r2med_eval.bm25_paper.retrieve`: batched analysis, one vectorised index build, all
-  queries in one float32 sparse matrix product, top 100 by partial sort.
+* ``first run``: the pipeline's three jobs in turn, as Snakemake runs them for a new task: ``analyse_bm25_paper``
+  (the corpus through the Lucene analyzer, batched, stored), ``fit_bm25_paper`` (the BM25 weights for k1 0.9,
+  b 0.4, stored) and ``retrieve_bm25_paper`` (the queries analysed and searched by one sparse product).
+* ``cached run``: ``retrieve_bm25_paper`` alone, as for a second run on the same task and (k1, b) (another
+  top_k, a query variant, a second model entry): the analysed corpus and the fit are rule outputs.
+* ``job@<anchor>``: the anchor's single retrieve job (its ``src/`` from ``git archive``): analysis, fit and
+  search in one process, every run.
 
-Reports wall time per phase and peak RSS, and checks that the two runs are identical (same documents,
-same order, same float scores).
+The per-phase seconds inside the official and first-run processes are printed too. Exits 1 unless every
+side's run file is byte-identical to the official one (same documents, order and float32 scores).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "bench"))
 
 
 def load(data: str, layout: str):
@@ -86,6 +94,44 @@ def run_ours(ids, docs, qids, queries) -> tuple[dict, dict]:
     return results, t
 
 
+JOB = r"""
+import json, sys, time
+from pathlib import Path
+from types import SimpleNamespace
+from r2med_eval import bm25_paper, datasets, io, runs
+
+class Named(dict):
+    __getattr__ = dict.__getitem__
+    def __iter__(self):
+        return iter(self.values())
+
+def job(inputs, outputs, spec):
+    return SimpleNamespace(input=Named(inputs), output=Named(outputs), params=SimpleNamespace(spec=spec),
+                           wildcards=SimpleNamespace(benchmark="b", task="t", model="bm25-paper"), threads=1)
+
+side, work = sys.argv[1], Path(sys.argv[2])
+spec = {"k1": 0.9, "b": 0.4, "top_k": 100, "fill_zero": True, "private": False}
+if side == "analyse":
+    from r2med_eval.stages import index
+    index.analyse_bm25_paper(job({"corpus": work / "corpus.jsonl"}, {"tokens": work / "tokens.npz"}, spec))
+elif side == "fit":
+    from r2med_eval.stages import index
+    index.fit_bm25_paper(job({"tokens": work / "tokens.npz"}, {"model": work / "fit.npz"}, spec))
+elif side == "search":
+    from r2med_eval.stages import retrieve
+    retrieve.retrieve_bm25_paper(job({"model": work / "fit.npz", "queries": work / "queries.jsonl"},
+                                     {"run": work / sys.argv[3], "info": work / (sys.argv[3] + ".json")}, spec))
+else:  # the anchor's retrieve_bm25_paper stage, written out (its rule read the corpus and did everything)
+    corpus = datasets.read_corpus(work / "corpus.jsonl")
+    queries = datasets.read_queries(work / "queries.jsonl")
+    ids = list(corpus)
+    run, info = bm25_paper.retrieve(ids, [datasets.doc_contents(corpus[d]) for d in ids], list(queries),
+                                    list(queries.values()), k1=0.9, b=0.4, top_k=100, fill_zero=True)
+    runs.write_run(run, work / "anchor.trec", tag="bm25-paper", decimals=8)
+    io.write_json(work / "anchor.trec.json", info)
+"""
+
+
 def child(side: str, data: str, layout: str, out: str) -> None:
     ids, docs, qids, queries = load(data, layout)
     start = time.perf_counter()
@@ -100,36 +146,63 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "medquad-liveqa"))
     parser.add_argument("--layout", default="beir")
-    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--anchor", default="db73a08", help="the commit whose retrieve job is measured alongside")
+    parser.add_argument("--repeats", "--repeat", type=int, default=3)
     parser.add_argument("--child", choices=["official", "ours"])
     parser.add_argument("--out")
     args = parser.parse_args()
     if args.child:
         child(args.child, args.data, args.layout, args.out)
         return
-    best: dict[str, dict] = {}
-    runs = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for rep in range(args.repeat):
-            for side in ("official", "ours"):
-                out = Path(tmp) / f"{side}.json"
-                subprocess.run([sys.executable, __file__, "--child", side, "--data", args.data, "--layout",
-                                args.layout, "--out", str(out)], check=True)
-                res = json.loads(out.read_text())
-                runs[side] = res["run"]
-                if side not in best or res["timings"]["total_s"] < best[side]["total_s"]:
-                    best[side] = res["timings"]
-                n_docs, n_queries = res["documents"], res["queries"]
-    identical = runs["official"] == runs["ours"]
-    print(f"data: {args.data} ({n_docs} documents, {n_queries} queries); best of {args.repeat}")
-    print(f"{'phase':<18}{'official':>12}{'ours':>12}{'speed-up':>10}")
-    for key in ("tokenize_docs_s", "index_s", "queries_s", "total_s"):
-        o, u = best["official"][key], best["ours"][key]
-        print(f"{key:<18}{o:>12.3f}{u:>12.3f}{o / u:>9.1f}x")
-    print(f"{'peak_rss_mb':<18}{best['official']['peak_rss_mb']:>12.0f}{best['ours']['peak_rss_mb']:>12.0f}")
-    print(f"identical runs (documents, order, float scores): {identical}")
-    if not identical:
-        raise SystemExit(1)
+    from _paired import anchor_src, env_with, median, summary, timed
+    from r2med_eval import datasets, runs
+
+    with tempfile.TemporaryDirectory(prefix="bench-bm25-paper-") as tmp:
+        tmp = Path(tmp)
+        ds = datasets.load(args.layout, args.data, duplicate_qrels="max", unknown_qrels="keep")
+        datasets.write_internal(ds, tmp)
+        anchor = anchor_src(args.anchor, tmp / "anchor")
+        ours = env_with(REPO / "src")
+        walls = {s: [] for s in ("official", "first run", "cached run", f"job@{args.anchor}")}
+        rss = {s: [] for s in walls}
+        phases = {"official": [], "ours": []}
+        for rep in range(args.repeats):
+            for f in ("tokens.npz", "fit.npz"):
+                (tmp / f).unlink(missing_ok=True)
+            wall, peak, _ = timed([sys.executable, __file__, "--child", "official", "--data", args.data, "--layout",
+                                   args.layout, "--out", str(tmp / "official.json")], env=ours)
+            walls["official"].append(wall)
+            rss["official"].append(peak)
+            first = [timed([sys.executable, "-c", JOB, step, str(tmp), "first.trec"], env=ours)
+                     for step in ("analyse", "fit", "search")]
+            walls["first run"].append(sum(w for w, _, _ in first))
+            rss["first run"].append(max(p for _, p, _ in first))
+            wall, peak, _ = timed([sys.executable, "-c", JOB, "search", str(tmp), "cached.trec"], env=ours)
+            walls["cached run"].append(wall)
+            rss["cached run"].append(peak)
+            wall, peak, _ = timed([sys.executable, "-c", JOB, "anchor", str(tmp)], env=env_with(anchor))
+            walls[f"job@{args.anchor}"].append(wall)
+            rss[f"job@{args.anchor}"].append(peak)
+            print(f"repeat {rep + 1}: " + ", ".join(f"{s} {w[-1]:.2f} s" for s, w in walls.items()), flush=True)
+            res = json.loads((tmp / "official.json").read_text())
+            phases["official"].append(res["timings"])
+        official = {q: dict(r) for q, r in res["run"].items()}
+        runs.write_run(official, tmp / "official.trec", tag="bm25-paper", decimals=8)
+        reference = (tmp / "official.trec").read_bytes()
+        same = {name: (tmp / name).read_bytes() == reference for name in ("first.trec", "cached.trec", "anchor.trec")}
+        print(f"data: {args.data} ({res['documents']} documents, {res['queries']} queries)")
+        print("official phases (median s): " + ", ".join(
+            f"{k} {median([p[k] for p in phases['official']]):.2f}" for k in ("tokenize_docs_s", "index_s", "queries_s")))
+        for line in summary("bm25-paper end to end", walls, rss, "official",
+                            ["first run", "cached run", f"job@{args.anchor}"]):
+            print(line)
+        for base in (f"job@{args.anchor}",):
+            for side in ("first run", "cached run"):
+                ratios = [b / s for b, s in zip(walls[base], walls[side])]
+                print(f"{side} speed-up over {base}: {median(ratios):.2f}x (median of pairs)")
+        print(f"run files byte-identical to the official code's: {same}")
+        if not all(same.values()):
+            raise SystemExit(1)
 
 
 if __name__ == "__main__":

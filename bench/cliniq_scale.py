@@ -9,6 +9,14 @@
     python bench/cliniq_scale.py --depth 1000
 
 Prints one JSON object (seconds, chunk count, peak RSS).
+
+3. With ``--anchor <commit>`` (and ``--repeats``), scoring is also timed as whole child processes, paired:
+   ``score@<anchor>`` (the anchor's ``src/`` from ``git archive``: ``runs.read_run`` + ``cliniq.evaluate``,
+   one dict per query) against ``score`` (this checkout: ``cliniq.read_ranked_run`` + ``evaluate_ranked``,
+   pyarrow + numpy, as the ``score_cliniq`` rule runs it); prints medians, the median of the paired
+   speed-ups and peak RSS, and checks that both give the same result (exit 1 if not).
+
+    python bench/cliniq_scale.py --depth 16550 --anchor db73a08 --repeats 3
 """
 from __future__ import annotations
 
@@ -53,6 +61,8 @@ def main() -> None:
     ap.add_argument("--judgments", type=int, default=77000)
     ap.add_argument("--depth", type=int, default=1000, help="run depth per query")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--anchor", help="also time scoring against this commit's implementation, paired")
+    ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     rng = random.Random(args.seed)
     out = {}
@@ -99,8 +109,53 @@ def main() -> None:
         out["queries"] = result["multi"]["all"]["n"]
         out["single_patient_notes_scored"] = result["single"]["all"]["n"]
         out["run_depth"] = runs.run_depth(loaded)
-    out["peak_rss_mb"] = round(peak_rss_mb(), 1)
-    print(json.dumps(out, indent=2))
+        del loaded, result
+        out["peak_rss_mb"] = round(peak_rss_mb(), 1)
+        print(json.dumps(out, indent=2), flush=True)
+        if args.anchor:
+            paired_scoring(tmp, rows, qtypes, chunk_ids, args.anchor, args.repeats)
+
+
+SCORE = r"""
+import hashlib, json, sys
+from r2med_eval import cliniq, runs
+work, out = sys.argv[1], sys.argv[2]
+inputs = json.load(open(f"{work}/inputs.json"))
+rows = [tuple(r) for r in inputs["rows"]]
+if hasattr(cliniq, "evaluate_ranked"):
+    # equal scores by chunk id: the anchor's (db73a08) only tie order, so that both sides' figures must match
+    ranked = cliniq.read_ranked_run(f"{work}/run.trec", inputs["chunk_ids"], "doc_id")
+    result = cliniq.evaluate_ranked(ranked, rows, inputs["qtypes"], inputs["chunk_ids"])
+else:
+    result = cliniq.evaluate(runs.read_run(f"{work}/run.trec"), rows, inputs["qtypes"], inputs["chunk_ids"])
+text = json.dumps(result, sort_keys=True)
+open(out, "w").write(hashlib.sha256(text.encode()).hexdigest())
+"""
+
+
+def paired_scoring(tmp: Path, rows, qtypes, chunk_ids, anchor: str, repeats: int) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _paired import REPO, anchor_src, env_with, summary, timed
+
+    (tmp / "inputs.json").write_text(json.dumps({"rows": rows, "qtypes": qtypes, "chunk_ids": chunk_ids}))
+    old = anchor_src(anchor, tmp / "anchor")
+    sides = {f"score@{anchor}": env_with(old), "score": env_with(REPO / "src")}
+    walls = {s: [] for s in sides}
+    rss = {s: [] for s in sides}
+    digests = {}
+    for rep in range(repeats):
+        for side, env in sides.items():
+            wall, peak, _ = timed([sys.executable, "-c", SCORE, str(tmp), str(tmp / f"{side}.sha")], env=env)
+            walls[side].append(wall)
+            rss[side].append(peak)
+            digests[side] = (tmp / f"{side}.sha").read_text()
+            print(f"repeat {rep + 1}: {side:<16} {wall:7.2f} s {peak:7.0f} MB", flush=True)
+    for line in summary("CliniQ scoring (run file read included)", walls, rss, f"score@{anchor}", ["score"]):
+        print(line)
+    same = len(set(digests.values())) == 1
+    print(f"identical results (every figure): {same}")
+    if not same:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

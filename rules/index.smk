@@ -1,4 +1,5 @@
-# Stage index: one Lucene index per task, shared by every BM25 configuration; dense corpus embeddings per
+# Stage index: one Lucene index per task, shared by every BM25 configuration; bm25-paper's analysed corpus per
+# task and its BM25 fitted per (k1, b), shared by every bm25-paper run of the task; dense corpus embeddings per
 # (task, model), encoded in shards that can run as separate jobs, and query embeddings. A Hub model's jobs
 # take its prefetch manifest as input, so the local rule prefetch_model has fetched the weights before them.
 
@@ -23,6 +24,51 @@ rule lucene_index:
         spec=W.params.of("lucene_index"),
     script:
         "../scripts/lucene_index.py"
+
+
+rule analyse_bm25_paper:
+    input:
+        corpus=paths.CORPUS,
+    output:
+        tokens=paths.BM25_PAPER_TOKENS,
+    log:
+        paths.log_file("analyse_bm25_paper"),
+    benchmark:
+        paths.benchmark_file("analyse_bm25_paper")
+    conda:
+        "../envs/lucene.yaml"
+    threads: 2
+    resources:
+        mem_mb=W.resources.bm25_paper_mem_mb,
+        runtime=W.resources.bm25_paper_runtime,
+    params:
+        spec=W.params.of("analyse_bm25_paper"),
+    script:
+        "../scripts/analyse_bm25_paper.py"
+
+
+rule fit_bm25_paper:
+    input:
+        unpack(W.inputs.fit_bm25_paper),
+    output:
+        model=paths.BM25_PAPER_FIT,
+    log:
+        paths.log_file("fit_bm25_paper"),
+    benchmark:
+        paths.benchmark_file("fit_bm25_paper")
+    wildcard_constraints:
+        k1=r"[0-9]+\.[0-9]+(e[-+]?[0-9]+)?",
+        b=r"[0-9]+\.[0-9]+(e[-+]?[0-9]+)?",
+    conda:
+        "../envs/lucene.yaml"
+    threads: 1
+    resources:
+        mem_mb=W.resources.bm25_paper_fit_mem_mb,
+        runtime=W.resources.bm25_paper_fit_runtime,
+    params:
+        spec=W.params.of("fit_bm25_paper"),
+    script:
+        "../scripts/fit_bm25_paper.py"
 
 
 rule encode_corpus_shard:
@@ -58,6 +104,7 @@ rule gather_embeddings:
     output:
         emb=paths.EMB_CORPUS,
         ids=paths.EMB_CORPUS_IDS,
+        info=paths.EMB_CORPUS_INFO,
     log:
         paths.log_file("gather_embeddings"),
     benchmark:

@@ -65,8 +65,8 @@ rule retrieve_bm25_paper:
         "../envs/lucene.yaml"
     threads: 2
     resources:
-        mem_mb=W.resources.bm25_paper_mem_mb,
-        runtime=W.resources.bm25_paper_runtime,
+        mem_mb=W.resources.bm25_paper_search_mem_mb,
+        runtime=W.resources.bm25_paper_search_runtime,
     params:
         spec=W.params.of("retrieve_bm25_paper"),
     script:

@@ -82,8 +82,12 @@ def test_batched_analyzer_equals_pyserini_per_text(analyzer):
     texts = docs + queries + tricky
     analyzer.batch_docs, analyzer.batch_chars = 7, 5000
     try:
-        assert analyzer.analyze(texts) == [analyzer.analyze_one(t) for t in texts]
-        assert analyzer.fallback_batches >= 1  # the batch holding the marker was analysed text by text
+        per_text = [analyzer.analyze_one(t) for t in texts]
+        analyzer.fallback_batches = 0
+        assert analyzer.analyze(texts) == per_text
+        assert analyzer.fallback_batches == 1  # the batch holding the marker was analysed text by text
+        assert analyzer.analyze(texts * 5, threads=3) == per_text * 5  # Java threads: same tokens, same order
+        assert analyzer.fallback_batches == 6
     finally:
         analyzer.batch_docs, analyzer.batch_chars = 128, 200_000
     assert analyzer.analyze_one("Running runners ran") == ["run", "runner", "ran"]  # Porter, as Lucene's default
@@ -171,3 +175,79 @@ def test_run_file_keeps_float32_order(tmp_path):
     back = runs.read_run(tmp_path / "r.trec")
     assert list(back["q"]) == list(run["q"])
     assert json.dumps(sorted(back["q"].values())) == json.dumps(sorted(round(v, 8) for v in run["q"].values()))
+
+
+class _Named(dict):
+    """Snakemake's named input/output lists, as far as the stage functions use them."""
+
+    __getattr__ = dict.__getitem__
+
+    def __iter__(self):
+        return iter(self.values())
+
+
+def _job(inputs, outputs, spec, **wildcards):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(input=_Named(inputs), output=_Named(outputs), params=SimpleNamespace(spec=spec),
+                           wildcards=SimpleNamespace(benchmark="demo", task="demo", model="bm25-paper", **wildcards),
+                           threads=1)
+
+
+def test_cached_analysis_and_fit_give_the_official_run_byte_for_byte(tmp_path, analyzer):
+    """The three jobs (analyse the corpus once per task, fit per (k1, b), search the queries) against R2MED's
+    gensim loop on per-text analysis, and against the one-shot in-memory path: identical run files; a second
+    search of the same fit (a cached run) gives the same bytes again."""
+    from r2med_eval import io, runs
+    from r2med_eval.stages import index, retrieve
+
+    ds = datasets.load("r2med", REPO / "data" / "demo")
+    datasets.write_internal(ds, tmp_path / "task")
+    corpus, queries = tmp_path / "task" / "corpus.jsonl", tmp_path / "task" / "queries.jsonl"
+    tokens, fit = tmp_path / "bm25_paper" / "tokens.npz", tmp_path / "bm25_paper" / "k1-0.9_b-0.4.npz"
+    index.analyse_bm25_paper(_job({"corpus": corpus}, {"tokens": tokens}, {"private": False}))
+    index.fit_bm25_paper(_job({"tokens": tokens}, {"model": fit}, {"k1": 0.9, "b": 0.4, "private": False},
+                              k1="0.9", b="0.4"))
+    spec = {"k1": 0.9, "b": 0.4, "top_k": 100, "fill_zero": True}
+    for name in ("cached.trec", "cached-again.trec"):
+        retrieve.retrieve_bm25_paper(_job({"model": fit, "queries": queries},
+                                          {"run": tmp_path / name, "info": tmp_path / (name + ".json")}, spec))
+    ids, qids = list(ds.corpus), list(ds.queries)
+    texts = [datasets.doc_contents(ds.corpus[d]) for d in ids]
+    theirs = official_gensim([analyzer.analyze_one(t) for t in texts],
+                             [analyzer.analyze_one(ds.queries[q]) for q in qids])
+    runs.write_run({q: {ids[i]: s for i, s in top} for q, top in zip(qids, theirs)}, tmp_path / "official.trec",
+                   tag="bm25-paper", decimals=8)
+    one_shot, _ = bm25_paper.retrieve(ids, texts, qids, [ds.queries[q] for q in qids])
+    runs.write_run(one_shot, tmp_path / "one-shot.trec", tag="bm25-paper", decimals=8)
+    cached = (tmp_path / "cached.trec").read_bytes()
+    assert cached.count(b"\n") == 100 * len(qids)
+    assert cached == (tmp_path / "official.trec").read_bytes() == (tmp_path / "one-shot.trec").read_bytes()
+    assert cached == (tmp_path / "cached-again.trec").read_bytes()
+    info = io.read_json(tmp_path / "cached.trec.json")
+    assert info["documents"] == len(ids) and info["k1"] == 0.9 and info["tokenizer_fallback_batches"] == 0
+
+    # a fit for other (k1, b) reads the same analysed corpus; a mismatched fit file is refused
+    other = tmp_path / "bm25_paper" / "k1-1.2_b-0.75.npz"
+    index.fit_bm25_paper(_job({"tokens": tokens}, {"model": other}, {"k1": 1.2, "b": 0.75, "private": False},
+                              k1="1.2", b="0.75"))
+    model, doc_ids, _ = bm25_paper.BM25Paper.load(other)
+    assert doc_ids == ids and (model.k1, model.b) == (1.2, 0.75)
+    with pytest.raises(ValueError, match="fitted with k1=1.2"):
+        retrieve.retrieve_bm25_paper(_job({"model": other, "queries": queries},
+                                          {"run": tmp_path / "x.trec", "info": tmp_path / "x.json"}, spec))
+
+
+def test_analysed_corpus_round_trip(tmp_path):
+    docs = [["b", "a", "b"], [], ["c", "a"], ["d"]]
+    enc = bm25_paper.encode_tokens(docs, ["d1", "d2", "d3", "d4"], fallback_batches=2)
+    enc.save(tmp_path / "t.npz")
+    back = bm25_paper.AnalysedCorpus.load(tmp_path / "t.npz")
+    assert back.doc_ids == ["d1", "d2", "d3", "d4"] and back.terms == ["b", "a", "c", "d"]
+    assert back.token_ids.tolist() == [0, 1, 0, 2, 1, 3] and back.lengths.tolist() == [3, 0, 2, 1]
+    assert back.fallback_batches == 2
+    fitted = bm25_paper.BM25Paper().fit_encoded(back)
+    direct = bm25_paper.BM25Paper().fit(docs)
+    assert fitted.terms == direct.terms and (fitted.doc_matrix_t != direct.doc_matrix_t).nnz == 0
+    with pytest.raises(ValueError, match="newline"):
+        bm25_paper.encode_tokens([["a\nb"]]).save(tmp_path / "bad.npz")

@@ -4,6 +4,7 @@ import math
 import pytest
 
 from r2med_eval import cliniq
+from r2med_eval.errors import InputError
 
 L2 = math.log2
 
@@ -166,3 +167,69 @@ def test_evaluate_counts_groups_and_condensed_lists():
     rows_out = cliniq.table_rows("m", res, "by_match_type")
     assert {r["setting"] for r in rows_out} == {"multi", "single"}
     assert {r["group"] for r in rows_out} == {"all", *cliniq.MATCH_TYPES}
+
+
+def _random_case(seed: int):
+    import random
+
+    from r2med_eval.cliniq_corpus import MATCH_TYPES, QUERY_TYPES
+
+    rng = random.Random(seed)
+    n_notes = 50 if seed < 6 else 400  # larger corpora: first relevant chunks far below the top 100
+    chunk_ids = [f"{100 + n}_{i}" for n in range(n_notes) for i in range(rng.randint(1, 12))]
+    qtypes = {f"q{i:02d}": QUERY_TYPES[i % 3] for i in range(30)}
+    rows = []
+    for q in list(qtypes)[:26]:
+        for c in rng.sample(chunk_ids, rng.randint(1, 15)):
+            rows.append((q, c, rng.choice(MATCH_TYPES)))
+            if rng.random() < 0.2:  # a chunk judged under a second match type
+                rows.append((q, c, rng.choice(MATCH_TYPES)))
+    rows.append(("q05", "999_0", MATCH_TYPES[0]))  # a judged chunk missing from the corpus
+    irrelevant = {(q, c) for q in qtypes for c in rng.sample(chunk_ids, 3)}
+    run = {}
+    for q in list(qtypes)[2:]:
+        docs = rng.sample(chunk_ids, rng.randint(0, len(chunk_ids)))
+        run[q] = {d: round(rng.choice([0.5, 0.25, rng.random()]), 6) for d in docs}  # many ties
+        if rng.random() < 0.3:
+            run[q]["not-a-chunk"] = 0.5
+    return chunk_ids, qtypes, rows, irrelevant, run
+
+
+@pytest.mark.parametrize("tie_order", ["corpus", "doc_id"])
+@pytest.mark.parametrize("seed", range(9))
+def test_vectorised_scoring_equals_the_reference_implementation(tmp_path, seed, tie_order):
+    """read_ranked_run + evaluate_ranked (pyarrow + numpy, the score_cliniq rule) against read_run +
+    evaluate (the implementation they replace, kept as the reference): the same result, every figure equal;
+    a file in ranking order, one shuffled, and one pyarrow does not take (tabs: the reference reader)."""
+    import json
+    import random
+
+    from r2med_eval import runs
+
+    chunk_ids, qtypes, rows, irrelevant, run = _random_case(seed)
+    runs.write_run(run, tmp_path / "run.trec", tag="x")
+    lines = (tmp_path / "run.trec").read_text().splitlines(keepends=True)
+    random.Random(seed).shuffle(lines)
+    (tmp_path / "shuffled.trec").write_text("".join(lines))
+    (tmp_path / "tabs.trec").write_text("".join(line.replace(" ", "\t", 1) for line in lines))
+    reference = cliniq.evaluate(runs.read_run(tmp_path / "run.trec"), rows, qtypes, chunk_ids, irrelevant,
+                                tie_order=tie_order)
+    for name in ("run.trec", "shuffled.trec", "tabs.trec"):
+        ranked = cliniq.read_ranked_run(tmp_path / name, chunk_ids, tie_order)
+        assert ranked.depth() == runs.run_depth(run)
+        result = cliniq.evaluate_ranked(ranked, rows, qtypes, chunk_ids, irrelevant)
+        assert json.dumps(result, sort_keys=True) == json.dumps(reference, sort_keys=True), name
+    assert reference["counts"]["judged_queries_with_empty_run"] >= 2
+    if seed >= 6:  # the prefix cut is exercised: some query's first relevant chunk lies beyond it
+        ranked = cliniq.read_ranked_run(tmp_path / "run.trec", chunk_ids)
+        rel = {}
+        for q, c, _ in rows:
+            rel.setdefault(q, set()).add(c)
+        assert any(min((i for i, d in enumerate(ranked.ranking(q).tolist()) if ranked.vocab[d] in rel[q]),
+                       default=0) > 100 + len(rel[q]) for q in rel if q in ranked.row)
+
+
+def test_vectorised_reader_sends_a_repeated_document_to_the_reference_error(tmp_path):
+    (tmp_path / "r.trec").write_text("q1 Q0 A_0 1 0.5 x\nq1 Q0 A_0 2 0.4 x\n")
+    with pytest.raises(InputError, match="appears twice"):
+        cliniq.read_ranked_run(tmp_path / "r.trec", ["A_0"])

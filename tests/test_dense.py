@@ -183,3 +183,107 @@ def test_offline_download_says_what_to_do(tmp_path, monkeypatch):
                                          r"weights where the network is reachable.*hf download") as err:
         dense.load_encoder(spec, "m")
     assert "\n" not in str(err.value) and len(str(err.value)) < 1200
+
+
+def _flat_index_run(emb, ids, q, qids, k):
+    """Exact search as db73a08 ran it: a FAISS IndexFlatIP holding a copy of the vectors, one search call, top
+    k + margin re-ranked by (score rounded to 6 decimals, doc id)."""
+    import faiss
+
+    index = faiss.IndexFlatIP(emb.shape[1])
+    index.add(np.ascontiguousarray(emb, dtype=np.float32))
+    scores, idx = index.search(np.ascontiguousarray(q, dtype=np.float32), min(len(ids), k + max(10, k // 10)))
+    run = {}
+    for qi, qid in enumerate(qids):
+        pairs = sorted(((ids[j], round(float(s), 6)) for s, j in zip(scores[qi], idx[qi]) if j >= 0),
+                       key=lambda x: (-x[1], x[0]))
+        run[qid] = dict(pairs[:k])
+    return run
+
+
+def test_exact_search_through_blas_on_a_memory_map_equals_the_flat_index(tmp_path):
+    """Above faiss's BLAS threshold (queries x dims >= 128,000) the flat index took BLAS too: on a memory map,
+    without an index copy, the run is identical to db73a08's. Duplicate documents are among the top and
+    every query's ranking is (rounded score descending, doc id)."""
+    import faiss
+
+    rng = np.random.default_rng(7)
+    emb = rng.standard_normal((3000, 64)).astype(np.float32)
+    emb[100:110] = emb[5]  # ten exact ties with d00005
+    ids = [f"d{i:05d}" for i in range(len(emb))][::-1]  # ids not in row order: ties must break by id
+    q = rng.standard_normal((2000, 64)).astype(np.float32)
+    q[:3] = emb[5] + 0.01 * rng.standard_normal(64).astype(np.float32)
+    qids = [f"q{i}" for i in range(len(q))]
+    assert len(q) * q.shape[1] >= faiss.cvar.distance_compute_blas_threshold
+    np.save(tmp_path / "c.npy", emb)
+    mapped = np.load(tmp_path / "c.npy", mmap_mode="r")
+    run, info = dense.search(mapped, ids, q, qids, k=20)
+    assert run == _flat_index_run(emb, ids, q, qids, 20)
+    assert set(list(run["q0"])[:11]) == {ids[j] for j in [5, *range(100, 110)]}
+    for ranked in run.values():
+        assert list(ranked.items()) == sorted(ranked.items(), key=lambda x: (-x[1], x[0]))
+    assert faiss.cvar.distance_compute_blas_threshold == 128000  # restored
+
+
+def test_id_order_checked_by_the_stored_hash_without_the_corpus(internal, tmp_path):
+    corpus = internal / "corpus.jsonl"
+    rows = np.arange(10)
+    np.savez(tmp_path / "s.npz", rows=rows, emb=np.eye(10, 8, dtype=np.float32))
+    info = dense.gather([tmp_path / "s.npz"], corpus, tmp_path / "c.npy", tmp_path / "c.txt",
+                        out_info=tmp_path / "c.json")
+    ids = [json.loads(l)["id"] for l in corpus.read_text().splitlines()]
+    assert info["ids_sha256"] == dense.ids_digest(ids) == dense.file_digest(tmp_path / "c.txt")
+    emb, got = dense.load_corpus_embeddings(tmp_path / "c.npy", tmp_path / "c.txt", info_path=tmp_path / "c.json")
+    assert got == ids and isinstance(emb.base, np.memmap) or isinstance(emb, np.memmap)
+    (tmp_path / "c.txt").write_text("\n".join(reversed(ids)) + "\n")
+    with pytest.raises(InputError, match="not those their gather job stored"):
+        dense.load_corpus_embeddings(tmp_path / "c.npy", tmp_path / "c.txt", info_path=tmp_path / "c.json")
+
+
+@pytest.mark.parametrize("n_queries", [1, 7, 150])
+def test_exact_search_below_the_blas_threshold_equals_the_sequential_flat_index(tmp_path, n_queries):
+    """Below faiss's BLAS threshold the flat index (db73a08) took the sequential loop; exact_knn goes through
+    BLAS and recomputes its candidates with the loop's kernel: scores bit-identical, the same run. Vectors of
+    very different norms, exact duplicates (ties at and across the cut) and queries near them included."""
+    import faiss
+
+    rng = np.random.default_rng(11)
+    emb = (rng.standard_normal((4000, 48)) * rng.uniform(0.1, 10, (4000, 1))).astype(np.float32)
+    emb[200:260] = emb[3]  # 61 identical rows: a tie across the k-th place
+    ids = [f"d{i:05d}" for i in range(len(emb))][::-1]
+    q = rng.standard_normal((n_queries, 48)).astype(np.float32)
+    q[0] = emb[3] * 0.5
+    qids = [f"q{i}" for i in range(len(q))]
+    assert len(q) * q.shape[1] < faiss.cvar.distance_compute_blas_threshold
+    np.save(tmp_path / "c.npy", emb)
+    mapped = np.load(tmp_path / "c.npy", mmap_mode="r")
+    run, _ = dense.search(mapped, ids, q, qids, k=40)
+    assert run == _flat_index_run(emb, ids, q, qids, 40)
+    index = faiss.IndexFlatIP(48)
+    index.add(emb)
+    ref_scores, ref_idx = index.search(q, 44)
+    scores, idx = dense.exact_knn(mapped, q, 44)
+    for i in range(len(q)):
+        assert sorted(zip(scores[i].tolist(), idx[i].tolist())) == sorted(zip(ref_scores[i].tolist(),
+                                                                              ref_idx[i].tolist()))
+
+
+def test_ivf_training_sample_is_capped_by_max_train(caplog):
+    """max_train caps the IVF training sample (seeded); a cap above the corpus trains on every vector, as
+    before the key existed; flat search does not read it."""
+    import logging
+
+    rng = np.random.default_rng(3)
+    emb = rng.standard_normal((3000, 16)).astype(np.float32)
+    q = rng.standard_normal((20, 16)).astype(np.float32)
+    base = with_defaults("dense", {**MINILM, "index": {"kind": "ivf", "nlist": 8, "nprobe": 2}})["index"]
+    assert base["max_train"] == 131072
+    search = lambda spec: dense.build_faiss(emb, spec).search(q, 10)  # noqa: E731
+    uncapped = {k: v for k, v in base.items() if k != "max_train"}
+    for a, b in zip(search(base), search(uncapped)):
+        assert np.array_equal(a, b)
+    with caplog.at_level(logging.INFO, logger="r2med_eval.dense"):
+        capped = search({**base, "max_train": 400})
+    assert "8 lists trained on 400 of 3000 vectors" in caplog.text
+    assert any(not np.array_equal(a, b) for a, b in zip(capped, search(base)))
+    assert search({**base, "max_train": 400})[1].tolist() == capped[1].tolist()  # seeded

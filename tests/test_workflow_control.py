@@ -35,7 +35,7 @@ def wc(**kw):
 def test_defaults_are_filled_at_every_depth_from_the_schema():
     cfg = load()
     minilm = cfg["models"]["minilm"]
-    assert minilm["index"] == {"kind": "flat", "nprobe": 16, "m": 32, "ef_construction": 200, "ef_search": 256,
+    assert minilm["index"] == {"kind": "flat", "nprobe": 16, "max_train": 131072, "m": 32, "ef_construction": 200, "ef_search": 256,
                                "seed": 0}
     assert minilm["shards"] == 1 and minilm["embedding_dtype"] == "float32"
     assert cfg["rerank"][0]["depths"] == [100] and cfg["fusion"]["rrf-bm25-minilm"]["k"] == 60
@@ -246,10 +246,12 @@ def test_inputs_and_targets():
         "run": "results/runs/demo/demo/bm25.trec", "queries": "results/data/demo/demo/queries.jsonl",
         "corpus": "results/data/demo/demo/corpus.jsonl", "emb": "results/embeddings/demo/demo/minilm/corpus.npy",
         "ids": "results/embeddings/demo/demo/minilm/corpus_ids.txt",
+        "emb_info": "results/embeddings/demo/demo/minilm/corpus.json",
         "query_emb": "results/embeddings/demo/demo/minilm/queries.npy",
         "query_ids": "results/embeddings/demo/demo/minilm/queries_ids.txt"}
     dense = w.inputs.retrieve_dense(wc(benchmark="demo", task="demo", model="minilm+hyde-handwritten"))
     assert dense["query_emb"] == "results/embeddings/demo/demo/minilm/variants/hyde--handwritten.npy"
+    assert "corpus" not in dense  # the id order is checked against the hash gather_embeddings stored
     targets = w.targets()
     assert len(targets) == len(set(targets))
     assert "results/plots/demo/rerank_depth.png" in targets and "results/cliniq/cliniq-demo/pool.tsv" in targets

@@ -73,29 +73,114 @@ class LuceneAnalyzer:
         joined = self._join(self._newline, self._iterable(tokens))
         return joined.split("\n") if joined else []
 
-    def analyze(self, texts) -> list[list[str]]:
-        """Tokens of every text, equal to ``[analyze_one(t) for t in texts]``."""
+    def _analyze_batch(self, batch: list[str]) -> tuple[list[list[str]], bool]:
+        parts: list[list[str]] = [[]]
+        for tok in self._analyze_joined(batch):
+            if tok == self._marker:
+                parts.append([])
+            else:
+                parts[-1].append(tok)
+        if len(parts) != len(batch):  # a text holds the marker itself: analyse this batch one by one
+            return [self.analyze_one(t) for t in batch], True
+        return parts, False
+
+    def analyze(self, texts, threads: int = 1) -> list[list[str]]:
+        """Tokens of every text, equal to ``[analyze_one(t) for t in texts]``. With ``threads`` > 1 the batches
+        are analysed by that many Java threads at once (Lucene's analyzers keep their state per thread; jnius
+        releases the GIL while Java runs); the result is the same, in the same order."""
         texts = list(texts)
-        out: list[list[str]] = []
+        batches = []
         start = 0
         while start < len(texts):
             end, chars = start, 0
             while end < len(texts) and end - start < self.batch_docs and (chars < self.batch_chars or end == start):
                 chars += len(texts[end])
                 end += 1
-            batch = texts[start:end]
-            parts: list[list[str]] = [[]]
-            for tok in self._analyze_joined(batch):
-                if tok == self._marker:
-                    parts.append([])
-                else:
-                    parts[-1].append(tok)
-            if len(parts) != len(batch):  # a text holds the marker itself: analyse this batch one by one
-                self.fallback_batches += 1
-                parts = [self.analyze_one(t) for t in batch]
-            out.extend(parts)
+            batches.append(texts[start:end])
             start = end
+        if threads > 1 and len(batches) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(threads) as pool:
+                results = list(pool.map(self._analyze_batch, batches))
+        else:
+            results = [self._analyze_batch(b) for b in batches]
+        out: list[list[str]] = []
+        for parts, fell_back in results:
+            self.fallback_batches += fell_back
+            out.extend(parts)
         return out
+
+
+def _join_lines(items: list[str], what: str) -> np.ndarray:
+    """Strings as one UTF-8 byte array, newline-separated (none may hold a newline)."""
+    text = "\n".join(items)
+    if text.count("\n") != max(0, len(items) - 1):
+        raise ValueError(f"a {what} holds a newline; it cannot be stored line by line")
+    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+
+
+def _split_lines(blob: np.ndarray, count: int) -> list[str]:
+    items = blob.tobytes().decode("utf-8").split("\n") if count else []
+    if len(items) != count:
+        raise ValueError(f"expected {count} lines, found {len(items)}")
+    return items
+
+
+def _save_npz(path, arrays: dict) -> None:
+    from .io import atomic_path
+
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, **arrays)
+
+
+class AnalysedCorpus:
+    """A corpus after the Lucene analyzer: its terms in order of first appearance, each token as the index of
+    its term, and each document's length. Stored by rule ``analyse_bm25_paper`` and shared by every
+    (k1, b) fitted on the task."""
+
+    FORMAT = 1
+
+    def __init__(self, doc_ids: list[str], terms: list[str], token_ids: np.ndarray, lengths: np.ndarray,
+                 fallback_batches: int = 0):
+        self.doc_ids, self.terms, self.token_ids, self.lengths = doc_ids, terms, token_ids, lengths
+        self.fallback_batches = fallback_batches
+
+    def save(self, path) -> None:
+        _save_npz(path, {"format": np.array(self.FORMAT), "doc_ids": _join_lines(self.doc_ids, "document id"),
+                         "n_docs": np.array(len(self.doc_ids)), "terms": _join_lines(self.terms, "term"),
+                         "n_terms": np.array(len(self.terms)), "token_ids": self.token_ids,
+                         "lengths": self.lengths, "fallback_batches": np.array(self.fallback_batches)})
+
+    @classmethod
+    def load(cls, path) -> "AnalysedCorpus":
+        with np.load(path, allow_pickle=False) as z:
+            if int(z["format"]) != cls.FORMAT:
+                raise ValueError(f"{path}: analysed corpus format {int(z['format'])}, expected {cls.FORMAT}")
+            return cls(_split_lines(z["doc_ids"], int(z["n_docs"])), _split_lines(z["terms"], int(z["n_terms"])),
+                       z["token_ids"], z["lengths"], int(z["fallback_batches"]))
+
+
+def encode_tokens(doc_tokens: list[list[str]], doc_ids: list[str] | None = None,
+                  fallback_batches: int = 0) -> AnalysedCorpus:
+    """Token lists as an :class:`AnalysedCorpus` (terms numbered in order of first appearance)."""
+    n_docs = len(doc_tokens)
+    lengths = np.fromiter((len(t) for t in doc_tokens), dtype=np.int64, count=n_docs)
+    terms = list(dict.fromkeys(chain.from_iterable(doc_tokens)))  # dict keys keep insertion order
+    index = {t: i for i, t in enumerate(terms)}
+    token_ids = np.fromiter(map(index.__getitem__, chain.from_iterable(doc_tokens)), dtype=np.int64,
+                            count=int(lengths.sum()))
+    ids = list(doc_ids) if doc_ids is not None else [str(i) for i in range(n_docs)]
+    return AnalysedCorpus(ids, terms, token_ids, lengths, fallback_batches)
+
+
+def analyse_corpus(doc_ids: list[str], doc_texts: list[str], analyzer: LuceneAnalyzer | None = None,
+                   threads: int = 1) -> AnalysedCorpus:
+    analyzer = analyzer or LuceneAnalyzer()
+    before = analyzer.fallback_batches
+    tokens = analyzer.analyze(doc_texts, threads=threads)
+    return encode_tokens(tokens, doc_ids, analyzer.fallback_batches - before)
 
 
 class BM25Paper:
@@ -106,17 +191,16 @@ class BM25Paper:
 
     # ------------------------------------------------------------------ index
     def fit(self, doc_tokens: list[list[str]]) -> "BM25Paper":
+        return self.fit_encoded(encode_tokens(doc_tokens))
+
+    def fit_encoded(self, corpus: "AnalysedCorpus") -> "BM25Paper":
+        """Fit on an analysed corpus (:func:`encode_tokens`, or its cached file)."""
         import scipy.sparse as sp
 
-        n_docs = len(doc_tokens)
+        terms_by_temp, temp_ids, lengths = corpus.terms, corpus.token_ids, corpus.lengths
+        n_docs = len(lengths)
         if n_docs == 0:
             raise ValueError("the corpus holds no documents")
-        lengths = np.fromiter((len(t) for t in doc_tokens), dtype=np.int64, count=n_docs)
-        # temporary ids in order of first appearance (dict keys keep insertion order)
-        terms_by_temp = list(dict.fromkeys(chain.from_iterable(doc_tokens)))
-        temp_of = {t: i for i, t in enumerate(terms_by_temp)}
-        temp_ids = np.fromiter(map(temp_of.__getitem__, chain.from_iterable(doc_tokens)), dtype=np.int64,
-                               count=int(lengths.sum()))
         rows = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
         # gensim's Dictionary numbers the new terms of each document in string order: temporary ids appear
         # first in increasing order, so each document's new terms are one contiguous range of them
@@ -129,19 +213,18 @@ class BM25Paper:
                 if hi - lo > 1:
                     order = sorted(range(lo, hi), key=terms_by_temp.__getitem__)
                     remap[order] = np.arange(lo, hi)
-        vocab = temp_of
-        self.terms: list = [None] * len(vocab)
+        self.terms: list = [None] * len(terms_by_temp)
         for temp, final in enumerate(remap.tolist()):
             self.terms[final] = terms_by_temp[temp]
         self.term_ids = {t: i for i, t in enumerate(self.terms)}
         cols = remap[temp_ids]
-        tf = sp.csr_matrix((np.ones(len(cols), dtype=np.int64), (rows, cols)), shape=(n_docs, len(vocab)))
+        tf = sp.csr_matrix((np.ones(len(cols), dtype=np.int64), (rows, cols)), shape=(n_docs, len(terms_by_temp)))
         tf.sum_duplicates()
         tf.sort_indices()
         self.n_docs = n_docs
         self.n_tokens = int(lengths.sum())
         self.avgdl = self.n_tokens / n_docs  # sum(dictionary.cfs.values()) / dictionary.num_docs
-        self.df = np.bincount(tf.indices, minlength=len(vocab))
+        self.df = np.bincount(tf.indices, minlength=len(terms_by_temp))
         self.idf = np.array([math.log(n_docs + 1.0) - math.log(f + 0.5) for f in self.df.tolist()],
                             dtype=np.float64)
         k1, b, avgdl = self.k1, self.b, self.avgdl
@@ -151,7 +234,7 @@ class BM25Paper:
         weights = self.idf[tf.indices] * (tfv / (tfv + denom[doc_rows]))
         # SparseMatrixSimilarity stores the index as float32; we keep it transposed (terms x documents)
         docs = sp.csr_matrix((weights.astype(np.float32), tf.indices.copy(), tf.indptr.copy()),
-                             shape=(n_docs, len(vocab)))
+                             shape=(n_docs, len(terms_by_temp)))
         self.doc_matrix_t = docs.T.tocsr()
         self.doc_matrix_t.sort_indices()
         self.lengths = lengths
@@ -215,6 +298,38 @@ class BM25Paper:
                 out.append((idx, val))
         return out
 
+    # ------------------------------------------------------------------ cache
+    FORMAT = 1
+
+    def save(self, path, doc_ids: list[str], fallback_batches: int = 0) -> None:
+        """The fitted model (what :meth:`search` needs) and the corpus's document ids, in one .npz file."""
+        m = self.doc_matrix_t
+        _save_npz(path, {"format": np.array(self.FORMAT), "k1": np.array(self.k1), "b": np.array(self.b),
+                         "n_docs": np.array(self.n_docs), "n_tokens": np.array(self.n_tokens),
+                         "avgdl": np.array(self.avgdl), "idf": self.idf, "df": self.df, "lengths": self.lengths,
+                         "terms": _join_lines(self.terms, "term"), "n_terms": np.array(len(self.terms)),
+                         "doc_ids": _join_lines(doc_ids, "document id"), "data": m.data, "indices": m.indices,
+                         "indptr": m.indptr, "fallback_batches": np.array(fallback_batches)})
+
+    @classmethod
+    def load(cls, path) -> tuple["BM25Paper", list[str], int]:
+        """(model, document ids, tokenizer fallback batches of the corpus) of a file :meth:`save` wrote."""
+        import scipy.sparse as sp
+
+        with np.load(path, allow_pickle=False) as z:
+            if int(z["format"]) != cls.FORMAT:
+                raise ValueError(f"{path}: fitted BM25 format {int(z['format'])}, expected {cls.FORMAT}")
+            model = cls(float(z["k1"]), float(z["b"]))
+            model.n_docs, model.n_tokens, model.avgdl = int(z["n_docs"]), int(z["n_tokens"]), float(z["avgdl"])
+            model.idf, model.df, model.lengths = z["idf"], z["df"], z["lengths"]
+            model.terms = _split_lines(z["terms"], int(z["n_terms"]))
+            model.term_ids = {t: i for i, t in enumerate(model.terms)}
+            model.doc_matrix_t = sp.csr_matrix((z["data"], z["indices"], z["indptr"]),
+                                               shape=(len(model.terms), model.n_docs))
+            doc_ids = _split_lines(z["doc_ids"], model.n_docs)
+            fallback = int(z["fallback_batches"])
+        return model, doc_ids, fallback
+
     def info(self) -> dict:
         return {"documents": self.n_docs, "terms": len(self.terms), "tokens": self.n_tokens,
                 "avgdl": self.avgdl, "k1": self.k1, "b": self.b}
@@ -224,24 +339,38 @@ def retrieve(doc_ids: list[str], doc_texts: list[str], query_ids: list[str], que
              k1: float = 0.9, b: float = 0.4, top_k: int = 100, fill_zero: bool = True,
              analyzer: LuceneAnalyzer | None = None) -> tuple[dict[str, dict[str, float]], dict]:
     """The official BM25 run: {query id: {doc id: score}} with the top ``top_k`` per query."""
-    timings = {}
     start = time.perf_counter()
     analyzer = analyzer or LuceneAnalyzer()
-    doc_tokens = analyzer.analyze(doc_texts)
-    query_tokens = analyzer.analyze(query_texts)
-    timings["tokenize_s"] = round(time.perf_counter() - start, 3)
+    corpus = analyse_corpus(doc_ids, doc_texts, analyzer)
+    tokenize_s = time.perf_counter() - start
     start = time.perf_counter()
-    model = BM25Paper(k1, b).fit(doc_tokens)
-    timings["index_s"] = round(time.perf_counter() - start, 3)
+    model = BM25Paper(k1, b).fit_encoded(corpus)
+    index_s = time.perf_counter() - start
+    return search_run(model, doc_ids, query_ids, query_texts, top_k=top_k, fill_zero=fill_zero, analyzer=analyzer,
+                      timings={"tokenize_s": tokenize_s, "index_s": index_s},
+                      corpus_fallback_batches=corpus.fallback_batches)
+
+
+def search_run(model: BM25Paper, doc_ids: list[str], query_ids: list[str], query_texts: list[str], *,
+               top_k: int = 100, fill_zero: bool = True, analyzer: LuceneAnalyzer | None = None,
+               timings: dict | None = None, corpus_fallback_batches: int = 0) -> tuple[dict, dict]:
+    """The official BM25 run of the queries over a fitted model (fitted here or loaded from its cache)."""
+    timings = dict(timings or {})
+    start = time.perf_counter()
+    analyzer = analyzer or LuceneAnalyzer()
+    before = analyzer.fallback_batches
+    query_tokens = analyzer.analyze(query_texts)
+    timings["tokenize_s"] = timings.get("tokenize_s", 0.0) + time.perf_counter() - start
     start = time.perf_counter()
     hits = model.search(query_tokens, k=top_k, fill_zero=fill_zero)
-    timings["search_s"] = round(time.perf_counter() - start, 3)
+    timings["search_s"] = time.perf_counter() - start
     run = {}
     no_match = []
     for qid, toks, (idx, val) in zip(query_ids, query_tokens, hits):
         run[qid] = {doc_ids[i]: float(v) for i, v in zip(idx.tolist(), val.tolist())}
         if not any(t in model.term_ids for t in toks):
             no_match.append(qid)
-    info = {**model.info(), **timings, "queries": len(query_ids), "top_k": top_k, "fill_zero": fill_zero,
-            "queries_without_known_terms": no_match, "tokenizer_fallback_batches": analyzer.fallback_batches}
+    info = {**model.info(), **{k: round(v, 3) for k, v in timings.items()}, "queries": len(query_ids),
+            "top_k": top_k, "fill_zero": fill_zero, "queries_without_known_terms": no_match,
+            "tokenizer_fallback_batches": corpus_fallback_batches + analyzer.fallback_batches - before}
     return run, info

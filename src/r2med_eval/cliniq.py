@@ -170,6 +170,11 @@ def judged_at_k(ranking, judged: set, k: int = 10) -> float:
 TIE_ORDERS = ("corpus", "doc_id")
 
 
+def _check_tie_order(tie_order: str) -> None:
+    if tie_order not in TIE_ORDERS:
+        raise ValueError(f"tie_order must be one of {TIE_ORDERS}, not {tie_order!r}")
+
+
 def ranking_of(docs: dict[str, float], position: dict[str, int] | None = None) -> list[str]:
     """Score descending. Ties: with ``position`` (chunk -> its index in the corpus) by corpus order, which is
     the order a stable ``np.argsort(-similarities)`` over the corpus gives (eval.py's ranking); chunks
@@ -200,8 +205,7 @@ def evaluate(run: dict, rows, query_types: dict[str, str], chunk_ids: list[str],
     ``chunk_ids``: the corpus, in corpus order. ``tie_order``: ``corpus`` ranks equal scores in corpus
     order (eval.py's), ``doc_id`` by chunk id. Queries without a relevance judgment are counted and excluded.
     """
-    if tie_order not in TIE_ORDERS:
-        raise ValueError(f"tie_order must be one of {TIE_ORDERS}, not {tie_order!r}")
+    _check_tie_order(tie_order)
     position = {c: i for i, c in enumerate(chunk_ids)} if tie_order == "corpus" else None
     irrelevant = irrelevant or set()
     judged_rows: dict[str, list] = defaultdict(list)
@@ -291,3 +295,236 @@ def pool(runs: dict[str, dict], judged: dict[str, set], depth: int, queries=None
                 entry["best_rank"] = min(entry["best_rank"], rank)
                 entry["systems"].append(name)
     return [found[key] for key in sorted(found, key=lambda k: (k[0], found[k]["best_rank"], k[1]))]
+
+
+# ------------------------------------------------------------------ vectorised scoring of large runs
+
+class RankedRun:
+    """A run as arrays: per query, its documents in ranking order (score descending, ties in corpus order or
+    by id, as :func:`ranking_of`), as indices into ``vocab``. ``chunk_ids`` come first in ``vocab``, then documents
+    of the run that are not chunks."""
+
+    def __init__(self, qids: list[str], offsets, docs, vocab: list[str]):
+        self.qids, self.offsets, self.docs, self.vocab = qids, offsets, docs, vocab
+        self.row = {q: i for i, q in enumerate(qids)}
+
+    def ranking(self, qid: str):
+        import numpy as np
+
+        i = self.row.get(qid)
+        return self.docs[self.offsets[i]:self.offsets[i + 1]] if i is not None else np.zeros(0, dtype=np.int64)
+
+    def depth(self) -> int:
+        import numpy as np
+
+        return int(np.diff(self.offsets).max(initial=0))
+
+
+def ranked_from_dict(run: dict, chunk_ids: list[str], tie_order: str = "corpus") -> RankedRun:
+    import numpy as np
+
+    _check_tie_order(tie_order)
+    vocab = list(chunk_ids)
+    index = {c: i for i, c in enumerate(vocab)}
+    position = dict(index) if tie_order == "corpus" else None
+    qids, offsets, docs = sorted(run), [0], []
+    for q in qids:
+        for d in ranking_of(run[q], position):
+            if d not in index:
+                index[d] = len(vocab)
+                vocab.append(d)
+            docs.append(index[d])
+        offsets.append(len(docs))
+    return RankedRun(qids, np.asarray(offsets, dtype=np.int64), np.asarray(docs, dtype=np.int64), vocab)
+
+
+def read_ranked_run(path, chunk_ids: list[str], tie_order: str = "corpus") -> RankedRun:
+    """A TREC run file read with pyarrow into a :class:`RankedRun`, equal to
+    ``ranked_from_dict(runs.read_run(path), chunk_ids, tie_order)`` (equal scores in corpus order, or by
+    id). Files pyarrow's reader does not take (other
+    white space than single spaces, a bad line) or with a document twice for a query go through
+    :func:`runs.read_run`, which names the file and line of the problem."""
+    import numpy as np
+    import pyarrow as pa
+    from pyarrow import csv as pacsv
+
+    from .runs import read_run
+
+    _check_tie_order(tie_order)
+    names = ["qid", "q0", "doc", "rank", "score", "tag"]
+    dict_type = pa.dictionary(pa.int32(), pa.string())
+    try:
+        table = pacsv.read_csv(
+            path, read_options=pacsv.ReadOptions(column_names=names, block_size=64 << 20),
+            parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False,
+                                              escape_char=False, newlines_in_values=False,
+                                              ignore_empty_lines=True),
+            convert_options=pacsv.ConvertOptions(include_columns=["qid", "doc", "score"], strings_can_be_null=False,
+                                                 column_types={"qid": dict_type, "doc": dict_type,
+                                                               "score": pa.float64()}))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
+        return ranked_from_dict(read_run(path), chunk_ids, tie_order)
+    n = table.num_rows
+    if n == 0:
+        return RankedRun([], np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), list(chunk_ids))
+
+    table = table.unify_dictionaries()  # one dictionary per column across the read blocks
+
+    def codes(column):
+        chunks = table.column(column).chunks
+        return (np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks]),
+                chunks[0].dictionary.to_pylist())
+
+    q_code, q_names = codes("qid")
+    d_code, d_names = codes("doc")
+    score = table.column("score").to_numpy()
+    del table
+    vocab = list(chunk_ids)
+    index = {c: i for i, c in enumerate(vocab)}
+    for d in d_names:
+        if d not in index:
+            index[d] = len(vocab)
+            vocab.append(d)
+    doc = np.asarray([index[d] for d in d_names], dtype=np.int32)[d_code]
+    del d_code
+    cells = len(q_names) * len(vocab)
+    if cells <= 1 << 29:  # one flag per (query, document): a scatter, not a sort
+        seen = np.zeros(cells, dtype=bool)
+        for lo in range(0, n, 1 << 22):
+            seen[q_code[lo:lo + (1 << 22)].astype(np.int64) * len(vocab) + doc[lo:lo + (1 << 22)]] = True
+        repeated = int(np.count_nonzero(seen)) != n
+        del seen
+    else:
+        repeated = len(np.unique(q_code.astype(np.int64) * len(vocab) + doc)) != n
+    if repeated:  # a document twice for a query: read_run names the line
+        return ranked_from_dict(read_run(path), chunk_ids, tie_order)
+    # ranking order: query (by id), score descending, then the tie key; skip the sort when the file has it
+    q_rank = np.empty(len(q_names), dtype=np.int32)
+    q_rank[np.argsort(np.asarray(q_names, dtype=object), kind="stable")] = np.arange(len(q_names))
+    # the tie key of each vocabulary entry: its rank by id (doc_id), or its corpus position with the run's
+    # documents that are not chunks after the chunks, by id (corpus; as ranking_of with a position)
+    v_rank = np.empty(len(vocab), dtype=np.int32)
+    if tie_order == "doc_id":
+        v_rank[sorted(range(len(vocab)), key=vocab.__getitem__)] = np.arange(len(vocab))
+    else:
+        n_chunks = len(chunk_ids)
+        v_rank[:n_chunks] = np.arange(n_chunks)
+        v_rank[sorted(range(n_chunks, len(vocab)), key=vocab.__getitem__)] = np.arange(n_chunks, len(vocab))
+    qr = q_rank[q_code]
+    del q_code
+    dr = v_rank[doc]
+    dq = qr[1:] - qr[:-1]
+    in_order = not bool((dq < 0).any())
+    if in_order:
+        s0, s1 = score[:-1], score[1:]
+        in_order = not bool(((dq == 0) & ((s1 > s0) | ((s1 == s0) & (dr[1:] <= dr[:-1])))).any())
+    del dq
+    if not in_order:
+        order = np.lexsort((dr, -score, qr))
+        qr, doc = qr[order], doc[order]
+    del score, dr
+    starts = np.flatnonzero(np.r_[True, qr[1:] != qr[:-1]])
+    q_sorted = sorted(q_names)
+    offsets = np.r_[starts, n].astype(np.int64)
+    return RankedRun([q_sorted[r] for r in qr[starts].tolist()], offsets, doc, vocab)
+
+
+def evaluate_ranked(ranked: RankedRun, rows, query_types: dict[str, str], chunk_ids: list[str],
+                    irrelevant: set | None = None) -> dict:
+    """:func:`evaluate` on a :class:`RankedRun`, with the same result (every figure equal): each query's
+    measures are computed by the same functions on the same lists, cut to the prefix of the ranking they
+    read (the top 100 plus one place per judgment row, and down to the first relevant chunk of each match
+    type for MRR); the condensed list and the single-patient note rankings come from the ranks of the
+    judged and note chunks alone."""
+    import numpy as np
+
+    irrelevant = irrelevant or set()
+    judged_rows: dict[str, list] = defaultdict(list)
+    for q, c, t in rows:
+        judged_rows[q].append((c, t))
+    judged_sets: dict[str, set] = defaultdict(set)
+    for q, c, _ in rows:
+        judged_sets[q].add(c)
+    for q, c in irrelevant:
+        judged_sets[q].add(c)
+    chunks_by_note: dict[str, list[str]] = defaultdict(list)
+    for c in chunk_ids:
+        chunks_by_note[note_of(c)].append(c)
+    vocab = ranked.vocab
+    index = {c: i for i, c in enumerate(vocab)}
+    unranked = np.iinfo(np.int64).max
+    pos = np.full(len(vocab), unranked, dtype=np.int64)
+
+    def positions(ids) -> np.ndarray:
+        idx = np.fromiter((index.get(c, -1) for c in ids), dtype=np.int64, count=len(ids))
+        out = np.full(len(ids), unranked, dtype=np.int64)
+        known = idx >= 0
+        out[known] = pos[idx[known]]
+        return out
+
+    multi, multi_type = [], defaultdict(list)
+    single, single_type = [], defaultdict(list)
+    condensed, judged10 = [], []
+    counts = defaultdict(int)
+    unjudged = sorted(q for q in query_types if q not in judged_rows)
+    for q in sorted(judged_rows):
+        qtype = query_types[q]
+        r = ranked.ranking(q)
+        if not len(r):
+            counts["judged_queries_with_empty_run"] += 1
+        pos[r] = np.arange(len(r))
+        qrows = judged_rows[q]
+        relevant = [c for c, _ in qrows]
+        rel_pos = positions(relevant).tolist()
+        cut = 100 + len(qrows)  # enough for the top 100 once any judged chunks are removed
+        ranking = [vocab[i] for i in r[:cut].tolist()]
+
+        def with_mrr(metrics: dict, first: int, removed_before: int) -> dict:
+            """MRR from positions: the first relevant chunk may lie beyond the prefix the list holds."""
+            metrics["mrr"] = 0.0 if first == unranked else 1.0 / (first - removed_before + 1)
+            return metrics
+
+        multi.append({"query": q, "query_type": qtype,
+                      **with_mrr(multi_metrics(ranking, relevant), min(rel_pos, default=unranked), 0)})
+        for typ in MATCH_TYPES:  # multi_by_match_type on the prefix; MRR from the positions
+            typ_rel = [c for c, t in qrows if t == typ]
+            if not typ_rel:
+                continue
+            keep = set(typ_rel)
+            remove = {c for c, _ in qrows if c not in keep}
+            short = [d for d in ranking if d not in remove][:100]
+            first = min((p for p, (c, _) in zip(rel_pos, qrows) if c in keep), default=unranked)
+            before = len({c for p, (c, _) in zip(rel_pos, qrows) if c in remove and p < first})
+            multi_type[typ].append({"query": q, **with_mrr(multi_metrics(short, typ_rel), first, before)})
+        judged10.append({"query": q, "query_type": qtype, "judged_at_10": judged_at_k(ranking, judged_sets[q])})
+        judged = sorted(judged_sets[q])
+        jp = positions(judged)
+        keep = np.flatnonzero(jp != unranked)
+        cond = [judged[i] for i in keep[np.argsort(jp[keep], kind="stable")].tolist()]
+        condensed.append({"query": q, "query_type": qtype, **multi_metrics(cond, relevant)})
+        note_chunks = [c for note in {note_of(c) for c in relevant} for c in chunks_by_note.get(note, [])]
+        npos = positions(note_chunks)
+        rank_of = {c: p for c, p in zip(note_chunks, npos.tolist()) if p != unranked}
+        scored, per_type, c = single_patient(rank_of, qrows, chunks_by_note)
+        for key, value in c.items():
+            counts[key] += value
+        single.extend({"query": q, "query_type": qtype, **s} for s in scored)
+        for typ, items in per_type.items():
+            single_type[typ].extend(items)
+        pos[r] = unranked
+
+    def by_qtype(items, names):
+        return {t: _summary([x for x in items if x["query_type"] == t], names) for t in QUERY_TYPES}
+
+    return {
+        "multi": {"all": _summary(multi, MULTI_METRICS), "by_query_type": by_qtype(multi, MULTI_METRICS),
+                  "by_match_type": {t: _summary(multi_type.get(t, []), MULTI_METRICS) for t in MATCH_TYPES}},
+        "single": {"all": _summary(single, SINGLE_METRICS), "by_query_type": by_qtype(single, SINGLE_METRICS),
+                   "by_match_type": {t: _summary(single_type.get(t, []), SINGLE_METRICS) for t in MATCH_TYPES}},
+        "condensed": {"all": _summary(condensed, MULTI_METRICS), "by_query_type": by_qtype(condensed, MULTI_METRICS)},
+        "judged_at_10": {"all": _summary(judged10, ("judged_at_10",)),
+                         "by_query_type": by_qtype(judged10, ("judged_at_10",))},
+        "counts": {"queries": len(query_types), "judged_queries": len(judged_rows), "unjudged_queries": len(unjudged),
+                   "unjudged_query_ids": unjudged, "single_patient_notes_scored": len(single), **dict(counts)},
+        "per_query": multi,
+    }

@@ -1,4 +1,4 @@
-"""BM25 through pyserini: one Lucene index per task, BM25 search with k1 and b from config."""
+"""BM25 through Anserini (pyserini's jar): one Lucene index per task, BM25 search with k1 and b from config."""
 
 from __future__ import annotations
 
@@ -93,31 +93,58 @@ def _index_doc_count(output: str):
     return None
 
 
+def _open_searcher(index_dir, k1: float, b: float):
+    """Anserini's ``SimpleSearcher`` on ``index_dir`` with BM25(k1, b), through jnius alone.
+
+    This is the Java object pyserini's ``LuceneSearcher`` wraps; importing ``pyserini.search.lucene``
+    instead would also import torch, transformers and scikit-learn (its dense and learned-sparse
+    searchers), seconds of start-up that BM25 search does not need.
+    """
+    configure_java()
+    from jnius import autoclass
+
+    searcher = autoclass("io.anserini.search.SimpleSearcher")(str(index_dir))
+    searcher.set_bm25(float(k1), float(b))
+    return searcher
+
+
+def _batch_search(searcher, texts: list[str], qids: list[str], k: int, threads: int) -> dict[str, list]:
+    """``SimpleSearcher.batch_search`` as pyserini's ``LuceneSearcher.batch_search`` calls it: {qid: hits},
+    each hit a (docid, score) pair."""
+    from jnius import autoclass
+
+    array_list = autoclass("java.util.ArrayList")
+    jtexts, jqids = array_list(), array_list()
+    for text in texts:
+        jtexts.add(text)
+    for qid in qids:
+        jqids.add(qid)
+    results = searcher.batch_search(jtexts, jqids, int(k), int(threads))
+    return {e.getKey(): [(h.docid, h.score) for h in e.getValue()] for e in results.entrySet().toArray()}
+
+
 def search(index_dir, queries_path, *, k1: float, b: float, k: int | None, threads: int = 1,
            query_ids=None, queries: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
     """BM25 top-``k`` per query (``k=None``: every document that matches a query term). Ties at the
     cut-off are resolved by document id: we fetch a margin beyond ``k`` from Lucene (whose own tie order
     depends on internal ids) and re-rank."""
-    configure_java()
-    from pyserini.search.lucene import LuceneSearcher
-
     if queries is None:
         queries = read_queries(queries_path)
     qids = list(query_ids) if query_ids is not None else list(queries)
-    searcher = LuceneSearcher(str(index_dir))
-    searcher.set_bm25(k1, b)
+    searcher = _open_searcher(index_dir, k1, b)
     if k is None:
-        k = max(1, searcher.num_docs)
+        k = max(1, int(searcher.get_total_num_docs()))
         log.info("ranking the whole index (%d documents; Lucene returns those matching a query term)", k)
     margin = max(50, k // 10)
     start = time.perf_counter()
-    hits = searcher.batch_search([queries[q] for q in qids], qids, k=k + margin, threads=max(1, threads))
+    hits = _batch_search(searcher, [queries[q] for q in qids], qids, k + margin, max(1, threads))
     elapsed = time.perf_counter() - start
     log.info("searched %d queries in %.3f s (k1=%s b=%s k=%d, %d threads)", len(qids), elapsed, k1, b, k, threads)
+    searcher.close()
     run: dict[str, dict[str, float]] = {}
     boundary_ties = 0
     for qid in qids:
-        scored = [(h.docid, round(float(h.score), 6)) for h in hits.get(qid, [])]
+        scored = [(docid, round(float(score), 6)) for docid, score in hits.get(qid, [])]
         scored.sort(key=lambda x: (-x[1], x[0]))
         if len(scored) > k and len(scored) == k + margin and scored[k - 1][1] == scored[-1][1]:
             boundary_ties += 1

@@ -1,4 +1,5 @@
-"""Stage index (rules/index.smk): one Lucene index per task, shared by every BM25 configuration; dense
+"""Stage index (rules/index.smk): one Lucene index per task, shared by every BM25 configuration; the
+bm25-paper analysed corpus per task and its fitted BM25 per (k1, b); dense
 corpus embeddings per (task, model), sharded, and query embeddings (the dense "index")."""
 
 from __future__ import annotations
@@ -47,6 +48,36 @@ def lucene_index(sm) -> None:
     _protect_outputs(sm, paths.INDEX_ROOT)
 
 
+def analyse_bm25_paper(sm) -> None:
+    """The task's corpus through the Lucene analyzer, once per task (every bm25-paper fit reads it)."""
+    from .. import bm25_paper, datasets
+    from ..workflow import paths
+
+    _protect(sm, paths.INDEX_ROOT)
+    corpus = datasets.read_corpus(sm.input.corpus)
+    doc_ids = list(corpus)
+    analysed = bm25_paper.analyse_corpus(doc_ids, [datasets.doc_contents(corpus[d]) for d in doc_ids],
+                                         threads=sm.threads)
+    analysed.save(sm.output.tokens)
+    log.info("analysed %d documents: %d tokens, %d terms, %d tokenizer fallback batches", len(doc_ids),
+             len(analysed.token_ids), len(analysed.terms), analysed.fallback_batches)
+    _protect_outputs(sm, paths.INDEX_ROOT)
+
+
+def fit_bm25_paper(sm) -> None:
+    """gensim's LuceneBM25Model fitted on the analysed corpus for one (k1, b), as R2MED's code fits it."""
+    from .. import bm25_paper
+    from ..workflow import paths
+
+    _protect(sm, paths.INDEX_ROOT)
+    spec = sm.params.spec
+    analysed = bm25_paper.AnalysedCorpus.load(sm.input.tokens)
+    model = bm25_paper.BM25Paper(spec["k1"], spec["b"]).fit_encoded(analysed)
+    model.save(sm.output.model, analysed.doc_ids, analysed.fallback_batches)
+    log.info("fitted: %s", model.info())
+    _protect_outputs(sm, paths.INDEX_ROOT)
+
+
 def encode_corpus_shard(sm) -> None:
     from .. import dense
     from ..workflow import paths
@@ -66,7 +97,7 @@ def gather_embeddings(sm) -> None:
 
     _protect(sm, paths.EMB_ROOT)
     info = dense.gather(list(sm.input.shards), sm.input.corpus, sm.output.emb, sm.output.ids,
-                        storage=sm.params.spec["storage"])
+                        storage=sm.params.spec["storage"], out_info=sm.output.info)
     log.info("gathered %d shards: %s", len(sm.input.shards), info)
     _protect_outputs(sm, paths.EMB_ROOT)
 

@@ -37,8 +37,8 @@ def retrieve_dense(sm) -> None:
 
     query_emb = np.load(sm.input.query_emb)
     query_ids = io.read_lines(sm.input.query_ids)
-    corpus_emb, doc_ids = dense.load_corpus_embeddings(sm.input.emb, sm.input.ids, sm.input.corpus,
-                                                       dim=query_emb.shape[1])
+    corpus_emb, doc_ids = dense.load_corpus_embeddings(sm.input.emb, sm.input.ids, dim=query_emb.shape[1],
+                                                       info_path=sm.input.emb_info)
     spec = sm.params.spec
     top_k = spec["top_k"] or len(doc_ids)  # None: the whole corpus
     if spec["top_k"] is None:
@@ -53,15 +53,16 @@ def retrieve_bm25_paper(sm) -> None:
     from .. import bm25_paper, datasets, io, runs
 
     spec = sm.params.spec
-    corpus = datasets.read_corpus(sm.input.corpus)
     queries = datasets.read_queries(sm.input.queries)
     if spec.get("variant"):
         queries = _variant_queries(sm, queries)
-    doc_ids = list(corpus)
+    model, doc_ids, fallback = bm25_paper.BM25Paper.load(sm.input.model)
+    if (model.k1, model.b) != (float(spec["k1"]), float(spec["b"])):
+        raise ValueError(f"{sm.input.model} was fitted with k1={model.k1} b={model.b}, the model asks for "
+                         f"k1={spec['k1']} b={spec['b']}")
     top_k = spec["top_k"] or len(doc_ids)  # None: the whole corpus
-    run, info = bm25_paper.retrieve(doc_ids, [datasets.doc_contents(corpus[d]) for d in doc_ids], list(queries),
-                                    list(queries.values()), k1=spec["k1"], b=spec["b"], top_k=top_k,
-                                    fill_zero=spec["fill_zero"])
+    run, info = bm25_paper.search_run(model, doc_ids, list(queries), list(queries.values()), top_k=top_k,
+                                      fill_zero=spec["fill_zero"], corpus_fallback_batches=fallback)
     lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model, decimals=8)
     io.write_json(sm.output.info, info)
     log.info("paper-faithful BM25: %s", {k: v for k, v in info.items() if k != "queries_without_known_terms"})

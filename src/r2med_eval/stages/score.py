@@ -42,18 +42,18 @@ def score_run(sm) -> None:
 
 
 def score_cliniq(sm) -> None:
-    from .. import cliniq, runs
+    from .. import cliniq
     from ..cliniq_files import clean_json, read_cliniq_qrels, read_query_types
     from ..io import read_lines, write_json
 
-    run = runs.read_run(sm.input.run)
     rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)
     qtypes = read_query_types(sm.input.query_types)
     ids = read_lines(sm.input.ids)
     tie_order = sm.params.spec["tie_order"]
-    result = cliniq.evaluate(run, rows, qtypes, ids, irrelevant, tie_order=tie_order)
+    ranked = cliniq.read_ranked_run(sm.input.run, ids, tie_order)  # full-depth runs: arrays, not a dict per query
+    result = cliniq.evaluate_ranked(ranked, rows, qtypes, ids, irrelevant)
     c = result["counts"]
-    depth = runs.run_depth(run)
+    depth = ranked.depth()
     log.info("ranking: score descending, equal scores by %s", "corpus order (as eval.py)" if tie_order == "corpus"
              else "chunk id")
     if c.get("unranked_chunks"):

@@ -3,12 +3,12 @@ where they lie from ``workflow.paths``."""
 
 from __future__ import annotations
 
-from .paths import (BENCHMARK_LEADERBOARD, CHUNK_IDS, CLINIQ_METRICS, CLINIQ_POOL, CLINIQ_QRELS, CLINIQ_TABLE, CORPUS,
-                    DOWNLOAD, DOWNLOAD_FILES, DOWNLOAD_VARIANT, EMB_CORPUS, EMB_CORPUS_IDS, EMB_QUERIES, EMB_QUERY_IDS,
-                    EMB_SHARD, EMB_VARIANT, EMB_VARIANT_IDS, GENERATED, GENERATED_INFO, INDEX, INDEX_PAGE, LEADERBOARD,
-                    METRICS, MODEL_MANIFEST, MTEB_EXPORT, PER_QUERY, PLOT, PROVENANCE, QUERIES, QUERY_TYPES,
-                    R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE,
-                    VARIANT, benchmark_file, fill)
+from .paths import (BENCHMARK_LEADERBOARD, BM25_PAPER_FIT, BM25_PAPER_TOKENS, CHUNK_IDS, CLINIQ_METRICS, CLINIQ_POOL,
+                    CLINIQ_QRELS, CLINIQ_TABLE, CORPUS, DOWNLOAD, DOWNLOAD_FILES, DOWNLOAD_VARIANT, EMB_CORPUS,
+                    EMB_CORPUS_IDS, EMB_CORPUS_INFO, EMB_QUERIES, EMB_QUERY_IDS, EMB_SHARD, EMB_VARIANT,
+                    EMB_VARIANT_IDS, GENERATED, GENERATED_INFO, INDEX, INDEX_PAGE, LEADERBOARD, METRICS,
+                    MODEL_MANIFEST, MTEB_EXPORT, PER_QUERY, PLOT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER,
+                    RUN, SIGNIFICANCE, STATS, TABLE, VARIANT, benchmark_file, bm25_float, fill)
 from .registry import ENCODER_TYPES, Registry, job_inputs
 
 
@@ -121,8 +121,16 @@ class Inputs:
     def retrieve_bm25_lucene(self, wildcards) -> dict:
         return {"index": fill(INDEX, **wildcards), **self._queries(wildcards)}
 
+    def fit_bm25_paper(self, wildcards) -> dict:
+        return {"tokens": fill(BM25_PAPER_TOKENS, benchmark=wildcards.benchmark, task=wildcards.task)}
+
+    def bm25_paper_fit(self, benchmark: str, task: str, model: str) -> str:
+        spec = self.cfg["models"][self.reg.model_of(model)]
+        return fill(BM25_PAPER_FIT, benchmark=benchmark, task=task, k1=bm25_float(spec["k1"]), b=bm25_float(spec["b"]))
+
     def retrieve_bm25_paper(self, wildcards) -> dict:
-        return {"corpus": fill(CORPUS, **wildcards), **self._queries(wildcards)}
+        return {"model": self.bm25_paper_fit(wildcards.benchmark, wildcards.task, wildcards.model),
+                **self._queries(wildcards)}
 
     def import_run(self, wildcards) -> dict:
         """A type: run model: the user's file of this task, the queries, and the document ids (CliniQ: the chunk
@@ -142,13 +150,13 @@ class Inputs:
         else:
             v = {"method": variant["method"], "llm": variant["llm"]}
             query, ids = fill(EMB_VARIANT, **w, **v), fill(EMB_VARIANT_IDS, **w, **v)
-        return {"emb": fill(EMB_CORPUS, **w), "ids": fill(EMB_CORPUS_IDS, **w), "query_emb": query,
-                "query_ids": ids}
+        return {"emb": fill(EMB_CORPUS, **w), "ids": fill(EMB_CORPUS_IDS, **w),
+                "emb_info": fill(EMB_CORPUS_INFO, **w), "query_emb": query, "query_ids": ids}
 
     def retrieve_dense(self, wildcards) -> dict:
         variant = self.reg.variants.get(wildcards.model)
-        emb = self._embeddings(wildcards.benchmark, wildcards.task, self.reg.model_of(wildcards.model), variant)
-        return {**emb, "corpus": fill(CORPUS, benchmark=wildcards.benchmark, task=wildcards.task)}
+        # the corpus is not an input: the id order is checked against the id-list hash gather_embeddings stored
+        return self._embeddings(wildcards.benchmark, wildcards.task, self.reg.model_of(wildcards.model), variant)
 
     # rerank, fuse
     def rerank_run(self, wildcards) -> dict:
@@ -317,7 +325,10 @@ def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> l
             if mtype == "bm25_lucene":
                 out += [bench("lucene_index"), bench("retrieve_bm25_lucene", model=name)]
             elif mtype == "bm25_paper":
-                out.append(bench("retrieve_bm25_paper", model=name))
+                spec = cfg["models"][model]
+                out += [bench("analyse_bm25_paper"),
+                        bench("fit_bm25_paper", k1=bm25_float(spec["k1"]), b=bm25_float(spec["b"])),
+                        bench("retrieve_bm25_paper", model=name)]
             elif mtype == "run":
                 out.append(bench("import_run", model=name))
             else:

@@ -26,7 +26,8 @@ MODEL_KEYS = {
     "bm25_lucene": {"type": "-", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
                     "k1": "retrieve_bm25_lucene", "b": "retrieve_bm25_lucene", "top_k": "retrieve_bm25_lucene"},
     "bm25_paper": {"type": "-", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
-                   "k1": "retrieve_bm25_paper", "b": "retrieve_bm25_paper", "top_k": "retrieve_bm25_paper",
+                   "k1": "fit_bm25_paper retrieve_bm25_paper", "b": "fit_bm25_paper retrieve_bm25_paper",
+                   "top_k": "retrieve_bm25_paper",
                    "fill_zero": "retrieve_bm25_paper"},
     "dense": {"type": "-", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
               **{k: "encode_corpus_shard encode_queries encode_query_variant" for k in ENCODER_COMMON},
@@ -65,7 +66,7 @@ MODEL_KEYS.update({
 })
 PYTHON_KEYS = ("type", "factory", "kwargs", "python_path", "normalize", "batch_size", "device")
 MTEB_KEYS = ("type", "name", "revision", "normalize", "batch_size", "device")
-INDEX_KEYS = {"flat": ("kind",), "ivf": ("kind", "nlist", "nprobe", "seed"),
+INDEX_KEYS = {"flat": ("kind",), "ivf": ("kind", "nlist", "nprobe", "max_train", "seed"),
               "hnsw": ("kind", "m", "ef_construction", "ef_search", "seed")}
 TASK_KEYS = ("layout", "split", "empty_text", "unknown_qrels", "duplicate_qrels")
 
@@ -177,6 +178,13 @@ class Params:
             path = module_file(spec["factory"], spec.get("python_path"))
             self._code_files[model] = sha256_file(path) if path else None
         return self._code_files[model]
+
+    def analyse_bm25_paper(self, wildcards) -> dict:
+        return {"private": self.private(wildcards.benchmark)}
+
+    def fit_bm25_paper(self, wildcards) -> dict:
+        """k1 and b come from the file name (one fit per task and (k1, b), shared by the models that use it)."""
+        return {"k1": float(wildcards.k1), "b": float(wildcards.b), "private": self.private(wildcards.benchmark)}
 
     def _encoder(self, wildcards, keys, side: str) -> dict:
         spec = self.cfg["models"][wildcards.model]

@@ -37,12 +37,17 @@ CLINIQ_CHUNKS = "resources/cliniq/{benchmark}/{task}/corpus.jsonl"  # MIMIC text
 INDEX_ROOT = "results/index/{benchmark}"  # owner-only for MIMIC-derived benchmarks
 INDEX = INDEX_ROOT + "/{task}/lucene"
 INDEX_INFO = INDEX + ".json"
+# bm25-paper: the task's corpus after the Lucene analyzer, and BM25 fitted on it per (k1, b) (wildcards are
+# the floats as Python prints them: 0.9, 1.2)
+BM25_PAPER_TOKENS = INDEX_ROOT + "/{task}/bm25_paper/tokens.npz"
+BM25_PAPER_FIT = INDEX_ROOT + "/{task}/bm25_paper/k1-{k1}_b-{b}.npz"
 
 EMB_ROOT = "results/embeddings/{benchmark}"  # owner-only for MIMIC-derived benchmarks
 EMB = EMB_ROOT + "/{task}/{model}"
 EMB_SHARD = EMB + "/shards/{shard}-of-{nshards}.npz"
 EMB_CORPUS = EMB + "/corpus.npy"
 EMB_CORPUS_IDS = EMB + "/corpus_ids.txt"
+EMB_CORPUS_INFO = EMB + "/corpus.json"  # counts and the sha256 of the id list
 EMB_QUERIES = EMB + "/queries.npy"
 EMB_QUERY_IDS = EMB + "/queries_ids.txt"
 EMB_VARIANT = EMB + "/variants/{method}--{llm}.npy"
@@ -86,6 +91,8 @@ JOB_KEYS = {
     "download_cliniq_annotations": "{anndir}",
     "chunk_cliniq": "{benchmark}/{task}",
     "lucene_index": "{benchmark}/{task}",
+    "analyse_bm25_paper": "{benchmark}/{task}",
+    "fit_bm25_paper": "{benchmark}/{task}/k1-{k1}_b-{b}",
     "encode_corpus_shard": "{benchmark}/{task}/{model}/{shard}-of-{nshards}",
     "gather_embeddings": "{benchmark}/{task}/{model}",
     "encode_queries": "{benchmark}/{task}/{model}",
@@ -111,6 +118,11 @@ JOB_KEYS = {
     "report_index": "index",
     "mteb_export": "mteb_export",
 }
+
+
+def bm25_float(value) -> str:
+    """A k1 or b value as it appears in BM25_PAPER_FIT."""
+    return repr(float(value))
 
 
 def log_file(rule: str) -> str:

@@ -140,8 +140,18 @@ def bm25_search_mem_mb(index_mb: float, attempt: int = 1) -> int:
 
 
 def bm25_paper_mem_mb(corpus_mb: float, attempt: int = 1) -> int:
-    """JVM, token lists and the sparse index: 1 GB plus 20x the corpus size."""
+    """Analysing the corpus: JVM and token lists: 1 GB plus 20x the corpus size."""
     return _retry(BASE_MEM_MB + 20 * corpus_mb, attempt)
+
+
+def bm25_paper_fit_mem_mb(tokens_mb: float, attempt: int = 1) -> int:
+    """Fitting: the token ids (8 bytes a token) and a few sparse matrices of one entry per token: 1 GB plus 8x."""
+    return _retry(BASE_MEM_MB + 8 * tokens_mb, attempt)
+
+
+def bm25_paper_search_mem_mb(model_mb: float, attempt: int = 1) -> int:
+    """Searching a fitted model: the JVM for the queries, the model and one block of scores: 1 GB plus 3x."""
+    return _retry(BASE_MEM_MB + 3 * model_mb, attempt)
 
 
 # Rules that run on the submitting host (``localrule: True``), never as their own SLURM job: scoring,
@@ -236,6 +246,10 @@ class Resources:
     bm25_search_runtime = staticmethod(_sized(search_minutes, "index"))
     bm25_paper_mem_mb = staticmethod(_sized(bm25_paper_mem_mb, "corpus"))
     bm25_paper_runtime = staticmethod(_sized(search_minutes, "corpus"))
+    bm25_paper_fit_mem_mb = staticmethod(_sized(bm25_paper_fit_mem_mb, "tokens"))
+    bm25_paper_fit_runtime = staticmethod(_sized(search_minutes, "tokens"))
+    bm25_paper_search_mem_mb = staticmethod(_sized(bm25_paper_search_mem_mb, "model"))
+    bm25_paper_search_runtime = staticmethod(_sized(search_minutes, "model"))
     dense_search_mem_mb = staticmethod(_sized(search_mem_mb, "emb"))
     dense_search_runtime = staticmethod(_sized(search_minutes, "emb"))
 
