@@ -196,6 +196,43 @@ def _summary(items: list[dict], names) -> dict:
     return out
 
 
+def _judgments(rows, irrelevant: set | None, chunk_ids: list[str]):
+    """(query -> its (chunk, match type) relevance rows, query -> every judged chunk, note -> its chunks in
+    corpus order)."""
+    judged_rows: dict[str, list] = defaultdict(list)
+    for q, c, t in rows:
+        judged_rows[q].append((c, t))
+    judged_sets: dict[str, set] = defaultdict(set)
+    for q, c, _ in rows:
+        judged_sets[q].add(c)
+    for q, c in irrelevant or set():
+        judged_sets[q].add(c)
+    chunks_by_note: dict[str, list[str]] = defaultdict(list)
+    for c in chunk_ids:
+        chunks_by_note[note_of(c)].append(c)
+    return judged_rows, judged_sets, chunks_by_note
+
+
+def _result(multi, multi_type, single, single_type, condensed, judged10, counts, *, queries: int,
+            judged_queries: int, unjudged: list) -> dict:
+    """The result of :func:`evaluate` (and :func:`evaluate_ranked`) from the per-query items."""
+    def by_qtype(items, names):
+        return {t: _summary([x for x in items if x["query_type"] == t], names) for t in QUERY_TYPES}
+
+    return {
+        "multi": {"all": _summary(multi, MULTI_METRICS), "by_query_type": by_qtype(multi, MULTI_METRICS),
+                  "by_match_type": {t: _summary(multi_type.get(t, []), MULTI_METRICS) for t in MATCH_TYPES}},
+        "single": {"all": _summary(single, SINGLE_METRICS), "by_query_type": by_qtype(single, SINGLE_METRICS),
+                   "by_match_type": {t: _summary(single_type.get(t, []), SINGLE_METRICS) for t in MATCH_TYPES}},
+        "condensed": {"all": _summary(condensed, MULTI_METRICS), "by_query_type": by_qtype(condensed, MULTI_METRICS)},
+        "judged_at_10": {"all": _summary(judged10, ("judged_at_10",)),
+                         "by_query_type": by_qtype(judged10, ("judged_at_10",))},
+        "counts": {"queries": queries, "judged_queries": judged_queries, "unjudged_queries": len(unjudged),
+                   "unjudged_query_ids": unjudged, "single_patient_notes_scored": len(single), **dict(counts)},
+        "per_query": multi,
+    }
+
+
 def evaluate(run: dict, rows, query_types: dict[str, str], chunk_ids: list[str],
              irrelevant: set | None = None, tie_order: str = "corpus") -> dict:
     """Every CliniQ measure for one run.
@@ -207,18 +244,7 @@ def evaluate(run: dict, rows, query_types: dict[str, str], chunk_ids: list[str],
     """
     _check_tie_order(tie_order)
     position = {c: i for i, c in enumerate(chunk_ids)} if tie_order == "corpus" else None
-    irrelevant = irrelevant or set()
-    judged_rows: dict[str, list] = defaultdict(list)
-    for q, c, t in rows:
-        judged_rows[q].append((c, t))
-    judged_sets: dict[str, set] = defaultdict(set)
-    for q, c, _ in rows:
-        judged_sets[q].add(c)
-    for q, c in irrelevant:
-        judged_sets[q].add(c)
-    chunks_by_note: dict[str, list[str]] = defaultdict(list)
-    for c in chunk_ids:
-        chunks_by_note[note_of(c)].append(c)
+    judged_rows, judged_sets, chunks_by_note = _judgments(rows, irrelevant, chunk_ids)
 
     multi, multi_type = [], defaultdict(list)
     single, single_type = [], defaultdict(list)
@@ -246,21 +272,8 @@ def evaluate(run: dict, rows, query_types: dict[str, str], chunk_ids: list[str],
         for typ, items in per_type.items():
             single_type[typ].extend(items)
 
-    def by_qtype(items, names):
-        return {t: _summary([x for x in items if x["query_type"] == t], names) for t in QUERY_TYPES}
-
-    return {
-        "multi": {"all": _summary(multi, MULTI_METRICS), "by_query_type": by_qtype(multi, MULTI_METRICS),
-                  "by_match_type": {t: _summary(multi_type.get(t, []), MULTI_METRICS) for t in MATCH_TYPES}},
-        "single": {"all": _summary(single, SINGLE_METRICS), "by_query_type": by_qtype(single, SINGLE_METRICS),
-                   "by_match_type": {t: _summary(single_type.get(t, []), SINGLE_METRICS) for t in MATCH_TYPES}},
-        "condensed": {"all": _summary(condensed, MULTI_METRICS), "by_query_type": by_qtype(condensed, MULTI_METRICS)},
-        "judged_at_10": {"all": _summary(judged10, ("judged_at_10",)),
-                         "by_query_type": by_qtype(judged10, ("judged_at_10",))},
-        "counts": {"queries": len(query_types), "judged_queries": len(judged_rows), "unjudged_queries": len(unjudged),
-                   "unjudged_query_ids": unjudged, "single_patient_notes_scored": len(single), **dict(counts)},
-        "per_query": multi,
-    }
+    return _result(multi, multi_type, single, single_type, condensed, judged10, counts,
+                   queries=len(query_types), judged_queries=len(judged_rows), unjudged=unjudged)
 
 
 def table_rows(model: str, result: dict, grouping: str) -> list[dict]:
@@ -438,18 +451,7 @@ def evaluate_ranked(ranked: RankedRun, rows, query_types: dict[str, str], chunk_
     judged and note chunks alone."""
     import numpy as np
 
-    irrelevant = irrelevant or set()
-    judged_rows: dict[str, list] = defaultdict(list)
-    for q, c, t in rows:
-        judged_rows[q].append((c, t))
-    judged_sets: dict[str, set] = defaultdict(set)
-    for q, c, _ in rows:
-        judged_sets[q].add(c)
-    for q, c in irrelevant:
-        judged_sets[q].add(c)
-    chunks_by_note: dict[str, list[str]] = defaultdict(list)
-    for c in chunk_ids:
-        chunks_by_note[note_of(c)].append(c)
+    judged_rows, judged_sets, chunks_by_note = _judgments(rows, irrelevant, chunk_ids)
     vocab = ranked.vocab
     index = {c: i for i, c in enumerate(vocab)}
     unranked = np.iinfo(np.int64).max
@@ -513,18 +515,5 @@ def evaluate_ranked(ranked: RankedRun, rows, query_types: dict[str, str], chunk_
             single_type[typ].extend(items)
         pos[r] = unranked
 
-    def by_qtype(items, names):
-        return {t: _summary([x for x in items if x["query_type"] == t], names) for t in QUERY_TYPES}
-
-    return {
-        "multi": {"all": _summary(multi, MULTI_METRICS), "by_query_type": by_qtype(multi, MULTI_METRICS),
-                  "by_match_type": {t: _summary(multi_type.get(t, []), MULTI_METRICS) for t in MATCH_TYPES}},
-        "single": {"all": _summary(single, SINGLE_METRICS), "by_query_type": by_qtype(single, SINGLE_METRICS),
-                   "by_match_type": {t: _summary(single_type.get(t, []), SINGLE_METRICS) for t in MATCH_TYPES}},
-        "condensed": {"all": _summary(condensed, MULTI_METRICS), "by_query_type": by_qtype(condensed, MULTI_METRICS)},
-        "judged_at_10": {"all": _summary(judged10, ("judged_at_10",)),
-                         "by_query_type": by_qtype(judged10, ("judged_at_10",))},
-        "counts": {"queries": len(query_types), "judged_queries": len(judged_rows), "unjudged_queries": len(unjudged),
-                   "unjudged_query_ids": unjudged, "single_patient_notes_scored": len(single), **dict(counts)},
-        "per_query": multi,
-    }
+    return _result(multi, multi_type, single, single_type, condensed, judged10, counts,
+                   queries=len(query_types), judged_queries=len(judged_rows), unjudged=unjudged)
