@@ -7,6 +7,7 @@ import pytest
 from conftest import make_r2med, write_jsonl
 from r2med_eval import datasets, dense
 from r2med_eval.errors import InputError
+from r2med_eval.io import sha256_file
 from r2med_eval.workflow.config import with_defaults
 
 # a registry entry as validation leaves it: the schema's defaults filled in
@@ -232,7 +233,7 @@ def test_id_order_checked_by_the_stored_hash_without_the_corpus(internal, tmp_pa
     info = dense.gather([tmp_path / "s.npz"], corpus, tmp_path / "c.npy", tmp_path / "c.txt",
                         out_info=tmp_path / "c.json")
     ids = [json.loads(l)["id"] for l in corpus.read_text().splitlines()]
-    assert info["ids_sha256"] == dense.ids_digest(ids) == dense.file_digest(tmp_path / "c.txt")
+    assert info["ids_sha256"] == dense.ids_digest(ids) == sha256_file(tmp_path / "c.txt")
     emb, got = dense.load_corpus_embeddings(tmp_path / "c.npy", tmp_path / "c.txt", info_path=tmp_path / "c.json")
     assert got == ids and isinstance(emb.base, np.memmap) or isinstance(emb, np.memmap)
     (tmp_path / "c.txt").write_text("\n".join(reversed(ids)) + "\n")

@@ -412,16 +412,6 @@ def ids_digest(ids: list[str]) -> str:
     return hashlib.sha256(("\n".join(ids) + "\n").encode("utf-8")).hexdigest()
 
 
-def file_digest(path) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def gather(shard_files, corpus_path, out_npy, out_ids, storage: str = "float32", out_info=None) -> dict:
     """Join shard outputs into corpus order; check every document is encoded exactly once. ``out_info`` gets
     the counts and the sha256 of the corpus's id list, which the search checks instead of re-reading the
@@ -461,7 +451,7 @@ def load_corpus_embeddings(npy, ids_file, corpus_path=None, dim: int | None = No
     their document ids. The id order is checked against ``info_path`` (the sha256 of the corpus's id list
     that ``gather`` stored; the corpus is not read) or, without it, against the corpus file itself."""
     emb = np.load(npy, mmap_mode="r")
-    from .io import read_json, read_lines
+    from .io import read_json, read_lines, sha256_file
 
     ids = read_lines(ids_file)
     if emb.shape[0] != len(ids):
@@ -469,7 +459,7 @@ def load_corpus_embeddings(npy, ids_file, corpus_path=None, dim: int | None = No
                          fix="delete the cached embeddings of this model and rerun.")
     if info_path is not None:
         info = read_json(info_path)
-        if info.get("ids_sha256") != file_digest(ids_file) or info.get("documents") != len(ids):
+        if info.get("ids_sha256") != sha256_file(ids_file) or info.get("documents") != len(ids):
             raise InputError("the document ids of the cached embeddings are not those their gather job stored "
                              "(a different corpus or order).", path=ids_file,
                              fix="delete the cached embeddings of this model and rerun.")
