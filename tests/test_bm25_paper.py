@@ -251,3 +251,32 @@ def test_analysed_corpus_round_trip(tmp_path):
     assert fitted.terms == direct.terms and (fitted.doc_matrix_t != direct.doc_matrix_t).nnz == 0
     with pytest.raises(ValueError, match="newline"):
         bm25_paper.encode_tokens([["a\nb"]]).save(tmp_path / "bad.npz")
+
+
+def test_short_job_jvm_analyses_as_the_default_jvm(analyzer):
+    """The pipeline's jobs start their JVM with ``java.SHORT_JOB_OPTIONS`` (serial collector, C1 only) for
+    corpora up to ``QUICK_JVM_MAX_CHARS``: in a fresh process that does so, the same tokens as the per-text
+    analysis on this process's JVM (started with the defaults)."""
+    import subprocess
+    import sys
+
+    _, docs, _, queries = load_texts(REPO / "data" / "demo", "r2med")
+    texts = docs + queries + ["Aspirin's effects\r\n on COX-1, 1,000 mg", "naïve café — ünïcödé", ""]
+    code = r"""
+import json, sys
+from r2med_eval import bm25_paper
+texts = json.load(sys.stdin)
+corpus = bm25_paper.analyse_corpus([str(i) for i in range(len(texts))], texts, threads=2)
+from jnius import autoclass
+args = list(autoclass("java.lang.management.ManagementFactory").getRuntimeMXBean().getInputArguments())
+ends = [int(e) for e in corpus.lengths.cumsum()]
+ids = corpus.token_ids.tolist()
+tokens = [[corpus.terms[t] for t in ids[a:b]] for a, b in zip([0] + ends[:-1], ends)]
+print(json.dumps({"args": args, "tokens": tokens}))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), cwd=REPO, capture_output=True,
+                          text=True, timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(REPO / "src")})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "-XX:TieredStopAtLevel=1" in out["args"] and "-XX:+UseSerialGC" in out["args"]
+    assert out["tokens"] == [analyzer.analyze_one(t) for t in texts]

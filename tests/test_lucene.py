@@ -1,5 +1,6 @@
 """Lucene BM25 search through Anserini's SimpleSearcher, opened with jnius alone, against the pyserini
-``LuceneSearcher`` path it replaces (the code at db73a08): byte-identical run files."""
+``LuceneSearcher`` path it replaces (the code at db73a08): byte-identical run files, ours from a JVM
+started with ``java.SHORT_JOB_OPTIONS``, the reference from one with the JVM's defaults."""
 import subprocess
 import sys
 
@@ -38,6 +39,8 @@ run = lucene.search(index, queries_path, k1=0.9, b=0.4, k=k, threads=2)
 runs.write_run(run, out, tag="bm25")
 print("pyserini.search imported:", any(m.startswith("pyserini.search") for m in sys.modules))
 print("torch imported:", "torch" in sys.modules)
+from jnius import autoclass
+print("jvm options:", list(autoclass("java.lang.management.ManagementFactory").getRuntimeMXBean().getInputArguments()))
 """
 
 
@@ -62,6 +65,8 @@ def _compare(tmp_path, layout: str, data, k: int) -> None:
     assert ours.count(b"\n") > len(ds.queries)  # the runs hold hits, not only empty files
     assert ours == reference
     assert "pyserini.search imported: False" in out and "torch imported: False" in out, out
+    # ours ran on a JVM with the short-job options (serial GC, C1 only), the reference on the JVM's defaults
+    assert "-XX:TieredStopAtLevel=1" in out and "-XX:+UseSerialGC" in out, out
 
 
 def test_search_without_pyserini_equals_pyserini_searcher_on_demo(tmp_path, demo_path):

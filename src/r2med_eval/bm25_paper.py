@@ -44,10 +44,10 @@ MARKER = "qqrtwomedevalqq"  # a token no analyzer changes, used to join texts in
 class LuceneAnalyzer:
     """pyserini's default Lucene analyzer (``Analyzer(get_lucene_analyzer())``), batched."""
 
-    def __init__(self, batch_docs: int = 128, batch_chars: int = 200_000):
+    def __init__(self, batch_docs: int = 128, batch_chars: int = 200_000, jvm_options: tuple[str, ...] = ()):
         from .java import configure_java
 
-        configure_java()
+        configure_java(jvm_options)  # options count only if this starts the process's JVM
         from jnius import autoclass, cast
         from pyserini.analysis import Analyzer, get_lucene_analyzer
 
@@ -175,9 +175,22 @@ def encode_tokens(doc_tokens: list[list[str]], doc_ids: list[str] | None = None,
     return AnalysedCorpus(ids, terms, token_ids, lengths, fallback_batches)
 
 
+# Corpora up to this many characters are analysed by a JVM started with ``java.SHORT_JOB_OPTIONS``:
+# MedQuAD/LiveQA-Med (24 M characters) is analysed in about 35% less time (3.2 vs 4.7 s, paired runs on
+# the 2-core machine); larger corpora keep the JVM's default compilers, whose code is faster once warm.
+QUICK_JVM_MAX_CHARS = 100_000_000
+
+
+def _analyzer_for(texts: list[str]) -> "LuceneAnalyzer":
+    from .java import SHORT_JOB_OPTIONS
+
+    short = sum(map(len, texts)) <= QUICK_JVM_MAX_CHARS
+    return LuceneAnalyzer(jvm_options=SHORT_JOB_OPTIONS if short else ())
+
+
 def analyse_corpus(doc_ids: list[str], doc_texts: list[str], analyzer: LuceneAnalyzer | None = None,
                    threads: int = 1) -> AnalysedCorpus:
-    analyzer = analyzer or LuceneAnalyzer()
+    analyzer = analyzer or _analyzer_for(doc_texts)
     before = analyzer.fallback_batches
     tokens = analyzer.analyze(doc_texts, threads=threads)
     return encode_tokens(tokens, doc_ids, analyzer.fallback_batches - before)
@@ -340,7 +353,7 @@ def retrieve(doc_ids: list[str], doc_texts: list[str], query_ids: list[str], que
              analyzer: LuceneAnalyzer | None = None) -> tuple[dict[str, dict[str, float]], dict]:
     """The official BM25 run: {query id: {doc id: score}} with the top ``top_k`` per query."""
     start = time.perf_counter()
-    analyzer = analyzer or LuceneAnalyzer()
+    analyzer = analyzer or _analyzer_for(doc_texts)
     corpus = analyse_corpus(doc_ids, doc_texts, analyzer)
     tokenize_s = time.perf_counter() - start
     start = time.perf_counter()
@@ -357,7 +370,7 @@ def search_run(model: BM25Paper, doc_ids: list[str], query_ids: list[str], query
     """The official BM25 run of the queries over a fitted model (fitted here or loaded from its cache)."""
     timings = dict(timings or {})
     start = time.perf_counter()
-    analyzer = analyzer or LuceneAnalyzer()
+    analyzer = analyzer or _analyzer_for(query_texts)
     before = analyzer.fallback_batches
     query_tokens = analyzer.analyze(query_texts)
     timings["tokenize_s"] = timings.get("tokenize_s", 0.0) + time.perf_counter() - start

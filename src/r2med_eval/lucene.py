@@ -14,7 +14,7 @@ from pathlib import Path
 from .datasets import doc_contents, read_corpus, read_queries
 from .errors import InputError
 from .io import remove_stale, set_tree_mode
-from .java import configure_java, java_env
+from .java import SHORT_JOB_OPTIONS, configure_java, java_env
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,15 @@ def _index_doc_count(output: str):
     return None
 
 
+# Indexes up to this size on disk are searched by a JVM started with ``SHORT_JOB_OPTIONS`` (a search
+# that takes seconds); larger ones keep the JVM's default compilers, whose code is faster once warm.
+QUICK_JVM_MAX_INDEX_BYTES = 1 << 30
+
+
+def _tree_bytes(folder) -> int:
+    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
+
+
 def _open_searcher(index_dir, k1: float, b: float):
     """Anserini's ``SimpleSearcher`` on ``index_dir`` with BM25(k1, b), through jnius alone.
 
@@ -100,7 +109,7 @@ def _open_searcher(index_dir, k1: float, b: float):
     instead would also import torch, transformers and scikit-learn (its dense and learned-sparse
     searchers), seconds of start-up that BM25 search does not need.
     """
-    configure_java()
+    configure_java(SHORT_JOB_OPTIONS if _tree_bytes(index_dir) <= QUICK_JVM_MAX_INDEX_BYTES else ())
     from jnius import autoclass
 
     searcher = autoclass("io.anserini.search.SimpleSearcher")(str(index_dir))
