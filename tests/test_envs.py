@@ -14,9 +14,10 @@ from r2med_eval.workflow.code import CodeIndex
 
 # Imports a rule's closure holds but its code never reaches, with the reason.
 NOT_REACHED = {
-    "provenance": ({"torch", "sentence-transformers", "faiss-cpu", "transformers", "mteb", "datasets"},
+    "provenance": ({"torch", "sentence-transformers", "faiss-cpu", "transformers", "mteb", "datasets", "onnxruntime",
+                    "openvino"},
                    "provenance uses dense.resolve_source only (importlib), not dense.load_encoder (whose python/mteb "
-                   "adapters import mteb and datasets); its `import torch` for the hardware record is optional "
+                   "adapters import mteb and datasets, and whose backends onnxruntime and openvino); its `import torch` for the hardware record is optional "
                    "(ImportError caught)"),
 }
 # Import names whose distribution is not installed in the test environment.

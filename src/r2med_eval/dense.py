@@ -148,6 +148,140 @@ def pick_device(device: str) -> str:
     return device
 
 
+BACKEND_DTYPES = {"torch": ("fp32", "fp16", "bf16"), "onnx": ("fp32",), "openvino": ("fp32", "bf16")}
+BACKEND_PACKAGES = {"onnx": ("onnx", "onnxruntime"), "openvino": ("onnx", "openvino")}
+OPENVINO_PRECISION = {"fp32": "f32", "bf16": "bf16"}
+
+
+def backend_problem(spec: dict) -> tuple[str, str] | None:
+    """Why a dense entry's ``backend`` cannot run with its other keys, and the fix (None when it can). The onnx and openvino
+    backends run the checkpoint's transformer exported to ONNX on the CPU; pooling, prompts, truncation and
+    normalisation stay sentence-transformers' own."""
+    backend = spec.get("backend", "torch")
+    if backend == "torch":
+        return None
+    if spec["dtype"] not in BACKEND_DTYPES[backend]:
+        return (f"backend: {backend} runs dtype {' or '.join(BACKEND_DTYPES[backend])}, not {spec['dtype']}",
+                f"set dtype: {BACKEND_DTYPES[backend][0]} or backend: torch")
+    if spec.get("device") == "cuda":
+        return f"backend: {backend} runs on the CPU, not device: cuda", "set device: cpu (or auto) or backend: torch"
+    for key in ("bidirectional", "append_eos", "doc_as_pair"):
+        if spec.get(key):
+            return f"backend: {backend} does not combine with {key}: true", f"set backend: torch or {key}: false"
+    if spec.get("encode_with", "sentence_transformers") != "sentence_transformers":
+        return (f"backend: {backend} runs sentence-transformers' encode, not encode_with: {spec['encode_with']}",
+                "set backend: torch")
+    return None
+
+
+class ExportedTransformer:
+    """The checkpoint's transformer exported once to ONNX (``torch.onnx.export``, fixed example batch, dynamic
+    batch and sequence axes) into a temporary folder, then run by ONNX Runtime or OpenVINO on the CPU. Stands in
+    for ``Transformer.model``: called with the tokenizer's features, it returns ``last_hidden_state`` as a float32
+    torch tensor, so sentence-transformers' pooling and normalisation run unchanged."""
+
+    def __init__(self, auto_model, feature_names: list[str], backend: str, dtype: str, threads: int):
+        import tempfile
+
+        import torch
+
+        self.config = auto_model.config
+        self.backend = backend
+        self.feature_names = list(feature_names)
+        model = auto_model.float().eval()
+
+        class _Wrap(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = model
+
+            def forward(self, *args):
+                out = self.inner(**dict(zip(feature_names, args)), return_dict=True)
+                return out.last_hidden_state
+
+        example = [torch.full((2, 8), 5, dtype=torch.long) for _ in feature_names]
+        if "attention_mask" in feature_names:  # a padded row, so the traced graph keeps the padding mask
+            example[feature_names.index("attention_mask")][1, 5:] = 0
+        if "token_type_ids" in feature_names:
+            example[feature_names.index("token_type_ids")].zero_()
+        example = tuple(example)
+        axes = {name: {0: "batch", 1: "sequence"} for name in [*feature_names, "last_hidden_state"]}
+        with tempfile.TemporaryDirectory(prefix="r2med-export-") as tmp:
+            path = os.path.join(tmp, "model.onnx")
+            with torch.no_grad():
+                torch.onnx.export(_Wrap(), example, path, dynamo=False, input_names=feature_names,
+                                  output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=17,
+                                  do_constant_folding=True)
+            if backend == "onnx":
+                import onnxruntime as ort
+
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = max(1, int(threads))
+                options.inter_op_num_threads = 1
+                self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+                self.inputs = {i.name for i in self.session.get_inputs()}
+            else:
+                import openvino as ov
+
+                core = ov.Core()
+                self.compiled = core.compile_model(core.read_model(path), "CPU", {
+                    "INFERENCE_PRECISION_HINT": OPENVINO_PRECISION[dtype],
+                    "INFERENCE_NUM_THREADS": max(1, int(threads))})
+                self.inputs = {i.get_any_name() for i in self.compiled.inputs}
+
+    def __call__(self, **features):
+        import torch
+
+        feed = {k: features[k].cpu().numpy().astype(np.int64) for k in self.feature_names if k in self.inputs}
+        if self.backend == "onnx":
+            out = self.session.run(["last_hidden_state"], feed)[0]
+        else:
+            out = self.compiled(feed)[self.compiled.output(0)]
+        return {"last_hidden_state": torch.from_numpy(np.ascontiguousarray(out, dtype=np.float32))}
+
+    def eval(self):
+        return self
+
+
+def check_backend_installed(backend: str, model_name: str) -> None:
+    import importlib.util
+
+    missing = [m for m in BACKEND_PACKAGES.get(backend, ()) if importlib.util.find_spec(m) is None]
+    if missing:
+        raise InputError(f"model {model_name!r}: backend: {backend} needs the Python package(s) "
+                         f"{', '.join(missing)}, which are not installed.",
+                         fix="install the pinned requirements (requirements.lock / envs/dense.yaml) or set "
+                             f"models.{model_name}.backend: torch.")
+
+
+def use_backend(model, spec: dict, model_name: str) -> None:
+    """``backend: onnx | openvino``: replace the loaded SentenceTransformer's transformer by its ONNX export
+    (``ExportedTransformer``); ``backend: torch`` leaves it as is."""
+    backend = spec.get("backend", "torch")
+    if backend == "torch":
+        return
+    import torch
+
+    transformer = model[0]
+    features = transformer.tokenize(["a b"])
+    names = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in features]
+    exported = ExportedTransformer(transformer.model, names, backend, spec["dtype"], torch.get_num_threads())
+
+    class ExportedModel(torch.nn.Module):  # a Module, so it can take Transformer.model's place
+        def __init__(self):
+            super().__init__()
+            self.config = exported.config
+            self.register_buffer("anchor", torch.zeros(1), persistent=False)  # keeps model.device answering cpu
+
+        def forward(self, **features):
+            return exported(**features)
+
+    transformer.model_forward_params = None
+    transformer._declared_forward_params = set(names)
+    transformer.model = ExportedModel()
+    log.info("model %s: backend %s (%s), the transformer exported to ONNX", model_name, backend, spec["dtype"])
+
+
 class CheckpointEncoder:
     """``encode_with: checkpoint``: the checkpoint's own ``encode(texts, instruction=..., max_length=...)``
     from its remote code (NV-Embed), loaded with ``AutoModel.from_pretrained(trust_remote_code=True)`` as
@@ -190,8 +324,13 @@ def load_encoder(spec: dict, model_name: str, side: str = "doc", task: str | Non
         raise InputError(f"model {model_name!r} needs remote code (its config.json has auto_map), and "
                          "trust_remote_code is off.",
                          fix=f"review the model's code, then set models.{model_name}.trust_remote_code: true.")
-    device = pick_device(spec["device"])
-    model_kwargs = {"dtype": TORCH_DTYPES[spec["dtype"]]}
+    problem = backend_problem(spec)
+    if problem:
+        raise InputError(f"model {model_name!r}: {problem[0]}.", fix=f"{problem[1]} in models.{model_name}.")
+    backend = spec.get("backend", "torch")
+    check_backend_installed(backend, model_name)
+    device = pick_device(spec["device"]) if backend == "torch" else "cpu"
+    model_kwargs = {"dtype": TORCH_DTYPES[spec["dtype"] if backend == "torch" else "fp32"]}
     length = spec.get("query_max_length") if side == "query" and spec.get("query_max_length") else spec["max_length"]
     if spec.get("encode_with", "sentence_transformers") == "checkpoint":
         if not trust:
@@ -242,6 +381,7 @@ def load_encoder(spec: dict, model_name: str, side: str = "doc", task: str | Non
         make_bidirectional(model[0], model_name)
     install_tokenization(model[0], eos=bool(spec["append_eos"]),
                          pair=side == "doc" and bool(spec.get("doc_as_pair")), model_name=model_name)
+    use_backend(model, spec, model_name)
     model.eval()
     return model
 

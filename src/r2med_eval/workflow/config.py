@@ -169,6 +169,7 @@ def validate(config: dict, config_file: str = "config.yaml", schema: dict | None
     check_layout_keys(cfg, config_file, schema)
     _check_variants(cfg, config_file)
     _check_derived(cfg, config_file)
+    _check_backends(cfg, config_file)
     _check_report(cfg, config_file)
     _check_sources(cfg, config_file)
     _check_run_models(cfg, config_file)
@@ -223,6 +224,15 @@ def _check_variants(cfg: dict, config_file: str) -> None:
         if uses_q2d and not gen.get("examples"):
             raise ConfigError(f"llms.{name}.generate.examples is not set, and query2doc needs few-shot examples.",
                               path=config_file, fix="give a JSON file {R2MED task: examples text}.")
+
+
+def _check_backends(cfg: dict, config_file: str) -> None:
+    from ..dense import backend_problem
+
+    for name, spec in cfg["models"].items():
+        problem = backend_problem(spec) if spec.get("type") == "dense" else None
+        if problem:
+            raise ConfigError(f"models.{name}: {problem[0]}.", path=config_file, fix=f"{problem[1]} in models.{name}.")
 
 
 def _check_derived(cfg: dict, config_file: str) -> None:
