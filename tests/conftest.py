@@ -80,18 +80,22 @@ def demo_path() -> Path:
     return REPO / "data" / "demo"
 
 
-__all__ = ["REPO", "shared_dataset", "write_jsonl", "make_r2med", "workflow_dir", "snakemake", "shutil"]
+__all__ = ["REPO", "DEMO_BENCHMARK", "shared_dataset", "write_jsonl", "make_r2med", "workflow_dir", "snakemake", "shutil"]
 
 
-def demo_config(device: str = "cpu") -> str:
-    """The embedded demo with Lucene BM25 and MiniLM: the config the workflow and SLURM tests run."""
-    return f"""
+# The embedded demo benchmark as a config block (other benchmarks may follow under ``benchmarks:``).
+DEMO_BENCHMARK = f"""
 benchmarks:
   demo:
     layout: r2med
     tasks:
       demo: {{path: {REPO / 'data' / 'demo'}}}
-models:
+"""
+
+
+def demo_config(device: str = "cpu") -> str:
+    """The embedded demo with Lucene BM25 and MiniLM: the config the workflow and SLURM tests run."""
+    return DEMO_BENCHMARK + f"""models:
   bm25:
     type: bm25_lucene
     k1: 0.9

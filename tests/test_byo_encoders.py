@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import REPO, snakemake, workflow_dir
+from conftest import DEMO_BENCHMARK, REPO, snakemake, workflow_dir
 from r2med_eval.workflow.config import with_defaults
 from r2med_eval import dense, encoders
 from r2med_eval.errors import ConfigError, InputError
@@ -171,13 +171,7 @@ def byo_config(byo_dir) -> str:
     max_length: 256
     device: cpu
 """
-    return f"""
-benchmarks:
-  demo:
-    layout: r2med
-    tasks:
-      demo: {{path: {REPO / 'data' / 'demo'}}}
-models:{models}
+    return DEMO_BENCHMARK + f"""models:{models}
 fusion:
   rrf-bm25-hashed: {{method: rrf, runs: [bm25, hashed]}}
 report:

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 import yaml
 
-from conftest import REPO, snakemake, workflow_dir
+from conftest import DEMO_BENCHMARK, REPO, snakemake, workflow_dir
 from r2med_eval import runs
 from r2med_eval.errors import ConfigError, InputError
 from r2med_eval.workflow import Workflow
@@ -132,13 +132,7 @@ def overlap_run(data_dir, tag="overlap") -> str:
     return "\n".join(lines) + "\n"
 
 
-CONFIG = f"""
-benchmarks:
-  demo:
-    layout: r2med
-    tasks:
-      demo: {{path: {REPO / 'data' / 'demo'}}}
-  cliniq-demo:
+CONFIG = DEMO_BENCHMARK + f"""  cliniq-demo:
     layout: cliniq
     noteevents: {REPO / 'data' / 'cliniq-demo' / 'NOTEEVENTS.csv'}
     expected_chunks: 203

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import r2med_reranker_ref as ref
-from conftest import REPO, snakemake, workflow_dir
+from conftest import DEMO_BENCHMARK, REPO, snakemake, workflow_dir
 from r2med_eval import datasets, rerank, runs
 from r2med_eval.errors import InputError
 from r2med_eval.workflow.config import with_defaults
@@ -237,13 +237,7 @@ def test_registered_rerankers_are_configured_as_r2med():
 def test_rankllama_in_the_pipeline_equals_r2med(rankllama, tmp_path):
     """Snakemake on the demo task: BM25, then the tiny RankLLaMA re-scores its top 5 (truncated as R2MED)."""
     base, adapter = rankllama
-    config = f"""
-benchmarks:
-  demo:
-    layout: r2med
-    tasks:
-      demo: {{path: {REPO / 'data' / 'demo'}}}
-benchmarks_to_run: [demo]
+    config = DEMO_BENCHMARK + f"""benchmarks_to_run: [demo]
 models:
   bm25: {{type: bm25_lucene, k1: 0.9, b: 0.4, top_k: 20}}
   tiny-rankllama:
