@@ -80,8 +80,8 @@ class Params:
         self.reg = reg
         self.cfg = reg.cfg
         self.code = code or CodeIndex()
-        self.made: list = []
-        self._code_files: dict[str, str | None] = {}  # every params function handed out (rules/common.smk tells Snakemake their arguments)
+        self.made: list = []  # every params function handed out (rules/common.smk tells Snakemake their arguments)
+        self._code_files: dict[str, str | None] = {}  # python model -> sha256 of its factory's file
 
     def of(self, rule: str):
         """The params function of a rule: its projection of the configuration and its code hash."""
