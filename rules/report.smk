@@ -32,7 +32,7 @@ rule significance:
 
 rule leaderboard:
     input:
-        metrics=W.inputs.metric_files(),
+        metrics=W.inputs.metric_tables(),
         significance=paths.fill(paths.SIGNIFICANCE, ext="csv"),
         mteb_reference=W.inputs.mteb_reference(),
     output:
@@ -65,7 +65,7 @@ rule leaderboard:
 
 rule leaderboard_benchmark:
     input:
-        metrics=W.inputs.benchmark_metrics,
+        metrics=W.inputs.benchmark_metric_table,
         significance=paths.fill(paths.SIGNIFICANCE, ext="csv"),
     output:
         csv=paths.partial(paths.BENCHMARK_LEADERBOARD, ext="csv"),
@@ -92,7 +92,7 @@ rule leaderboard_benchmark:
 
 rule plot_leaderboard:
     input:
-        W.inputs.benchmark_metrics,
+        W.inputs.benchmark_metric_table,
     output:
         by_task_png=report(
             paths.partial(paths.PLOT, name="by_task", ext="png"),
@@ -125,7 +125,7 @@ rule plot_leaderboard:
 
 rule plot_rerank_depth:
     input:
-        W.inputs.plot_rerank_depth,
+        W.inputs.benchmark_metric_table,
     output:
         png=report(
             paths.partial(paths.PLOT, name="rerank_depth", ext="png"),
@@ -231,7 +231,7 @@ rule provenance:
 
 rule r2med_vs_paper:
     input:
-        metrics=W.inputs.metric_files(),
+        metrics=W.inputs.metric_tables(),
         stats=W.inputs.stats_files(),
     output:
         md=paths.R2MED_VS_PAPER,

@@ -1,4 +1,5 @@
-# Stage score: trec_eval measures per query and mean, under R2MED's result names; CliniQ's own measures.
+# Stage score: trec_eval measures per query and mean, under R2MED's result names; CliniQ's own measures; a
+# benchmark's metrics collected into one file for the reports.
 
 
 rule score_run:
@@ -20,6 +21,24 @@ rule score_run:
         spec=W.params.of("score_run"),
     script:
         "../scripts/score_run.py"
+
+
+rule collect_metrics:
+    input:
+        W.inputs.benchmark_metrics,
+    output:
+        paths.METRICS_TABLE,
+    log:
+        paths.log_file("collect_metrics"),
+    benchmark:
+        paths.benchmark_file("collect_metrics")
+    localrule: True
+    conda:
+        "../envs/core.yaml"
+    params:
+        spec=W.params.of("collect_metrics"),
+    script:
+        "../scripts/collect_metrics.py"
 
 
 rule score_cliniq:

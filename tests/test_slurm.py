@@ -152,8 +152,8 @@ def test_every_job_ran_on_slurm_with_data_derived_resources(slurm_run):
                  "encode_queries", "retrieve_dense"):
         assert rule in jobs, f"{rule} was not submitted to SLURM"
     # the light rules (scoring, reports) ran on the submitting host, not as SLURM jobs (issue 14.8)
-    for rule in ("score_run", "leaderboard", "leaderboard_benchmark", "significance", "plot_leaderboard",
-                 "provenance"):
+    for rule in ("score_run", "collect_metrics", "leaderboard", "leaderboard_benchmark", "significance",
+                 "plot_leaderboard", "provenance"):
         assert rule in r2res.LOCAL_LIGHT_RULES
         assert rule not in jobs, f"{rule} was submitted to SLURM"
         assert re.search(rf"^localrule {rule}:", output, flags=re.M), f"{rule} did not run locally"

@@ -35,7 +35,7 @@ def planned_jobs(proc_output: str) -> dict:
 
 
 # the report stage re-runs whenever a score changes (plot_scatter too when one of its two runs changes)
-REPORT_JOBS = {"all": 1, "leaderboard": 1, "leaderboard_benchmark": 1, "significance": 1, "plot_leaderboard": 1,
+REPORT_JOBS = {"all": 1, "collect_metrics": 1, "leaderboard": 1, "leaderboard_benchmark": 1, "significance": 1, "plot_leaderboard": 1,
                "provenance": 1, "r2med_vs_paper": 1, "report_index": 1}
 
 

@@ -159,7 +159,8 @@ def all_params(cfg):
                         "dense": "retrieve_dense"}[cfg["models"][reg.model_of(run)]["type"]]
                 out[(rule, b, t, run)] = w.params.of(rule)(ww)
     for b in reg.benchmarks:
-        for rule in ("leaderboard_benchmark", "plot_leaderboard", "plot_rerank_depth", "plot_scatter"):
+        for rule in ("collect_metrics", "leaderboard_benchmark", "plot_leaderboard", "plot_rerank_depth",
+                     "plot_scatter"):
             if rule != "plot_scatter" or reg.scatter_runs(b):
                 out[(rule, b)] = w.params.of(rule)(wc(benchmark=b))
     for rule in ("significance", "leaderboard", "provenance", "r2med_vs_paper"):

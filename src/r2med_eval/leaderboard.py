@@ -5,16 +5,17 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from . import metric_table
 from .errors import InputError
-from .io import read_json, write_text
+from .io import write_text
 from .tables import best_per_column, latex_table, md_escape, metric_label, tex_label
 
 
 def collect(metric_files, metric: str = "ndcg_at_10") -> dict:
-    """Read metric JSONs written by the score rule into {model: {(benchmark, task): value}}."""
+    """Read metric JSONs written by the score rule (or the collected files of rule collect_metrics,
+    ``r2med_eval.metric_table``) into {model: {(benchmark, task): value}}."""
     table: dict[str, dict[tuple[str, str], float]] = {}
-    for path in metric_files:
-        data = read_json(path)
+    for path, data in metric_table.records(metric_files):
         if metric not in data["metrics"]:
             raise InputError(f"metric {metric!r} is not computed (have: {', '.join(sorted(data['metrics']))}).",
                              path=path, fix="set leaderboard.metric in config.yaml to one of those names.")

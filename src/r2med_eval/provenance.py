@@ -183,7 +183,8 @@ def _totals(jobs: list[dict]) -> dict:
 
 def collect(entries: list[dict], datasets: dict, repo, base=".") -> dict:
     """The provenance document. ``entries``: one per run, {benchmark, task, model, metrics, run, stats, branch,
-    jobs, imports}: the paths of its metrics JSON, run file and task stats.json, the configuration branch it depends
+    jobs, imports}, optionally metrics_data and metrics_sha256 (the JSON's content and digest, as rule
+    collect_metrics recorded them): the paths of its metrics JSON, run file and task stats.json, the configuration branch it depends
     on, the (rule, benchmark file) of every job of that branch (``r2med_eval.workflow``) and, for type: run models
     in the branch, model -> the import record of their file. ``datasets``:
     'benchmark/task' -> how the task is read (path, layout, source)."""
@@ -213,14 +214,14 @@ def collect(entries: list[dict], datasets: dict, repo, base=".") -> dict:
         for rule, path in e["jobs"]:
             bm = read_benchmark(base / path)
             jobs.append({"rule": rule, "file": path, **(bm or {"missing": True})})
-        metrics = json.loads(Path(e["metrics"]).read_text(encoding="utf-8"))
+        metrics = e.get("metrics_data") or json.loads(Path(e["metrics"]).read_text(encoding="utf-8"))
         runs.append({
             "benchmark": bench, "task": task, "run": run,
             "config_sha256": stable_hash(b), "branch": b,
             "dataset": key,
             "models": {name: model_cache[name] for name in b["models"]},
             "run_file": {"path": str(e["run"]), "sha256": sha256(e["run"])},
-            "metrics_file": {"path": str(e["metrics"]), "sha256": sha256(e["metrics"])},
+            "metrics_file": {"path": str(e["metrics"]), "sha256": e.get("metrics_sha256") or sha256(e["metrics"])},
             "counts": metrics.get("counts", {}),
             **({"imported_runs": {m: _imported(base / p) for m, p in e["imports"].items()}} if e.get("imports") else {}),
             "jobs": jobs, "resources": _totals(jobs),

@@ -8,6 +8,7 @@ import logging
 import math
 from pathlib import Path
 
+from . import metric_table
 from .io import read_json, write_text
 
 log = logging.getLogger(__name__)
@@ -63,8 +64,7 @@ def compare(metric_files, stats_files, keys: dict, tasks: dict, table=None) -> d
             checks.append({"benchmark": st["benchmark"], "task": st["task"], **st["paper_check"]})
     mismatch = {f"{c['benchmark']}/{c['task']}": c for c in checks if not c["match"]}
     rows = []
-    for path in metric_files:
-        m = read_json(path)
+    for _, m in metric_table.records(metric_files):
         where = f"{m['benchmark']}/{m['task']}"
         ptask = tasks.get(where)
         info = keys.get(m["model"], {"key": None, "type": None})

@@ -46,7 +46,7 @@ def leaderboard(sm) -> None:
     lb.write(list(sm.input.metrics), sm.output.csv, sm.output.md, metric=rep["metric"], html_path=sm.output.html,
              significance=marks, legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"]),
              tex_path=sm.output.tex, reference=reference)
-    log.info("leaderboard over %d metric files", len(sm.input.metrics))
+    log.info("leaderboard over the collected metrics of %d benchmarks", len(sm.input.metrics))
 
 
 def leaderboard_benchmark(sm) -> None:
@@ -64,7 +64,7 @@ def leaderboard_benchmark(sm) -> None:
                        metric=rep["metric"], significance=sig.marks(rows),
                        legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"]), notes=notes,
                        tex_path=sm.output.tex)
-    log.info("leaderboard of %s over %d metric files", bench, len(sm.input.metrics))
+    log.info("leaderboard of %s over %s", bench, ", ".join(sm.input.metrics))
 
 
 def plot_leaderboard(sm) -> None:
@@ -120,20 +120,24 @@ def plot_cliniq(sm) -> None:
 
 
 def provenance(sm) -> None:
-    from .. import io
+    from .. import io, metric_table
     from .. import provenance as prov
     from ..workflow import paths
 
     spec = sm.params.spec
     stats = {"{benchmark}/{task}".format(**paths.parse(paths.STATS, p)): p for p in sm.input.stats}
+    scored = {(r["data"]["benchmark"], r["data"]["task"], r["data"]["model"]): r
+              for table in sm.input.metrics for r in metric_table.read(table)}
     entries = []
-    for run, metrics in zip(spec["runs"], sm.input.metrics):
-        where = paths.parse(paths.METRICS, metrics)
-        if (where["benchmark"], where["task"], where["model"]) != (run["benchmark"], run["task"], run["model"]):
-            raise ValueError(f"provenance inputs out of order: {metrics} for {run['model']}")
+    for run in spec["runs"]:
+        rec = scored.get((run["benchmark"], run["task"], run["model"]))
+        if rec is None:
+            raise ValueError(f"provenance: no metrics of {run['benchmark']}/{run['task']}/{run['model']} in "
+                             f"{', '.join(sm.input.metrics)}")
         imports = {m: paths.fill(paths.RUN_IMPORT_INFO, benchmark=run["benchmark"], task=run["task"], model=m)
                    for m, s in run["branch"]["models"].items() if s["type"] == "run"}
-        entries.append({**run, "metrics": metrics, "run": io.read_json(metrics)["run"],  # the scored run file
+        entries.append({**run, "metrics": rec["file"], "metrics_sha256": rec["sha256"], "metrics_data": rec["data"],
+                        "run": rec["data"]["run"],  # the scored run file
                         "stats": stats[f"{run['benchmark']}/{run['task']}"], "imports": imports})
     repo = Path(prov.__file__).resolve().parents[2]  # the checkout the package runs from
     doc = prov.collect(entries, spec["datasets"], repo)
@@ -262,16 +266,18 @@ def mteb_export(sm) -> None:
     import shutil
     from pathlib import Path
 
-    from .. import io, mteb_results
+    from .. import metric_table, mteb_results
 
     out = Path(sm.output[0])
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
+    scored = {(d["benchmark"], d["task"], d["model"]): d for _, d in metric_table.records(sm.input.metrics)}
     entries = []
-    for e, metrics in zip(sm.params.spec["entries"], sm.input.metrics):
-        data = io.read_json(metrics)
-        if (data["benchmark"], data["task"], data["model"]) != (e["benchmark"], e["task"], e["model"]):
-            raise ValueError(f"MTEB export inputs out of order: {metrics} for {e['model']}")
+    for e in sm.params.spec["entries"]:
+        data = scored.get((e["benchmark"], e["task"], e["model"]))
+        if data is None:
+            raise ValueError(f"MTEB export: no metrics of {e['benchmark']}/{e['task']}/{e['model']} in "
+                             f"{', '.join(sm.input.metrics)}")
         entries.append({**e, "metrics": data["metrics"]})
     files = mteb_results.export(entries, tmp)
     shutil.rmtree(out, ignore_errors=True)

@@ -1,5 +1,5 @@
 """Stage score (rules/score.smk): trec_eval measures per query and mean under R2MED's result names; CliniQ's
-own measures."""
+own measures; a benchmark's metric JSONs collected into one file for the reports."""
 
 from __future__ import annotations
 
@@ -70,3 +70,10 @@ def score_cliniq(sm) -> None:
              m["ndcg_at_10"], m["ndcg_at_10_cliniq"], m["recall_at_100"], s["n"], s["mrr"], s["ndcg"], s["map"],
              result["judged_at_10"]["all"]["judged_at_10"],
              {k: v for k, v in c.items() if k != "unjudged_query_ids"})
+
+
+def collect_metrics(sm) -> None:
+    from .. import metric_table
+
+    n = metric_table.write(list(sm.input), sm.output[0])
+    log.info("collected the metrics of %d runs of %s", n, sm.wildcards.benchmark)

@@ -7,7 +7,7 @@ from .paths import (BENCHMARK_LEADERBOARD, BM25_PAPER_FIT, BM25_PAPER_TOKENS, CH
                     CLINIQ_QRELS, CLINIQ_TABLE, CORPUS, DOWNLOAD, DOWNLOAD_FILES, DOWNLOAD_VARIANT, EMB_CORPUS,
                     EMB_CORPUS_IDS, EMB_CORPUS_INFO, EMB_QUERIES, EMB_QUERY_IDS, EMB_SHARD, EMB_VARIANT,
                     EMB_VARIANT_IDS, GENERATED, GENERATED_INFO, INDEX, INDEX_PAGE, LEADERBOARD, METRICS,
-                    MODEL_MANIFEST, MTEB_EXPORT, PER_QUERY, PLOT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER,
+                    METRICS_TABLE, MODEL_MANIFEST, MTEB_EXPORT, PER_QUERY, PLOT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER,
                     RUN, SIGNIFICANCE, STATS, TABLE, VARIANT, benchmark_file, bm25_float, fill)
 from .registry import ENCODER_TYPES, Registry, job_inputs
 
@@ -189,7 +189,16 @@ class Inputs:
         return [fill(STATS, benchmark=b, task=t) for b, t in self.reg.tasks]
 
     def benchmark_metrics(self, wildcards) -> list[str]:
+        """The metric JSONs of a benchmark's runs (rule collect_metrics)."""
         return self._per_run(METRICS, wildcards.benchmark)
+
+    def metric_tables(self) -> list[str]:
+        """The collected metrics of every benchmark with a scored run, in the registry's order."""
+        scored = dict.fromkeys(b for b, _, _ in self.reg.run_tasks())
+        return [fill(METRICS_TABLE, benchmark=b) for b in scored]
+
+    def benchmark_metric_table(self, wildcards) -> list[str]:
+        return [fill(METRICS_TABLE, benchmark=wildcards.benchmark)]
 
     def plot_scatter(self, wildcards) -> dict:
         a, b = self.reg.scatter_runs(wildcards.benchmark)
@@ -205,15 +214,9 @@ class Inputs:
 
     def provenance(self) -> dict:
         """Metrics and task statistics; each run file is named in its metrics JSON (and hashed from there)."""
-        return {"metrics": self.metric_files(), "stats": self.stats_files(),
+        return {"metrics": self.metric_tables(), "stats": self.stats_files(),
                 "generation": [fill(GENERATED_INFO, **g) for g in self.reg.generated_variants()]}
 
-    def plot_rerank_depth(self, wildcards) -> list[str]:
-        """The metrics of the runs the plot draws: each rerank run and the run it re-scores."""
-        lineage = self.reg.rerank_lineage(wildcards.benchmark)
-        runs = list(dict.fromkeys([job["run"] for job in lineage.values()] + list(lineage)))
-        tasks = [t for b, t in self.reg.tasks if b == wildcards.benchmark]
-        return [fill(METRICS, benchmark=wildcards.benchmark, task=t, model=m) for t in tasks for m in runs]
 
     def report_cliniq(self, wildcards) -> dict:
         b = wildcards.benchmark
@@ -235,11 +238,12 @@ class Inputs:
         return sorted(str(p) for p in root.glob("*/*/*.json"))
 
     def mteb_export(self) -> list[str]:
-        """Metrics of every run on an R2MED task, in the order of params mteb_export's entries."""
+        """The collected metrics of each benchmark with a run on an R2MED task (params mteb_export's entries)."""
         from ..r2med import paper_task
 
-        return [fill(METRICS, benchmark=b, task=t, model=r) for b, t, r in self.reg.run_tasks()
-                if paper_task(self.cfg["benchmarks"][b]["tasks"][t])]
+        benchmarks = dict.fromkeys(b for b, t, _ in self.reg.run_tasks()
+                                   if paper_task(self.cfg["benchmarks"][b]["tasks"][t]))
+        return [fill(METRICS_TABLE, benchmark=b) for b in benchmarks]
 
     def report_index(self) -> list[str]:
         """Every output the index page links: the targets of ``rule all`` but the page itself."""

@@ -61,6 +61,7 @@ RUN_LINEAGE = "results/runs/{benchmark}/{task}/{model}.lineage.json"
 RUN_RESCORED = "results/runs/{benchmark}/{task}/{model}.rescored.tsv"
 
 METRICS = "results/metrics/{benchmark}/{task}/{model}.json"
+METRICS_TABLE = "results/metrics/{benchmark}.jsonl"  # a benchmark's metric JSONs in one file (r2med_eval.metric_table)
 PER_QUERY = "results/per_query/{benchmark}/{task}/{model}.tsv"
 CLINIQ_METRICS = "results/cliniq/{benchmark}/{task}/{model}.json"
 CLINIQ_TABLE = "results/cliniq/{benchmark}/by_{grouping}.{ext}"
@@ -105,6 +106,7 @@ JOB_KEYS = {
     "fuse_runs": "{benchmark}/{task}/{model}",
     "score_run": "{benchmark}/{task}/{model}",
     "score_cliniq": "{benchmark}/{task}/{model}",
+    "collect_metrics": "{benchmark}",
     "significance": "significance",
     "leaderboard": "leaderboard",
     "leaderboard_benchmark": "{benchmark}",
