@@ -81,7 +81,7 @@ rule encode_corpus_shard:
     benchmark:
         paths.benchmark_file("encode_corpus_shard")
     wildcard_constraints:
-        model=W.constraint("encoder"),
+        model=W.constraint("sharded_encoder"),
         shard=r"\d+",
         nshards=r"\d+",
     conda:
@@ -97,6 +97,32 @@ rule encode_corpus_shard:
         "../scripts/encode_corpus_shard.py"
 
 
+rule encode_corpus:
+    input:
+        unpack(W.inputs.encode_corpus_shard),
+    output:
+        emb=paths.EMB_CORPUS,
+        ids=paths.EMB_CORPUS_IDS,
+        info=paths.EMB_CORPUS_INFO,
+    log:
+        paths.log_file("encode_corpus"),
+    benchmark:
+        paths.benchmark_file("encode_corpus")
+    wildcard_constraints:
+        model=W.constraint("whole_encoder"),
+    conda:
+        "../envs/dense.yaml"
+    threads: 4
+    resources:
+        mem_mb=W.resources.encoder_mem_mb,
+        runtime=W.resources.encode_corpus_runtime,
+        gpu=W.resources.encoder_gpu,
+    params:
+        spec=W.params.of("encode_corpus"),
+    script:
+        "../scripts/encode_corpus.py"
+
+
 rule gather_embeddings:
     input:
         corpus=paths.CORPUS,
@@ -110,7 +136,7 @@ rule gather_embeddings:
     benchmark:
         paths.benchmark_file("gather_embeddings")
     wildcard_constraints:
-        model=W.constraint("encoder"),
+        model=W.constraint("sharded_encoder"),
     conda:
         "../envs/dense.yaml"
     resources:

@@ -60,6 +60,15 @@ def test_sharded_embeddings_identical_to_unsharded(internal, tmp_path):
     assert a.shape == (10, 384) and a.dtype == np.float32
     assert a.tobytes() == b.tobytes()
     assert (full / "ids.txt").read_text() == (parts / "ids.txt").read_text()
+    # shards: 1 is one job (rule encode_corpus): the very bytes of shard 1 of 1 gathered
+    for storage in ("float32", "float16"):
+        one, via = tmp_path / f"one-{storage}", tmp_path / f"via-{storage}"
+        dense.encode_corpus(corpus, one / "corpus.npy", one / "ids.txt", one / "corpus.json", MINILM, "minilm", "t",
+                            storage=storage)
+        dense.gather([full / "1-of-1.npz"], corpus, via / "corpus.npy", via / "ids.txt", storage=storage,
+                     out_info=via / "corpus.json")
+        for name in ("corpus.npy", "ids.txt", "corpus.json"):
+            assert (one / name).read_bytes() == (via / name).read_bytes(), (storage, name)
     # rows are in corpus order, whatever order the batch plan encoded them in
     model = dense.load_encoder(MINILM, "minilm")
     single = model.encode(["gout is caused by urate crystals in joints"], normalize_embeddings=True)

@@ -279,22 +279,29 @@ def test_job_benchmark_files_follow_the_rules():
     files = dict((p, r) for r, p in inputs.job_benchmark_files(reg, "demo", "demo", "minilm+hyde-handwritten"))
     assert files == {
         "benchmarks/prepare_task/demo/demo.tsv": "prepare_task",
-        "benchmarks/encode_corpus_shard/demo/demo/minilm/1-of-1.tsv": "encode_corpus_shard",
-        "benchmarks/gather_embeddings/demo/demo/minilm.tsv": "gather_embeddings",
+        "benchmarks/encode_corpus/demo/demo/minilm.tsv": "encode_corpus",
         "benchmarks/encode_query_variant/demo/demo/minilm/hyde--handwritten.tsv": "encode_query_variant",
         "benchmarks/retrieve_dense/demo/demo/minilm+hyde-handwritten.tsv": "retrieve_dense",
         "benchmarks/prepare_query_variant/demo/demo/hyde--handwritten.tsv": "prepare_query_variant",
         "benchmarks/score_run/demo/demo/minilm+hyde-handwritten.tsv": "score_run",
     }
     rules = {r for r, _ in inputs.job_benchmark_files(reg, "demo", "demo", "bm25--minilm@100")}
-    assert rules == {"prepare_task", "lucene_index", "retrieve_bm25_lucene", "encode_corpus_shard",
-                     "gather_embeddings", "encode_queries", "rerank_run", "score_run"}
+    assert rules == {"prepare_task", "lucene_index", "retrieve_bm25_lucene", "encode_corpus", "encode_queries",
+                     "rerank_run", "score_run"}
     assert {r for r, _ in inputs.job_benchmark_files(reg, "demo", "demo", "bm25-paper")} == {
         "prepare_task", "analyse_bm25_paper", "fit_bm25_paper", "retrieve_bm25_paper", "score_run"}
     # every rule named there takes its benchmark: file from the same table in rules/*.smk
     smk = "".join(p.read_text() for p in (REPO / "rules").glob("*.smk"))
     for rule, _ in inputs.job_benchmark_files(reg, "demo", "demo", "bm25--minilm@100"):
         assert f'paths.benchmark_file("{rule}")' in smk
+    # shards: 2 -> the two shard jobs and the gather instead of encode_corpus
+    raw = copy.deepcopy(BASE)
+    raw["models"]["minilm"]["shards"] = 2
+    files = [p for _, p in inputs.job_benchmark_files(Registry(config.validate(raw)), "demo", "demo", "minilm")]
+    assert [f for f in files if "encode_corpus" in f or "gather" in f] == [
+        "benchmarks/encode_corpus_shard/demo/demo/minilm/1-of-2.tsv",
+        "benchmarks/encode_corpus_shard/demo/demo/minilm/2-of-2.tsv",
+        "benchmarks/gather_embeddings/demo/demo/minilm.tsv"]
 
 
 def test_read_benchmark_and_git_without_repo(tmp_path):

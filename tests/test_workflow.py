@@ -58,7 +58,7 @@ def test_demo_end_to_end(demo_run):
     log = (demo_run / "logs" / "score_run" / "demo" / "demo" / "bm25.log").read_text()
     assert "1 unjudged queries excluded (demo-q26)" in log
     for rule in ("prepare_task", "lucene_index", "retrieve_bm25_lucene", "score_run", "leaderboard",
-                 "encode_corpus_shard", "gather_embeddings", "encode_queries", "retrieve_dense"):
+                 "encode_corpus", "encode_queries", "retrieve_dense"):
         assert list((demo_run / "benchmarks" / rule).rglob("*.tsv")), rule
 
 
@@ -84,8 +84,7 @@ def test_changing_k1_reruns_only_that_model(demo_run):
     (demo_run / "config.yaml").write_text(DEMO_CONFIG)
 
 
-DENSE_BRANCH = {**REPORT_JOBS, "encode_corpus_shard": 1, "gather_embeddings": 1, "encode_queries": 1,
-                "retrieve_dense": 1, "score_run": 1}
+DENSE_BRANCH = {**REPORT_JOBS, "encode_corpus": 1, "encode_queries": 1, "retrieve_dense": 1, "score_run": 1}
 
 
 def test_changing_max_length_reruns_only_that_model(demo_run):
@@ -111,7 +110,9 @@ def test_adding_a_model_leaves_existing_embeddings_untouched(demo_run):
             "    shards: 2\n    device: cpu\n"
     (demo_run / "config.yaml").write_text(DEMO_CONFIG + extra)
     proc = snakemake(demo_run, "-n", "--cores", "2", "all")
-    assert planned_jobs(proc.stdout) == {**DENSE_BRANCH, "encode_corpus_shard": 2}
+    # shards: 2 -> two shard jobs and a gather instead of one encode_corpus job
+    sharded = {k: v for k, v in DENSE_BRANCH.items() if k != "encode_corpus"}
+    assert planned_jobs(proc.stdout) == {**sharded, "encode_corpus_shard": 2, "gather_embeddings": 1}
     snakemake(demo_run, "--cores", "2", "all")
     after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in emb_dir.rglob("*") if p.is_file()}
     assert after == before

@@ -144,7 +144,7 @@ def all_params(cfg):
             if (rule in ("chunk_cliniq", "prepare_cliniq")) == reg.is_cliniq(b):
                 out[(rule, b, t)] = w.params.of(rule)(wc(benchmark=b, task=t))
         for m in reg.encoders():
-            for rule in ("encode_corpus_shard", "encode_queries", "gather_embeddings"):
+            for rule in ("encode_corpus_shard", "encode_corpus", "encode_queries", "gather_embeddings"):
                 out[(rule, b, t, m)] = w.params.of(rule)(wc(benchmark=b, task=t, model=m))
         for run in reg.runs_of(b):
             ww = wc(benchmark=b, task=t, model=run)

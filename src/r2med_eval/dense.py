@@ -522,8 +522,9 @@ def corpus_texts(corpus_path, spec: dict, task: str) -> tuple[list[str], list[st
     return ids, [doc_contents(corpus[d]) for d in ids]
 
 
-def encode_corpus_shard(corpus_path, out_npy, spec: dict, model_name: str, task: str, shard: int,
-                        nshards: int, threads: int = 1) -> dict:
+def _encode_shard(corpus_path, spec: dict, model_name: str, task: str, shard: int, nshards: int,
+                  threads: int) -> tuple[list[str], np.ndarray, np.ndarray, dict]:
+    """(the corpus's ids, the shard's corpus rows, their embeddings, counts) of one shard of the corpus."""
     _set_threads(threads)
     ids, texts = corpus_texts(corpus_path, spec, task)  # checks the corpus before loading any weights
     model = load_encoder(spec, model_name, "doc", task)
@@ -534,15 +535,29 @@ def encode_corpus_shard(corpus_path, out_npy, spec: dict, model_name: str, task:
                          label=f"shard {shard + 1}/{nshards}:", prompt=prompt_for(spec, task, "doc"))
     elapsed = time.perf_counter() - start
     rows = np.array([i for b in batches for i in b], dtype=np.int64)
+    info = {"shard": shard, "nshards": nshards, "texts": int(len(rows)), "seconds": round(elapsed, 3),
+            "texts_per_second": round(len(rows) / elapsed, 1) if elapsed > 0 and len(rows) else None}
+    log.info("shard done: %s", info)
+    return ids, rows, emb, info
+
+
+def encode_corpus_shard(corpus_path, out_npy, spec: dict, model_name: str, task: str, shard: int,
+                        nshards: int, threads: int = 1) -> dict:
+    _, rows, emb, info = _encode_shard(corpus_path, spec, model_name, task, shard, nshards, threads)
     from .io import atomic_path
 
     with atomic_path(out_npy, suffix=".npz") as tmp:
         with open(tmp, "wb") as handle:
             np.savez(handle, rows=rows, emb=emb)
-    info = {"shard": shard, "nshards": nshards, "texts": int(len(rows)), "seconds": round(elapsed, 3),
-            "texts_per_second": round(len(rows) / elapsed, 1) if elapsed > 0 and len(rows) else None}
-    log.info("shard done: %s", info)
     return info
+
+
+def encode_corpus(corpus_path, out_npy, out_ids, out_info, spec: dict, model_name: str, task: str,
+                  storage: str = "float32", threads: int = 1) -> dict:
+    """The whole corpus in one job (``shards: 1``): what :func:`encode_corpus_shard` for shard 1 of 1 and then
+    :func:`gather` write, without the shard file in between (the same arrays, so the same bytes)."""
+    ids, rows, emb, _ = _encode_shard(corpus_path, spec, model_name, task, 0, 1, threads)
+    return _write_gathered(ids, [{"rows": rows, "emb": emb}], out_npy, out_ids, storage, out_info)
 
 
 def ids_digest(ids: list[str]) -> str:
@@ -556,10 +571,13 @@ def gather(shard_files, corpus_path, out_npy, out_ids, storage: str = "float32",
     """Join shard outputs into corpus order; check every document is encoded exactly once. ``out_info`` gets
     the counts and the sha256 of the corpus's id list, which the search checks instead of re-reading the
     corpus."""
+    return _write_gathered(list(read_corpus(corpus_path)), [np.load(f) for f in shard_files], out_npy, out_ids,
+                           storage, out_info)
+
+
+def _write_gathered(ids: list[str], parts, out_npy, out_ids, storage: str, out_info) -> dict:
     from .io import atomic_path, write_text
 
-    ids = list(read_corpus(corpus_path))
-    parts = [np.load(f) for f in shard_files]
     rows = np.concatenate([p["rows"] for p in parts])
     dims = {p["emb"].shape[1] for p in parts if p["emb"].size}
     if len(dims) != 1:

@@ -91,6 +91,19 @@ def encode_corpus_shard(sm) -> None:
     _protect_outputs(sm, paths.EMB_ROOT)
 
 
+def encode_corpus(sm) -> None:
+    """A model with ``shards: 1``: the corpus encoded and stored as gather_embeddings stores it, in one job."""
+    from .. import dense
+    from ..workflow import paths
+
+    _protect(sm, paths.EMB_ROOT)
+    info = dense.encode_corpus(sm.input.corpus, sm.output.emb, sm.output.ids, sm.output.info, sm.params.spec,
+                               sm.wildcards.model, sm.wildcards.task, storage=sm.params.spec["storage"],
+                               threads=sm.threads)
+    log.info("encoded the corpus: %s", info)
+    _protect_outputs(sm, paths.EMB_ROOT)
+
+
 def gather_embeddings(sm) -> None:
     from .. import dense
     from ..workflow import paths

@@ -48,6 +48,8 @@ class Workflow:
             "task": [t for _, t in reg.tasks],
             "model": reg.all_runs + reg.encoders(),
             "encoder": reg.encoders(),
+            "whole_encoder": [m for m in reg.encoders() if reg.cfg["models"][m]["shards"] == 1],
+            "sharded_encoder": [m for m in reg.encoders() if reg.cfg["models"][m]["shards"] > 1],
             "hub_model": reg.hub_models(),
             "bm25_lucene": reg.retriever_runs("bm25_lucene"),
             "bm25_paper": reg.retriever_runs("bm25_paper"),

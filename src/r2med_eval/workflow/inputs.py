@@ -318,6 +318,8 @@ def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> l
 
     def encoder(model):
         n = cfg["models"][model]["shards"]
+        if n == 1:
+            return [bench("encode_corpus", model=model)]
         return [bench("encode_corpus_shard", model=model, shard=i, nshards=n) for i in range(1, n + 1)] + [
             bench("gather_embeddings", model=model)]
 

@@ -21,6 +21,7 @@ ENCODER_COMMON = ("source", "pooling", "pool_prompt", "normalize", "max_length",
 DOC_SIDE = ENCODER_COMMON + ("doc_prompt", "doc_as_pair")
 QUERY_SIDE = ENCODER_COMMON + ("query_source", "query_max_length", "query_prompt")
 
+_SHARDS = "gather_embeddings (the shard files) encode_corpus (shards: 1, no shard files)"
 # model type -> key -> the rules whose output it shapes ("-": documentation or selection only)
 MODEL_KEYS = {
     "bm25_lucene": {"type": "-", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
@@ -30,15 +31,16 @@ MODEL_KEYS = {
                    "top_k": "retrieve_bm25_paper",
                    "fill_zero": "retrieve_bm25_paper"},
     "dense": {"type": "-", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
-              **{k: "encode_corpus_shard encode_queries encode_query_variant" for k in ENCODER_COMMON},
-              "source": "prefetch_model encode_corpus_shard encode_queries encode_query_variant",
-              "doc_prompt": "encode_corpus_shard", "doc_as_pair": "encode_corpus_shard",
-              "task_prompts": "encode_corpus_shard encode_queries "
+              **{k: "encode_corpus_shard encode_corpus encode_queries encode_query_variant" for k in ENCODER_COMMON},
+              "source": "prefetch_model encode_corpus_shard encode_corpus encode_queries encode_query_variant",
+              "doc_prompt": "encode_corpus_shard encode_corpus", "doc_as_pair": "encode_corpus_shard encode_corpus",
+              "task_prompts": "encode_corpus_shard encode_corpus encode_queries "
               "encode_query_variant", "query_source": "prefetch_model encode_queries encode_query_variant",
               "query_max_length": "encode_queries encode_query_variant",
-              "query_prompt": "encode_queries encode_query_variant", "embedding_dtype": "gather_embeddings",
+              "query_prompt": "encode_queries encode_query_variant",
+              "embedding_dtype": "gather_embeddings encode_corpus",
               "hydoc_prompt": "encode_query_variant r2med_vs_paper",
-              "shards": "gather_embeddings (the shard files)", "top_k": "retrieve_dense", "index": "retrieve_dense"},
+              "shards": _SHARDS, "top_k": "retrieve_dense", "index": "retrieve_dense"},
     "run": {"type": "-", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
             "path": "- (the filled file is import_run's input: editing the file reruns its branch)",
             "missing_queries": "import_run"},
@@ -52,13 +54,13 @@ MODEL_KEYS = {
                   "dtype": "rerank_run", "device": "rerank_run", "trust_remote_code": "rerank_run",
                   "truncate": "rerank_run"},
 }
-_SEARCH = {"embedding_dtype": "gather_embeddings", "shards": "gather_embeddings (the shard files)",
+_SEARCH = {"embedding_dtype": "gather_embeddings encode_corpus", "shards": _SHARDS,
            "top_k": "retrieve_dense", "index": "retrieve_dense"}
-_ENCODE = "encode_corpus_shard encode_queries encode_query_variant"
+_ENCODE = "encode_corpus_shard encode_corpus encode_queries encode_query_variant"
 MODEL_KEYS.update({
     "python": {"type": _ENCODE, "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
                **{k: _ENCODE for k in ("factory", "kwargs", "python_path", "normalize", "batch_size", "device")},
-               "doc_prompt": "encode_corpus_shard", "query_prompt": "encode_queries encode_query_variant",
+               "doc_prompt": "encode_corpus_shard encode_corpus", "query_prompt": "encode_queries encode_query_variant",
                "hydoc_prompt": "encode_query_variant r2med_vs_paper", **_SEARCH},
     "mteb": {"type": _ENCODE, "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
              **{k: _ENCODE for k in ("name", "revision", "mteb_tasks", "normalize", "batch_size", "device")},
@@ -219,6 +221,10 @@ class Params:
     def gather_embeddings(self, wildcards) -> dict:
         return {"storage": self.cfg["models"][wildcards.model]["embedding_dtype"],
                 "private": self.private(wildcards.benchmark)}
+
+    def encode_corpus(self, wildcards) -> dict:
+        """``shards: 1``: encode_corpus_shard's and gather_embeddings' keys, done in one job."""
+        return {**self.encode_corpus_shard(wildcards), **self.gather_embeddings(wildcards)}
 
     # ------------------------------------------------------------ retrieve
 

@@ -95,6 +95,7 @@ JOB_KEYS = {
     "analyse_bm25_paper": "{benchmark}/{task}",
     "fit_bm25_paper": "{benchmark}/{task}/k1-{k1}_b-{b}",
     "encode_corpus_shard": "{benchmark}/{task}/{model}/{shard}-of-{nshards}",
+    "encode_corpus": "{benchmark}/{task}/{model}",
     "gather_embeddings": "{benchmark}/{task}/{model}",
     "encode_queries": "{benchmark}/{task}/{model}",
     "encode_query_variant": "{benchmark}/{task}/{model}/{method}--{llm}",

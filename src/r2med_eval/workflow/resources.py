@@ -217,6 +217,10 @@ class Resources:
         return shard_minutes(size_mb(input.corpus), self._weights(wildcards.model), int(wildcards.nshards),
                              self.gpu(wildcards.model) > 0, attempt)
 
+    def encode_corpus_runtime(self, wildcards, input, attempt) -> int:
+        return shard_minutes(size_mb(input.corpus), self._weights(wildcards.model), 1, self.gpu(wildcards.model) > 0,
+                             attempt)
+
     def encode_queries_runtime(self, wildcards, input, attempt) -> int:
         return encode_minutes(_total_mb(input), self._weights(wildcards.model), self.gpu(wildcards.model) > 0,
                               attempt)
