@@ -106,11 +106,11 @@ def test_config_checks_and_params_of_python_and_mteb_models(tmp_path):
     with pytest.raises(ConfigError, match="module 'nope' is not found"):
         r2config.check_paths(r2config.validate(_cfg(f"  h: {{type: python, factory: 'nope:make', python_path: {tmp_path}}}")))
     wc = type("W", (), {"benchmark": "demo", "task": "demo", "model": "hashed"})()
-    spec = Workflow(cfg).params.of("encode_corpus_shard")(wc)
+    spec = Workflow(cfg).params.of("encode_corpus")(wc)
     assert spec["code_sha256"] and spec["factory"] == "hashing_encoder:make" and spec["kwargs"] == {"dim": 64}
     assert Workflow(cfg).params.of("retrieve_dense")(wc)["top_k"] == 1000
     (tmp_path / "hashing_encoder.py").write_text((BYO / "hashing_encoder.py").read_text() + "\n# edited\n")
-    assert Workflow(cfg).params.of("encode_corpus_shard")(wc)["code_sha256"] != spec["code_sha256"]
+    assert Workflow(cfg).params.of("encode_corpus")(wc)["code_sha256"] != spec["code_sha256"]
     # mteb: an R2MED task maps to MTEB's R2MED task, any other task needs mteb_tasks
     with pytest.raises(ConfigError, match="set models.m.mteb_tasks"):
         r2config.validate(_cfg(f"  m: {{type: mteb, name: {MINILM}}}"))
@@ -229,9 +229,8 @@ def test_editing_the_python_class_reruns_only_that_models_jobs(byo_run):
         proc = snakemake(work, "-n", "--cores", "2", "all", env=env)
         jobs = planned_jobs(proc.stdout)
         print("dry run after editing hashing_encoder.py:", jobs)
-        assert {k: jobs.get(k) for k in ("encode_corpus_shard", "gather_embeddings", "encode_queries",
-                                         "retrieve_dense", "fuse_runs")} == dict.fromkeys(
-            ("encode_corpus_shard", "gather_embeddings", "encode_queries", "retrieve_dense", "fuse_runs"), 1)
+        assert {k: jobs.get(k) for k in ("encode_corpus", "encode_queries", "retrieve_dense", "fuse_runs")} == \
+            dict.fromkeys(("encode_corpus", "encode_queries", "retrieve_dense", "fuse_runs"), 1)
         assert jobs["score_run"] == 2  # hashed and the fusion built on it
         planned = {line.split("wildcards: ")[1] for line in proc.stdout.splitlines() if "wildcards: " in line}
         assert all("model=trigram" not in w and "model=minilm" not in w and "model=bm25," not in w for w in planned)

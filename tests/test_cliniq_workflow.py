@@ -148,7 +148,7 @@ def test_new_judgments_recompute_every_metric_and_nothing_else(cliniq_run, tmp_p
                                                          f"    expected_chunks: 203\n    new_judgments: {new}\n"))
     jobs = planned_jobs(snakemake(cliniq_run, "-n", "--cores", "2", "all").stdout)
     assert jobs["prepare_cliniq"] == 1 and jobs["score_cliniq"] == 3 and jobs["report_cliniq"] == 1
-    for rule in ("chunk_cliniq", "link_cliniq_corpus", "lucene_index", "encode_corpus_shard",
+    for rule in ("chunk_cliniq", "link_cliniq_corpus", "lucene_index", "encode_corpus", "encode_corpus_shard",
                  "retrieve_bm25_lucene", "retrieve_dense", "fuse_runs"):
         assert rule not in jobs
     snakemake(cliniq_run, "--cores", "2", "all")
