@@ -88,6 +88,16 @@ def test_batched_analyzer_equals_pyserini_per_text(analyzer):
         assert analyzer.fallback_batches == 1  # the batch holding the marker was analysed text by text
         assert analyzer.analyze(texts * 5, threads=3) == per_text * 5  # Java threads: same tokens, same order
         assert analyzer.fallback_batches == 6
+        # the stored corpus (tokens read in one pass over each batch, marker between texts) is that of the
+        # per-text token lists; with the marker in a text it comes from the per-text lists themselves
+        for subset, threads in ((texts, 1), ([t for t in texts if bm25_paper.MARKER not in t] * 3, 2)):
+            ids = [f"d{i}" for i in range(len(subset))]
+            got = bm25_paper.analyse_corpus(ids, subset, analyzer, threads=threads)
+            want = bm25_paper.encode_tokens([analyzer.analyze_one(t) for t in subset], ids)
+            assert got.doc_ids == ids and got.terms == want.terms and got.tokens() == [
+                analyzer.analyze_one(t) for t in subset]
+            assert got.token_ids.tolist() == want.token_ids.tolist() and got.lengths.tolist() == want.lengths.tolist()
+        assert bm25_paper.analyse_corpus([], [], analyzer).lengths.tolist() == []
     finally:
         analyzer.batch_docs, analyzer.batch_chars = 128, 200_000
     assert analyzer.analyze_one("Running runners ran") == ["run", "runner", "ran"]  # Porter, as Lucene's default

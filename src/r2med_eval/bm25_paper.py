@@ -35,8 +35,8 @@ import json
 import logging
 import math
 import time
-from collections import Counter
-from itertools import chain
+from collections import Counter, defaultdict
+from itertools import chain, count
 
 import numpy as np
 
@@ -88,11 +88,7 @@ class LuceneAnalyzer:
             return [self.analyze_one(t) for t in batch], True
         return parts, False
 
-    def analyze(self, texts, threads: int = 1) -> list[list[str]]:
-        """Tokens of every text, equal to ``[analyze_one(t) for t in texts]``. With ``threads`` > 1 the batches
-        are analysed by that many Java threads at once (Lucene's analyzers keep their state per thread; jnius
-        releases the GIL while Java runs); the result is the same, in the same order."""
-        texts = list(texts)
+    def _batches(self, texts: list[str]) -> list[list[str]]:
         batches = []
         start = 0
         while start < len(texts):
@@ -102,17 +98,52 @@ class LuceneAnalyzer:
                 end += 1
             batches.append(texts[start:end])
             start = end
+        return batches
+
+    def _map(self, fn, batches: list[list[str]], threads: int) -> list:
         if threads > 1 and len(batches) > 1:
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(threads) as pool:
-                results = list(pool.map(self._analyze_batch, batches))
-        else:
-            results = [self._analyze_batch(b) for b in batches]
+                return list(pool.map(fn, batches))
+        return [fn(b) for b in batches]
+
+    def analyze(self, texts, threads: int = 1) -> list[list[str]]:
+        """Tokens of every text, equal to ``[analyze_one(t) for t in texts]``. With ``threads`` > 1 the batches
+        are analysed by that many Java threads at once (Lucene's analyzers keep their state per thread; jnius
+        releases the GIL while Java runs); the result is the same, in the same order."""
         out: list[list[str]] = []
-        for parts, fell_back in results:
+        for parts, fell_back in self._map(self._analyze_batch, self._batches(list(texts)), threads):
             self.fallback_batches += fell_back
             out.extend(parts)
+        return out
+
+    def _analyze_batch_marked(self, batch: list[str]) -> tuple[list[str] | None, bool]:
+        """The batch's tokens with the marker token between two texts (``len(batch) - 1`` markers; ``None``
+        if a text's own tokens hold the marker token), and whether it was analysed text by text."""
+        tokens = self._analyze_joined(batch)
+        if tokens.count(self._marker) == len(batch) - 1:  # no text yields the marker token itself
+            return tokens, False
+        marked: list[str] = []
+        for i, text in enumerate(batch):
+            own = self.analyze_one(text)
+            if self._marker in own:
+                return None, True
+            if i:
+                marked.append(self._marker)
+            marked.extend(own)
+        return marked, True
+
+    def analyze_marked(self, texts, threads: int = 1) -> list[list[str]] | None:
+        """The tokens of every text, as :meth:`analyze` finds them, as one list per batch with the marker token
+        between two texts of the batch (no per-text lists: :func:`encode_marked` reads them in one pass);
+        ``None`` when a text's own tokens hold the marker token (then use :meth:`analyze`)."""
+        out = []
+        for tokens, fell_back in self._map(self._analyze_batch_marked, self._batches(list(texts)), threads):
+            self.fallback_batches += fell_back
+            if tokens is None:
+                return None
+            out.append(tokens)
         return out
 
 
@@ -219,13 +250,28 @@ def encode_tokens(doc_tokens: list[list[str]], doc_ids: list[str] | None = None,
     """Token lists as an :class:`AnalysedCorpus` (terms numbered in order of first appearance), or as ``cls``
     (:class:`AnalysedQueries`, with ``extra``)."""
     n_docs = len(doc_tokens)
-    lengths = np.fromiter((len(t) for t in doc_tokens), dtype=np.int64, count=n_docs)
-    terms = list(dict.fromkeys(chain.from_iterable(doc_tokens)))  # dict keys keep insertion order
-    index = {t: i for i, t in enumerate(terms)}
-    token_ids = np.fromiter(map(index.__getitem__, chain.from_iterable(doc_tokens)), dtype=np.int64,
-                            count=int(lengths.sum()))
+    lengths = np.array(list(map(len, doc_tokens)), dtype=np.int64)
+    index = defaultdict(count().__next__)  # a new term gets the next number; dict keys keep insertion order
+    token_ids = np.array(list(map(index.__getitem__, chain.from_iterable(doc_tokens))), dtype=np.int64)
     ids = list(doc_ids) if doc_ids is not None else [str(i) for i in range(n_docs)]
-    return cls(ids, terms, token_ids, lengths, fallback_batches, **extra)
+    return cls(ids, list(index), token_ids, lengths, fallback_batches, **extra)
+
+
+def encode_marked(batches: list[list[str]], marker: str, doc_ids: list[str], fallback_batches: int = 0,
+                  cls=AnalysedCorpus, **extra) -> AnalysedCorpus:
+    """:func:`encode_tokens` of the texts that :meth:`LuceneAnalyzer.analyze_marked` returned (one list per
+    batch, ``marker`` between two texts), in one pass over the tokens."""
+    index = defaultdict(count().__next__)
+    index[marker] = -1  # inserted first: not a term
+    end = [marker]  # one more marker after each batch: then each text is followed by exactly one
+    ids = np.array(list(map(index.__getitem__, chain.from_iterable(chain.from_iterable((b, end) for b in batches)))),
+                   dtype=np.int64)
+    ends = np.flatnonzero(ids < 0)
+    if len(ends) != len(doc_ids):
+        raise RuntimeError(f"{len(ends)} texts analysed, {len(doc_ids)} expected")
+    lengths = np.diff(ends, prepend=-1) - 1
+    terms = list(index)[1:]
+    return cls(list(doc_ids), terms, ids[ids >= 0], lengths.astype(np.int64), fallback_batches, **extra)
 
 
 # Corpora up to this many characters are analysed by a JVM started with ``java.SHORT_JOB_OPTIONS``:
@@ -242,11 +288,14 @@ def _analyzer_for(texts: list[str]) -> "LuceneAnalyzer":
 
 
 def analyse_corpus(doc_ids: list[str], doc_texts: list[str], analyzer: LuceneAnalyzer | None = None,
-                   threads: int = 1) -> AnalysedCorpus:
+                   threads: int = 1, cls=AnalysedCorpus, **extra) -> AnalysedCorpus:
     analyzer = analyzer or _analyzer_for(doc_texts)
     before = analyzer.fallback_batches
-    tokens = analyzer.analyze(doc_texts, threads=threads)
-    return encode_tokens(tokens, doc_ids, analyzer.fallback_batches - before)
+    marked = analyzer.analyze_marked(doc_texts, threads=threads)
+    if marked is None:  # a text yields the marker token itself: per-text token lists
+        tokens = analyzer.analyze(doc_texts, threads=threads)
+        return encode_tokens(tokens, doc_ids, analyzer.fallback_batches - before, cls=cls, **extra)
+    return encode_marked(marked, analyzer._marker, doc_ids, analyzer.fallback_batches - before, cls=cls, **extra)
 
 
 def analyse_task(doc_ids: list[str], doc_texts: list[str], query_ids: list[str], query_texts: list[str],
@@ -255,10 +304,8 @@ def analyse_task(doc_ids: list[str], doc_texts: list[str], query_ids: list[str],
     so that searching the task's own queries needs no JVM."""
     analyzer = _analyzer_for(doc_texts)
     corpus = analyse_corpus(doc_ids, doc_texts, analyzer, threads=threads)
-    before = analyzer.fallback_batches
-    tokens = analyzer.analyze(query_texts)
-    queries = encode_tokens(tokens, query_ids, analyzer.fallback_batches - before, cls=AnalysedQueries,
-                            texts_sha256=texts_sha256(query_ids, query_texts))
+    queries = analyse_corpus(query_ids, query_texts, analyzer, threads=threads, cls=AnalysedQueries,
+                             texts_sha256=texts_sha256(query_ids, query_texts))
     return corpus, queries
 
 
