@@ -97,6 +97,7 @@ def test_batched_analyzer_equals_pyserini_per_text(analyzer):
             assert got.doc_ids == ids and got.terms == want.terms and got.tokens() == [
                 analyzer.analyze_one(t) for t in subset]
             assert got.token_ids.tolist() == want.token_ids.tolist() and got.lengths.tolist() == want.lengths.tolist()
+            assert got.fallback_batches == (threads == 1)  # the batch holding the marker, counted once
         assert bm25_paper.analyse_corpus([], [], analyzer).lengths.tolist() == []
     finally:
         analyzer.batch_docs, analyzer.batch_chars = 128, 200_000

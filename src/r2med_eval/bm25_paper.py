@@ -293,6 +293,7 @@ def analyse_corpus(doc_ids: list[str], doc_texts: list[str], analyzer: LuceneAna
     before = analyzer.fallback_batches
     marked = analyzer.analyze_marked(doc_texts, threads=threads)
     if marked is None:  # a text yields the marker token itself: per-text token lists
+        analyzer.fallback_batches = before
         tokens = analyzer.analyze(doc_texts, threads=threads)
         return encode_tokens(tokens, doc_ids, analyzer.fallback_batches - before, cls=cls, **extra)
     return encode_marked(marked, analyzer._marker, doc_ids, analyzer.fallback_batches - before, cls=cls, **extra)
