@@ -442,3 +442,32 @@ def test_numpy_postings_search_sums_as_scipys_product():
             assert idx.tolist() == product.indices[row][order].tolist()
             assert val.tobytes() == product.data[row][order].tobytes()
             assert not acc.any()
+
+
+def test_stored_index_is_gensims_similarity_index(analyzer):
+    """The fitted index (numpy only, no scipy) holds exactly the float32 matrix gensim's SparseMatrixSimilarity
+    stores for R2MED's code (documents x terms, here transposed), and gensim's document frequencies: on the
+    demo corpus and on random corpora with empty documents and repeated terms."""
+    from gensim.corpora import Dictionary
+    from gensim.models import LuceneBM25Model
+    from gensim.similarities import SparseMatrixSimilarity
+
+    _, docs, _, _ = load_texts(REPO / "data" / "demo", "r2med")
+    rng = np.random.default_rng(3)
+    corpora = [[analyzer.analyze_one(t) for t in docs]] + [
+        [[f"t{i}" for i in rng.integers(0, n, int(rng.integers(0, 40)))] for _ in range(300)] for n in (50, 5000)]
+    for doc_tokens in corpora:
+        for k1, b in ((0.9, 0.4), (1.2, 0.75)):
+            dictionary = Dictionary(doc_tokens)
+            model = LuceneBM25Model(dictionary=dictionary, k1=k1, b=b)
+            index = SparseMatrixSimilarity(model[list(map(dictionary.doc2bow, doc_tokens))], num_docs=len(doc_tokens),
+                                           num_terms=len(dictionary), normalize_queries=False,
+                                           normalize_documents=False)
+            theirs = index.index.T.tocsr()
+            theirs.sort_indices()
+            ours = bm25_paper.BM25Paper(k1, b).fit(doc_tokens)
+            assert ours.terms == [dictionary[i] for i in range(len(dictionary))]
+            assert ours.df.tolist() == [dictionary.dfs.get(i, 0) for i in range(len(dictionary))]
+            assert ours.t_indptr.tolist() == theirs.indptr.tolist()
+            assert ours.t_indices.tolist() == theirs.indices.tolist()
+            assert ours.t_data.dtype == np.float32 and ours.t_data.tobytes() == theirs.data.astype(np.float32).tobytes()

@@ -321,17 +321,16 @@ class BM25Paper:
         return self.fit_encoded(encode_tokens(doc_tokens))
 
     def fit_encoded(self, corpus: "AnalysedCorpus") -> "BM25Paper":
-        """Fit on an analysed corpus (:func:`encode_tokens`, or its cached file)."""
-        import scipy.sparse as sp
-
+        """Fit on an analysed corpus (:func:`encode_tokens`, or its cached file), with numpy alone (the fit job
+        imports no scipy)."""
         terms_by_temp, temp_ids, lengths = corpus.terms, corpus.token_ids, corpus.lengths
-        n_docs = len(lengths)
+        n_docs, n_terms = len(lengths), len(terms_by_temp)
         if n_docs == 0:
             raise ValueError("the corpus holds no documents")
         rows = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
         # gensim's Dictionary numbers the new terms of each document in string order: temporary ids appear
         # first in increasing order, so each document's new terms are one contiguous range of them
-        remap = np.arange(len(terms_by_temp), dtype=np.int64)
+        remap = np.arange(n_terms, dtype=np.int64)
         if len(temp_ids):
             first_pos = np.flatnonzero(np.r_[True, temp_ids[1:] > np.maximum.accumulate(temp_ids)[:-1]])
             first_doc = rows[first_pos]
@@ -340,31 +339,32 @@ class BM25Paper:
                 if hi - lo > 1:
                     order = sorted(range(lo, hi), key=terms_by_temp.__getitem__)
                     remap[order] = np.arange(lo, hi)
-        self.terms: list = [None] * len(terms_by_temp)
+        self.terms: list = [None] * n_terms
         for temp, final in enumerate(remap.tolist()):
             self.terms[final] = terms_by_temp[temp]
         self.term_ids = {t: i for i, t in enumerate(self.terms)}
-        cols = remap[temp_ids]
-        tf = sp.csr_matrix((np.ones(len(cols), dtype=np.int64), (rows, cols)), shape=(n_docs, len(terms_by_temp)))
-        tf.sum_duplicates()
-        tf.sort_indices()
+        # the index's entries, terms x documents: the distinct (term, document) pairs in ascending order (one
+        # sort of a combined key) and each pair's count, the term frequency
+        kind = np.uint32 if n_terms * n_docs < 2**32 else np.uint64
+        key = remap[temp_ids].astype(kind) * kind(n_docs) + rows.astype(kind)
+        key.sort()
+        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
+        tf = np.diff(np.r_[first, len(key)]).astype(np.float64)
+        pairs = key[first]
+        term, doc = (pairs // kind(n_docs)).astype(np.int64), (pairs % kind(n_docs)).astype(np.int64)
         self.n_docs = n_docs
         self.n_tokens = int(lengths.sum())
         self.avgdl = self.n_tokens / n_docs  # sum(dictionary.cfs.values()) / dictionary.num_docs
-        self.df = np.bincount(tf.indices, minlength=len(terms_by_temp))
+        self.df = np.bincount(term, minlength=n_terms)
         self.idf = np.array([math.log(n_docs + 1.0) - math.log(f + 0.5) for f in self.df.tolist()],
                             dtype=np.float64)
         k1, b, avgdl = self.k1, self.b, self.avgdl
         denom = k1 * (1 - b + b * lengths.astype(np.float64) / avgdl)  # per document
-        doc_rows = np.repeat(np.arange(n_docs), np.diff(tf.indptr))
-        tfv = tf.data.astype(np.float64)
-        weights = self.idf[tf.indices] * (tfv / (tfv + denom[doc_rows]))
+        weights = self.idf[term] * (tf / (tf + denom[doc]))
         # SparseMatrixSimilarity stores the index as float32; we keep it transposed (terms x documents)
-        docs = sp.csr_matrix((weights.astype(np.float32), tf.indices.copy(), tf.indptr.copy()),
-                             shape=(n_docs, len(terms_by_temp)))
-        by_term = docs.T.tocsr()
-        by_term.sort_indices()
-        self._set_postings(by_term.data, by_term.indices, by_term.indptr)
+        indptr = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(self.df, out=indptr[1:])
+        self._set_postings(weights.astype(np.float32), doc.astype(np.int32 if n_docs < 2**31 else np.int64), indptr)
         self.lengths = lengths
         return self
 
