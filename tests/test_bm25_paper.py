@@ -471,3 +471,28 @@ def test_stored_index_is_gensims_similarity_index(analyzer):
             assert ours.t_indptr.tolist() == theirs.indptr.tolist()
             assert ours.t_indices.tolist() == theirs.indices.tolist()
             assert ours.t_data.dtype == np.float32 and ours.t_data.tobytes() == theirs.data.astype(np.float32).tobytes()
+
+
+def test_search_job_gets_the_query_tokens_only_for_the_plain_queries():
+    """Control layer: retrieve_bm25_paper's inputs hold the analysed queries (an output of analyse_bm25_paper)
+    for the task's own queries, and a query variant's file instead for a query-variant run."""
+    from r2med_eval.workflow import paths
+    from r2med_eval.workflow.config import validate
+    from r2med_eval.workflow.inputs import Inputs
+    from r2med_eval.workflow.registry import Registry
+
+    cfg = validate({
+        "benchmarks": {"r": {"layout": "r2med", "tasks": {"Biology": {"path": "data/demo", "paper_task": "Biology"}}}},
+        "models": {"bm25": {"type": "bm25_paper", "paper_name": "bm25"}},
+        "query_variants": [{"benchmark": "r", "method": "hyde", "llm": "qwq-32b", "models": ["bm25"]}],
+    })
+    inputs = Inputs(Registry(cfg))
+    plain = inputs.retrieve_bm25_paper(_Named(benchmark="r", task="Biology", model="bm25"))  # as Snakemake's
+    assert plain == {"model": "results/index/r/Biology/bm25_paper/k1-0.9_b-0.4.npz",
+                     "queries": "results/data/r/Biology/queries.jsonl",
+                     "query_tokens": "results/index/r/Biology/bm25_paper/query_tokens.npz"}
+    assert paths.parse(paths.BM25_PAPER_QUERY_TOKENS, plain["query_tokens"]) == {"benchmark": "r", "task": "Biology"}
+    variant = inputs.retrieve_bm25_paper(_Named(benchmark="r", task="Biology", model="bm25+hyde-qwq-32b"))
+    assert "query_tokens" not in variant and variant["model"] == plain["model"] and "variant" in variant
+    smk = (REPO / "rules" / "index.smk").read_text()
+    assert "query_tokens=paths.BM25_PAPER_QUERY_TOKENS" in smk and "queries=paths.QUERIES" in smk
