@@ -6,7 +6,9 @@ What the official code does, step by step, and how this module reproduces it:
    ``Analyzer(get_lucene_analyzer())`` (StandardTokenizer, English possessive filter, lower case,
    English stop words, Porter stemmer). Here: the same Java analyzer through the JVM that
    :mod:`r2med_eval.java` sets up, called on batches of texts joined by a marker line (a newline
-   always ends a token, so the tokens are those of each text alone; checked per batch).
+   always ends a token, so the tokens are those of each text alone; checked per batch). The pipeline
+   analyses a task's corpus and its own queries in one job (one JVM, :func:`analyse_task`) and stores
+   both, so that searching those queries needs no JVM; a query variant's texts are analysed at search.
 2. ``gensim.corpora.Dictionary(corpus)``: term ids in order of first appearance, new terms of one
    document numbered in string order. Here: the same numbering (it fixes the order in which the
    float32 products are summed, so the scores are bit-identical).

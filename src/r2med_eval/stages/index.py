@@ -1,5 +1,5 @@
 """Stage index (rules/index.smk): one Lucene index per task, shared by every BM25 configuration; the
-bm25-paper analysed corpus per task and its fitted BM25 per (k1, b); dense
+bm25-paper analysed corpus and queries per task and its fitted BM25 per (k1, b); dense
 corpus embeddings per (task, model), sharded, and query embeddings (the dense "index")."""
 
 from __future__ import annotations
