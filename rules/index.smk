@@ -29,8 +29,10 @@ rule lucene_index:
 rule analyse_bm25_paper:
     input:
         corpus=paths.CORPUS,
+        queries=paths.QUERIES,
     output:
         tokens=paths.BM25_PAPER_TOKENS,
+        query_tokens=paths.BM25_PAPER_QUERY_TOKENS,
     log:
         paths.log_file("analyse_bm25_paper"),
     benchmark:

@@ -6,7 +6,9 @@ What the official code does, step by step, and how this module reproduces it:
    ``Analyzer(get_lucene_analyzer())`` (StandardTokenizer, English possessive filter, lower case,
    English stop words, Porter stemmer). Here: the same Java analyzer through the JVM that
    :mod:`r2med_eval.java` sets up, called on batches of texts joined by a marker line (a newline
-   always ends a token, so the tokens are those of each text alone; checked per batch).
+   always ends a token, so the tokens are those of each text alone; checked per batch). The pipeline
+   analyses a task's corpus and its own queries in one job (one JVM, :func:`analyse_task`) and stores
+   both, so that searching those queries needs no JVM; a query variant's texts are analysed at search.
 2. ``gensim.corpora.Dictionary(corpus)``: term ids in order of first appearance, new terms of one
    document numbered in string order. Here: the same numbering (it fixes the order in which the
    float32 products are summed, so the scores are bit-identical).
@@ -18,8 +20,10 @@ What the official code does, step by step, and how this module reproduces it:
    dropped; a repeated term has tf > 1) and weighted by the *same* model, with the query's own length
    as ``dl``: each query term carries a BM25 weight, not 1.
 5. ``SparseMatrixSimilarity(..., normalize_queries=False, normalize_documents=False)``: the score is
-   the float32 sparse dot product of the two weight vectors. Here: one float32 sparse matrix product
-   for a block of queries at once (scipy sums the products in ascending term id, as gensim's does).
+   the float32 sparse dot product of the two weight vectors (scipy sums the float32 products per document
+   in ascending term id). Here: the same float32 products added in the same order, per query over the
+   postings of its terms (numpy alone, so the search job imports no scipy; :meth:`BM25Paper.scores`, the
+   scipy product, is kept to check it).
 6. ``sorted(..., reverse=True)[:100]`` over *every* document: ties keep corpus order, and when fewer
    than 100 documents share a term with the query the list is filled with score-0 documents in
    corpus order. Reproduced exactly (``fill_zero``). No document is dropped for having the query's id
@@ -28,11 +32,13 @@ What the official code does, step by step, and how this module reproduces it:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 import time
-from collections import Counter
-from itertools import chain
+from collections import Counter, defaultdict
+from itertools import chain, count
 
 import numpy as np
 
@@ -84,11 +90,7 @@ class LuceneAnalyzer:
             return [self.analyze_one(t) for t in batch], True
         return parts, False
 
-    def analyze(self, texts, threads: int = 1) -> list[list[str]]:
-        """Tokens of every text, equal to ``[analyze_one(t) for t in texts]``. With ``threads`` > 1 the batches
-        are analysed by that many Java threads at once (Lucene's analyzers keep their state per thread; jnius
-        releases the GIL while Java runs); the result is the same, in the same order."""
-        texts = list(texts)
+    def _batches(self, texts: list[str]) -> list[list[str]]:
         batches = []
         start = 0
         while start < len(texts):
@@ -98,17 +100,52 @@ class LuceneAnalyzer:
                 end += 1
             batches.append(texts[start:end])
             start = end
+        return batches
+
+    def _map(self, fn, batches: list[list[str]], threads: int) -> list:
         if threads > 1 and len(batches) > 1:
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(threads) as pool:
-                results = list(pool.map(self._analyze_batch, batches))
-        else:
-            results = [self._analyze_batch(b) for b in batches]
+                return list(pool.map(fn, batches))
+        return [fn(b) for b in batches]
+
+    def analyze(self, texts, threads: int = 1) -> list[list[str]]:
+        """Tokens of every text, equal to ``[analyze_one(t) for t in texts]``. With ``threads`` > 1 the batches
+        are analysed by that many Java threads at once (Lucene's analyzers keep their state per thread; jnius
+        releases the GIL while Java runs); the result is the same, in the same order."""
         out: list[list[str]] = []
-        for parts, fell_back in results:
+        for parts, fell_back in self._map(self._analyze_batch, self._batches(list(texts)), threads):
             self.fallback_batches += fell_back
             out.extend(parts)
+        return out
+
+    def _analyze_batch_marked(self, batch: list[str]) -> tuple[list[str] | None, bool]:
+        """The batch's tokens with the marker token between two texts (``len(batch) - 1`` markers; ``None``
+        if a text's own tokens hold the marker token), and whether it was analysed text by text."""
+        tokens = self._analyze_joined(batch)
+        if tokens.count(self._marker) == len(batch) - 1:  # no text yields the marker token itself
+            return tokens, False
+        marked: list[str] = []
+        for i, text in enumerate(batch):
+            own = self.analyze_one(text)
+            if self._marker in own:
+                return None, True
+            if i:
+                marked.append(self._marker)
+            marked.extend(own)
+        return marked, True
+
+    def analyze_marked(self, texts, threads: int = 1) -> list[list[str]] | None:
+        """The tokens of every text, as :meth:`analyze` finds them, as one list per batch with the marker token
+        between two texts of the batch (no per-text lists: :func:`encode_marked` reads them in one pass);
+        ``None`` when a text's own tokens hold the marker token (then use :meth:`analyze`)."""
+        out = []
+        for tokens, fell_back in self._map(self._analyze_batch_marked, self._batches(list(texts)), threads):
+            self.fallback_batches += fell_back
+            if tokens is None:
+                return None
+            out.append(tokens)
         return out
 
 
@@ -161,18 +198,82 @@ class AnalysedCorpus:
             return cls(_split_lines(z["doc_ids"], int(z["n_docs"])), _split_lines(z["terms"], int(z["n_terms"])),
                        z["token_ids"], z["lengths"], int(z["fallback_batches"]))
 
+    def tokens(self) -> list[list[str]]:
+        """The token list of every text, back from the term indices."""
+        terms, ends = self.terms, np.cumsum(self.lengths).tolist()
+        ids = self.token_ids.tolist()
+        return [[terms[t] for t in ids[lo:hi]] for lo, hi in zip([0] + ends[:-1], ends)]
+
+
+def texts_sha256(ids: list[str], texts: list[str]) -> str:
+    """sha256 of (id, text) pairs in order: what a file of analysed queries was made from."""
+    digest = hashlib.sha256()
+    for i, t in zip(ids, texts, strict=True):
+        digest.update(json.dumps([i, t], ensure_ascii=False).encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+class AnalysedQueries(AnalysedCorpus):
+    """The task's queries after the same analyzer, in the same JVM as its corpus (rule ``analyse_bm25_paper``):
+    ``doc_ids`` holds the query ids, ``texts_sha256`` the :func:`texts_sha256` of the queries analysed, so a
+    search can check that the tokens are those of the queries it runs."""
+
+    FORMAT = 1
+
+    def __init__(self, *args, texts_sha256: str = "", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.texts_sha256 = texts_sha256
+
+    def save(self, path) -> None:
+        _save_npz(path, {"format": np.array(self.FORMAT), "kind": np.array("queries"),
+                         "texts_sha256": np.array(self.texts_sha256),
+                         "doc_ids": _join_lines(self.doc_ids, "query id"), "n_docs": np.array(len(self.doc_ids)),
+                         "terms": _join_lines(self.terms, "term"), "n_terms": np.array(len(self.terms)),
+                         "token_ids": self.token_ids, "lengths": self.lengths,
+                         "fallback_batches": np.array(self.fallback_batches)})
+
+    @classmethod
+    def load(cls, path) -> "AnalysedQueries":
+        with np.load(path, allow_pickle=False) as z:
+            if "kind" not in z.files or str(z["kind"]) != "queries":
+                raise ValueError("not a file of analysed queries")
+            if int(z["format"]) != cls.FORMAT:
+                raise ValueError(f"analysed queries format {int(z['format'])}, expected {cls.FORMAT}")
+            out = cls(_split_lines(z["doc_ids"], int(z["n_docs"])), _split_lines(z["terms"], int(z["n_terms"])),
+                      z["token_ids"], z["lengths"], int(z["fallback_batches"]), texts_sha256=str(z["texts_sha256"]))
+        if len(out.lengths) != len(out.doc_ids) or int(out.lengths.sum()) != len(out.token_ids) or (
+                len(out.token_ids) and not 0 <= int(out.token_ids.min()) <= int(out.token_ids.max()) < len(out.terms)):
+            raise ValueError("its token counts or term indices do not fit together")
+        return out
+
 
 def encode_tokens(doc_tokens: list[list[str]], doc_ids: list[str] | None = None,
-                  fallback_batches: int = 0) -> AnalysedCorpus:
-    """Token lists as an :class:`AnalysedCorpus` (terms numbered in order of first appearance)."""
+                  fallback_batches: int = 0, cls=AnalysedCorpus, **extra) -> AnalysedCorpus:
+    """Token lists as an :class:`AnalysedCorpus` (terms numbered in order of first appearance), or as ``cls``
+    (:class:`AnalysedQueries`, with ``extra``)."""
     n_docs = len(doc_tokens)
-    lengths = np.fromiter((len(t) for t in doc_tokens), dtype=np.int64, count=n_docs)
-    terms = list(dict.fromkeys(chain.from_iterable(doc_tokens)))  # dict keys keep insertion order
-    index = {t: i for i, t in enumerate(terms)}
-    token_ids = np.fromiter(map(index.__getitem__, chain.from_iterable(doc_tokens)), dtype=np.int64,
-                            count=int(lengths.sum()))
+    lengths = np.array(list(map(len, doc_tokens)), dtype=np.int64)
+    index = defaultdict(count().__next__)  # a new term gets the next number; dict keys keep insertion order
+    token_ids = np.array(list(map(index.__getitem__, chain.from_iterable(doc_tokens))), dtype=np.int64)
     ids = list(doc_ids) if doc_ids is not None else [str(i) for i in range(n_docs)]
-    return AnalysedCorpus(ids, terms, token_ids, lengths, fallback_batches)
+    return cls(ids, list(index), token_ids, lengths, fallback_batches, **extra)
+
+
+def encode_marked(batches: list[list[str]], marker: str, doc_ids: list[str], fallback_batches: int = 0,
+                  cls=AnalysedCorpus, **extra) -> AnalysedCorpus:
+    """:func:`encode_tokens` of the texts that :meth:`LuceneAnalyzer.analyze_marked` returned (one list per
+    batch, ``marker`` between two texts), in one pass over the tokens."""
+    index = defaultdict(count().__next__)
+    index[marker] = -1  # inserted first: not a term
+    end = [marker]  # one more marker after each batch: then each text is followed by exactly one
+    ids = np.array(list(map(index.__getitem__, chain.from_iterable(chain.from_iterable((b, end) for b in batches)))),
+                   dtype=np.int64)
+    ends = np.flatnonzero(ids < 0)
+    if len(ends) != len(doc_ids):
+        raise RuntimeError(f"{len(ends)} texts analysed, {len(doc_ids)} expected")
+    lengths = np.diff(ends, prepend=-1) - 1
+    terms = list(index)[1:]
+    return cls(list(doc_ids), terms, ids[ids >= 0], lengths.astype(np.int64), fallback_batches, **extra)
 
 
 # Corpora up to this many characters are analysed by a JVM started with ``java.SHORT_JOB_OPTIONS``:
@@ -189,11 +290,26 @@ def _analyzer_for(texts: list[str]) -> "LuceneAnalyzer":
 
 
 def analyse_corpus(doc_ids: list[str], doc_texts: list[str], analyzer: LuceneAnalyzer | None = None,
-                   threads: int = 1) -> AnalysedCorpus:
+                   threads: int = 1, cls=AnalysedCorpus, **extra) -> AnalysedCorpus:
     analyzer = analyzer or _analyzer_for(doc_texts)
     before = analyzer.fallback_batches
-    tokens = analyzer.analyze(doc_texts, threads=threads)
-    return encode_tokens(tokens, doc_ids, analyzer.fallback_batches - before)
+    marked = analyzer.analyze_marked(doc_texts, threads=threads)
+    if marked is None:  # a text yields the marker token itself: per-text token lists
+        analyzer.fallback_batches = before
+        tokens = analyzer.analyze(doc_texts, threads=threads)
+        return encode_tokens(tokens, doc_ids, analyzer.fallback_batches - before, cls=cls, **extra)
+    return encode_marked(marked, analyzer._marker, doc_ids, analyzer.fallback_batches - before, cls=cls, **extra)
+
+
+def analyse_task(doc_ids: list[str], doc_texts: list[str], query_ids: list[str], query_texts: list[str],
+                 threads: int = 1) -> tuple[AnalysedCorpus, AnalysedQueries]:
+    """A task's corpus and its queries through one analyzer (one JVM): what rule ``analyse_bm25_paper`` stores,
+    so that searching the task's own queries needs no JVM."""
+    analyzer = _analyzer_for(doc_texts)
+    corpus = analyse_corpus(doc_ids, doc_texts, analyzer, threads=threads)
+    queries = analyse_corpus(query_ids, query_texts, analyzer, threads=threads, cls=AnalysedQueries,
+                             texts_sha256=texts_sha256(query_ids, query_texts))
+    return corpus, queries
 
 
 class BM25Paper:
@@ -207,17 +323,16 @@ class BM25Paper:
         return self.fit_encoded(encode_tokens(doc_tokens))
 
     def fit_encoded(self, corpus: "AnalysedCorpus") -> "BM25Paper":
-        """Fit on an analysed corpus (:func:`encode_tokens`, or its cached file)."""
-        import scipy.sparse as sp
-
+        """Fit on an analysed corpus (:func:`encode_tokens`, or its cached file), with numpy alone (the fit job
+        imports no scipy)."""
         terms_by_temp, temp_ids, lengths = corpus.terms, corpus.token_ids, corpus.lengths
-        n_docs = len(lengths)
+        n_docs, n_terms = len(lengths), len(terms_by_temp)
         if n_docs == 0:
             raise ValueError("the corpus holds no documents")
         rows = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
         # gensim's Dictionary numbers the new terms of each document in string order: temporary ids appear
         # first in increasing order, so each document's new terms are one contiguous range of them
-        remap = np.arange(len(terms_by_temp), dtype=np.int64)
+        remap = np.arange(n_terms, dtype=np.int64)
         if len(temp_ids):
             first_pos = np.flatnonzero(np.r_[True, temp_ids[1:] > np.maximum.accumulate(temp_ids)[:-1]])
             first_doc = rows[first_pos]
@@ -226,32 +341,45 @@ class BM25Paper:
                 if hi - lo > 1:
                     order = sorted(range(lo, hi), key=terms_by_temp.__getitem__)
                     remap[order] = np.arange(lo, hi)
-        self.terms: list = [None] * len(terms_by_temp)
+        self.terms: list = [None] * n_terms
         for temp, final in enumerate(remap.tolist()):
             self.terms[final] = terms_by_temp[temp]
         self.term_ids = {t: i for i, t in enumerate(self.terms)}
-        cols = remap[temp_ids]
-        tf = sp.csr_matrix((np.ones(len(cols), dtype=np.int64), (rows, cols)), shape=(n_docs, len(terms_by_temp)))
-        tf.sum_duplicates()
-        tf.sort_indices()
+        # the index's entries, terms x documents: the distinct (term, document) pairs in ascending order (one
+        # sort of a combined key) and each pair's count, the term frequency
+        kind = np.uint32 if n_terms * n_docs < 2**32 else np.uint64
+        key = remap[temp_ids].astype(kind) * kind(n_docs) + rows.astype(kind)
+        key.sort()
+        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
+        tf = np.diff(np.r_[first, len(key)]).astype(np.float64)
+        pairs = key[first]
+        term, doc = (pairs // kind(n_docs)).astype(np.int64), (pairs % kind(n_docs)).astype(np.int64)
         self.n_docs = n_docs
         self.n_tokens = int(lengths.sum())
         self.avgdl = self.n_tokens / n_docs  # sum(dictionary.cfs.values()) / dictionary.num_docs
-        self.df = np.bincount(tf.indices, minlength=len(terms_by_temp))
+        self.df = np.bincount(term, minlength=n_terms)
         self.idf = np.array([math.log(n_docs + 1.0) - math.log(f + 0.5) for f in self.df.tolist()],
                             dtype=np.float64)
         k1, b, avgdl = self.k1, self.b, self.avgdl
         denom = k1 * (1 - b + b * lengths.astype(np.float64) / avgdl)  # per document
-        doc_rows = np.repeat(np.arange(n_docs), np.diff(tf.indptr))
-        tfv = tf.data.astype(np.float64)
-        weights = self.idf[tf.indices] * (tfv / (tfv + denom[doc_rows]))
+        weights = self.idf[term] * (tf / (tf + denom[doc]))
         # SparseMatrixSimilarity stores the index as float32; we keep it transposed (terms x documents)
-        docs = sp.csr_matrix((weights.astype(np.float32), tf.indices.copy(), tf.indptr.copy()),
-                             shape=(n_docs, len(terms_by_temp)))
-        self.doc_matrix_t = docs.T.tocsr()
-        self.doc_matrix_t.sort_indices()
+        indptr = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(self.df, out=indptr[1:])
+        self._set_postings(weights.astype(np.float32), doc.astype(np.int32 if n_docs < 2**31 else np.int64), indptr)
         self.lengths = lengths
         return self
+
+    def _set_postings(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray) -> None:
+        """The index, terms x documents in CSR arrays: each term's documents ascending, float32 weights."""
+        self.t_data, self.t_indices, self.t_indptr = data, indices, indptr
+
+    @property
+    def doc_matrix_t(self):
+        """The index as a scipy CSR matrix (terms x documents); the search itself does not need scipy."""
+        import scipy.sparse as sp
+
+        return sp.csr_matrix((self.t_data, self.t_indices, self.t_indptr), shape=(len(self.terms), self.n_docs))
 
     # ------------------------------------------------------------------ queries
     def query_weights(self, tokens: list[str]) -> tuple[list[int], np.ndarray]:
@@ -283,32 +411,57 @@ class BM25Paper:
         """float32 scores, queries x documents (sparse: documents sharing no term are absent, i.e. 0)."""
         return self.query_matrix(query_tokens) @ self.doc_matrix_t
 
-    def search(self, query_tokens: list[list[str]], k: int = 100, fill_zero: bool = True,
-               block: int = 256) -> list[tuple[np.ndarray, np.ndarray]]:
+    def score_query(self, tokens: list[str], acc: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(document indices ascending, float32 scores) of the documents sharing a term with the query: the
+        row of :meth:`scores`, summed as scipy's sparse product sums it (float32 products of the float32
+        weights, added per document in ascending term id), with numpy alone. ``acc``: a float32 zero vector
+        of the corpus's size, reused (left zero)."""
+        ids, weights = self.query_weights(tokens)
+        if not ids:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        acc = np.zeros(self.n_docs, dtype=np.float32) if acc is None else acc
+        w32 = weights.astype(np.float32)
+        data, indices, indptr = self.t_data, self.t_indices, self.t_indptr
+        touched = []
+        for i, t in enumerate(ids):
+            lo, hi = int(indptr[t]), int(indptr[t + 1])
+            docs = indices[lo:hi]
+            acc[docs] += w32[i] * data[lo:hi]  # a term's documents are distinct: one addition each
+            touched.append(docs)
+        touched = np.concatenate(touched)
+        if len(touched) * 16 >= self.n_docs:  # many postings: a scan of the scores is cheaper than a sort
+            idx = np.flatnonzero(acc)  # every weight is > 0: the documents touched
+        else:
+            touched.sort()
+            idx = touched[np.r_[True, touched[1:] != touched[:-1]]].astype(np.int64)
+        val = acc[idx]
+        acc[idx] = 0
+        return idx, val
+
+    def search(self, query_tokens: list[list[str]], k: int = 100,
+               fill_zero: bool = True) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per query: (document indices, float32 scores) of the official top k: score descending,
         ties in corpus order, filled with score-0 documents in corpus order if ``fill_zero``."""
         out = []
         k = min(k, self.n_docs)
-        for lo in range(0, len(query_tokens), block):
-            s = self.scores(query_tokens[lo:lo + block])
-            for i in range(s.shape[0]):
-                row = slice(s.indptr[i], s.indptr[i + 1])
-                idx, val = s.indices[row].astype(np.int64), s.data[row]
-                keep = val != 0
-                idx, val = idx[keep], val[keep]
-                if len(val) > k:  # candidates: every score >= the k-th largest (ties at the cut kept)
-                    kth = np.partition(val, len(val) - k)[len(val) - k]
-                    cand = val >= kth
-                    idx, val = idx[cand], val[cand]
-                order = np.lexsort((idx, -val))[:k]
-                idx, val = idx[order], val[order]
-                if fill_zero and len(idx) < k:
-                    free = np.ones(self.n_docs, dtype=bool)
-                    free[idx] = False
-                    zeros = np.flatnonzero(free)[:k - len(idx)]
-                    idx = np.concatenate([idx, zeros])
-                    val = np.concatenate([val, np.zeros(len(zeros), dtype=np.float32)])
-                out.append((idx, val))
+        acc = np.zeros(self.n_docs, dtype=np.float32)
+        for toks in query_tokens:
+            idx, val = self.score_query(toks, acc)
+            keep = val != 0
+            idx, val = idx[keep], val[keep]
+            if len(val) > k:  # candidates: every score >= the k-th largest (ties at the cut kept)
+                kth = np.partition(val, len(val) - k)[len(val) - k]
+                cand = val >= kth
+                idx, val = idx[cand], val[cand]
+            order = np.lexsort((idx, -val))[:k]
+            idx, val = idx[order], val[order]
+            if fill_zero and len(idx) < k:
+                free = np.ones(self.n_docs, dtype=bool)
+                free[idx] = False
+                zeros = np.flatnonzero(free)[:k - len(idx)]
+                idx = np.concatenate([idx, zeros])
+                val = np.concatenate([val, np.zeros(len(zeros), dtype=np.float32)])
+            out.append((idx, val))
         return out
 
     # ------------------------------------------------------------------ cache
@@ -316,19 +469,18 @@ class BM25Paper:
 
     def save(self, path, doc_ids: list[str], fallback_batches: int = 0) -> None:
         """The fitted model (what :meth:`search` needs) and the corpus's document ids, in one .npz file."""
-        m = self.doc_matrix_t
         _save_npz(path, {"format": np.array(self.FORMAT), "k1": np.array(self.k1), "b": np.array(self.b),
                          "n_docs": np.array(self.n_docs), "n_tokens": np.array(self.n_tokens),
                          "avgdl": np.array(self.avgdl), "idf": self.idf, "df": self.df, "lengths": self.lengths,
                          "terms": _join_lines(self.terms, "term"), "n_terms": np.array(len(self.terms)),
-                         "doc_ids": _join_lines(doc_ids, "document id"), "data": m.data, "indices": m.indices,
-                         "indptr": m.indptr, "fallback_batches": np.array(fallback_batches)})
+                         "doc_ids": _join_lines(doc_ids, "document id"), "data": self.t_data,
+                         "indices": self.t_indices, "indptr": self.t_indptr,
+                         "fallback_batches": np.array(fallback_batches)})
 
     @classmethod
     def load(cls, path) -> tuple["BM25Paper", list[str], int]:
-        """(model, document ids, tokenizer fallback batches of the corpus) of a file :meth:`save` wrote."""
-        import scipy.sparse as sp
-
+        """(model, document ids, tokenizer fallback batches of the corpus) of a file :meth:`save` wrote (numpy
+        only: the search job imports no scipy)."""
         with np.load(path, allow_pickle=False) as z:
             if int(z["format"]) != cls.FORMAT:
                 raise ValueError(f"{path}: fitted BM25 format {int(z['format'])}, expected {cls.FORMAT}")
@@ -337,8 +489,7 @@ class BM25Paper:
             model.idf, model.df, model.lengths = z["idf"], z["df"], z["lengths"]
             model.terms = _split_lines(z["terms"], int(z["n_terms"]))
             model.term_ids = {t: i for i, t in enumerate(model.terms)}
-            model.doc_matrix_t = sp.csr_matrix((z["data"], z["indices"], z["indptr"]),
-                                               shape=(len(model.terms), model.n_docs))
+            model._set_postings(z["data"], z["indices"], z["indptr"])
             doc_ids = _split_lines(z["doc_ids"], model.n_docs)
             fallback = int(z["fallback_batches"])
         return model, doc_ids, fallback
@@ -364,15 +515,24 @@ def retrieve(doc_ids: list[str], doc_texts: list[str], query_ids: list[str], que
                       corpus_fallback_batches=corpus.fallback_batches)
 
 
-def search_run(model: BM25Paper, doc_ids: list[str], query_ids: list[str], query_texts: list[str], *,
-               top_k: int = 100, fill_zero: bool = True, analyzer: LuceneAnalyzer | None = None,
-               timings: dict | None = None, corpus_fallback_batches: int = 0) -> tuple[dict, dict]:
-    """The official BM25 run of the queries over a fitted model (fitted here or loaded from its cache)."""
+def search_run(model: BM25Paper, doc_ids: list[str], query_ids: list[str], query_texts: list[str] | None = None,
+               *, query_tokens: AnalysedQueries | None = None, top_k: int = 100, fill_zero: bool = True,
+               analyzer: LuceneAnalyzer | None = None, timings: dict | None = None,
+               corpus_fallback_batches: int = 0) -> tuple[dict, dict]:
+    """The official BM25 run of the queries over a fitted model (fitted here or loaded from its cache). The
+    queries are ``query_texts``, analysed here, or ``query_tokens``, analysed before (no JVM is started)."""
     timings = dict(timings or {})
     start = time.perf_counter()
-    analyzer = analyzer or _analyzer_for(query_texts)
-    before = analyzer.fallback_batches
-    query_tokens = analyzer.analyze(query_texts)
+    if query_tokens is not None:
+        if query_tokens.doc_ids != list(query_ids):
+            raise ValueError("the analysed queries are not the queries to search")
+        query_fallback = query_tokens.fallback_batches
+        query_tokens = query_tokens.tokens()
+    else:
+        analyzer = analyzer or _analyzer_for(query_texts)
+        before = analyzer.fallback_batches
+        query_tokens = analyzer.analyze(query_texts)
+        query_fallback = analyzer.fallback_batches - before
     timings["tokenize_s"] = timings.get("tokenize_s", 0.0) + time.perf_counter() - start
     start = time.perf_counter()
     hits = model.search(query_tokens, k=top_k, fill_zero=fill_zero)
@@ -385,5 +545,5 @@ def search_run(model: BM25Paper, doc_ids: list[str], query_ids: list[str], query
             no_match.append(qid)
     info = {**model.info(), **{k: round(v, 3) for k, v in timings.items()}, "queries": len(query_ids),
             "top_k": top_k, "fill_zero": fill_zero, "queries_without_known_terms": no_match,
-            "tokenizer_fallback_batches": corpus_fallback_batches + analyzer.fallback_batches - before}
+            "tokenizer_fallback_batches": corpus_fallback_batches + query_fallback}
     return run, info

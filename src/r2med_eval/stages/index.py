@@ -1,5 +1,5 @@
 """Stage index (rules/index.smk): one Lucene index per task, shared by every BM25 configuration; the
-bm25-paper analysed corpus per task and its fitted BM25 per (k1, b); dense
+bm25-paper analysed corpus and queries per task and its fitted BM25 per (k1, b); dense
 corpus embeddings per (task, model), sharded, and query embeddings (the dense "index")."""
 
 from __future__ import annotations
@@ -49,18 +49,24 @@ def lucene_index(sm) -> None:
 
 
 def analyse_bm25_paper(sm) -> None:
-    """The task's corpus through the Lucene analyzer, once per task (every bm25-paper fit reads it)."""
+    """The task's corpus (every bm25-paper fit reads it) and its queries (every bm25-paper run of the plain
+    queries reads them, and so starts no JVM) through the Lucene analyzer, in one JVM, once per task."""
     from .. import bm25_paper, datasets
     from ..workflow import paths
 
     _protect(sm, paths.INDEX_ROOT)
     corpus = datasets.read_corpus(sm.input.corpus)
+    queries = datasets.read_queries(sm.input.queries)
     doc_ids = list(corpus)
-    analysed = bm25_paper.analyse_corpus(doc_ids, [datasets.doc_contents(corpus[d]) for d in doc_ids],
-                                         threads=sm.threads)
+    analysed, analysed_queries = bm25_paper.analyse_task(
+        doc_ids, [datasets.doc_contents(corpus[d]) for d in doc_ids], list(queries), list(queries.values()),
+        threads=sm.threads)
     analysed.save(sm.output.tokens)
+    analysed_queries.save(sm.output.query_tokens)
     log.info("analysed %d documents: %d tokens, %d terms, %d tokenizer fallback batches", len(doc_ids),
              len(analysed.token_ids), len(analysed.terms), analysed.fallback_batches)
+    log.info("analysed %d queries: %d tokens, %d tokenizer fallback batches", len(queries),
+             len(analysed_queries.token_ids), analysed_queries.fallback_batches)
     _protect_outputs(sm, paths.INDEX_ROOT)
 
 

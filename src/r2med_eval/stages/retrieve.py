@@ -49,19 +49,54 @@ def retrieve_dense(sm) -> None:
     io.write_json(sm.output.info, info)
 
 
+def _bm25_paper_query_tokens(sm, queries: dict):
+    """The task's queries as rule analyse_bm25_paper analysed them, checked against the queries file."""
+    import pickle
+    import zipfile
+
+    from .. import bm25_paper
+    from ..errors import InputError
+
+    path = sm.input.query_tokens
+    fix = (f"delete {path} and rerun the pipeline: rule analyse_bm25_paper writes it again from "
+           f"{sm.input.queries} (with the corpus's tokens, in one JVM).")
+    try:
+        stored = bm25_paper.AnalysedQueries.load(path)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError) as exc:
+        raise InputError(f"not a readable file of analysed queries ({exc}).", path=path, fix=fix) from None
+    ids = list(queries)
+    if stored.doc_ids != ids:
+        extra, missing = sorted(set(stored.doc_ids) - set(ids)), sorted(set(ids) - set(stored.doc_ids))
+        what = (f"{len(extra)} ids not in the queries file (e.g. {', '.join(extra[:3])})" if extra else "") + \
+            (", " if extra and missing else "") + \
+            (f"{len(missing)} of its ids missing (e.g. {', '.join(missing[:3])})" if missing else "")
+        raise InputError(f"holds the tokens of {len(stored.doc_ids)} queries that are not those of "
+                         f"{sm.input.queries} ({len(ids)} queries): {what or 'another order'}.", path=path, fix=fix)
+    if stored.texts_sha256 != bm25_paper.texts_sha256(ids, list(queries.values())):
+        raise InputError(f"holds the tokens of other query texts than those now in {sm.input.queries}.",
+                         path=path, fix=fix)
+    return stored
+
+
 def retrieve_bm25_paper(sm) -> None:
+    """The task's queries searched on the fit. Plain queries come analysed (rule analyse_bm25_paper): no JVM
+    is started; a query variant's texts are analysed here."""
     from .. import bm25_paper, datasets, io, runs
 
     spec = sm.params.spec
     queries = datasets.read_queries(sm.input.queries)
+    query_tokens = None
     if spec.get("variant"):
         queries = _variant_queries(sm, queries)
+    else:
+        query_tokens = _bm25_paper_query_tokens(sm, queries)
     model, doc_ids, fallback = bm25_paper.BM25Paper.load(sm.input.model)
     if (model.k1, model.b) != (float(spec["k1"]), float(spec["b"])):
         raise ValueError(f"{sm.input.model} was fitted with k1={model.k1} b={model.b}, the model asks for "
                          f"k1={spec['k1']} b={spec['b']}")
     top_k = spec["top_k"] or len(doc_ids)  # None: the whole corpus
-    run, info = bm25_paper.search_run(model, doc_ids, list(queries), list(queries.values()), top_k=top_k,
+    texts = None if query_tokens is not None else list(queries.values())
+    run, info = bm25_paper.search_run(model, doc_ids, list(queries), texts, query_tokens=query_tokens, top_k=top_k,
                                       fill_zero=spec["fill_zero"], corpus_fallback_batches=fallback)
     lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model, decimals=8)
     io.write_json(sm.output.info, info)

@@ -9,6 +9,7 @@ from .paths import (BENCHMARK_LEADERBOARD, BM25_PAPER_FIT, BM25_PAPER_TOKENS, CH
                     EMB_VARIANT_IDS, GENERATED, GENERATED_INFO, INDEX, INDEX_PAGE, LEADERBOARD, METRICS,
                     METRICS_TABLE, MODEL_MANIFEST, MTEB_EXPORT, PER_QUERY, PLOT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER,
                     RUN, SIGNIFICANCE, STATS, TABLE, VARIANT, benchmark_file, bm25_float, fill)
+from .paths import BM25_PAPER_QUERY_TOKENS
 from .registry import ENCODER_TYPES, Registry, job_inputs
 
 
@@ -129,8 +130,13 @@ class Inputs:
         return fill(BM25_PAPER_FIT, benchmark=benchmark, task=task, k1=bm25_float(spec["k1"]), b=bm25_float(spec["b"]))
 
     def retrieve_bm25_paper(self, wildcards) -> dict:
-        return {"model": self.bm25_paper_fit(wildcards.benchmark, wildcards.task, wildcards.model),
-                **self._queries(wildcards)}
+        """The fit and the queries; the plain queries also come analysed (rule analyse_bm25_paper), a query
+        variant's texts are analysed in the job."""
+        out = {"model": self.bm25_paper_fit(wildcards.benchmark, wildcards.task, wildcards.model),
+               **self._queries(wildcards)}
+        if "variant" not in out:
+            out["query_tokens"] = fill(BM25_PAPER_QUERY_TOKENS, benchmark=wildcards.benchmark, task=wildcards.task)
+        return out
 
     def import_run(self, wildcards) -> dict:
         """A type: run model: the user's file of this task, the queries, and the document ids (CliniQ: the chunk

@@ -37,9 +37,10 @@ CLINIQ_CHUNKS = "resources/cliniq/{benchmark}/{task}/corpus.jsonl"  # MIMIC text
 INDEX_ROOT = "results/index/{benchmark}"  # owner-only for MIMIC-derived benchmarks
 INDEX = INDEX_ROOT + "/{task}/lucene"
 INDEX_INFO = INDEX + ".json"
-# bm25-paper: the task's corpus after the Lucene analyzer, and BM25 fitted on it per (k1, b) (wildcards are
-# the floats as Python prints them: 0.9, 1.2)
+# bm25-paper: the task's corpus and queries after the Lucene analyzer, and BM25 fitted on the corpus per
+# (k1, b) (wildcards are the floats as Python prints them: 0.9, 1.2)
 BM25_PAPER_TOKENS = INDEX_ROOT + "/{task}/bm25_paper/tokens.npz"
+BM25_PAPER_QUERY_TOKENS = INDEX_ROOT + "/{task}/bm25_paper/query_tokens.npz"
 BM25_PAPER_FIT = INDEX_ROOT + "/{task}/bm25_paper/k1-{k1}_b-{b}.npz"
 
 EMB_ROOT = "results/embeddings/{benchmark}"  # owner-only for MIMIC-derived benchmarks
