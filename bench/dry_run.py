@@ -36,8 +36,10 @@ worktree's bytecode. Each run's job total is parsed from Snakemake's "Job stats"
 
 Prints each pair's wall times, job totals and CPU times (user + system of the snakemake process), then the
 median wall time of each side and the median of the per-pair ratios anchor/current (> 1: the current
-checkout is faster), and the same for CPU time. ``--order alternate`` runs the current checkout first in
-every second pair. Wall times on a shared VM vary by about +-10% from run to run for identical code: use
+checkout is faster), and the same for CPU time. ``--default-gc`` times the current checkout a second time in
+each pair with ``R2MED_EVAL_GC=default`` (CPython's garbage-collector thresholds instead of the raised ones of
+``r2med_eval.workflow.tune_gc``), which separates what the thresholds contribute from what fewer jobs and
+inputs do. ``--order alternate`` runs the current checkout first in every second pair. Wall times on a shared VM vary by about +-10% from run to run for identical code: use
 5 or more repeats before reading a ratio. Exits 1 if a dry run fails (its output
 tail is printed) or its job table cannot be parsed; a job total that differs between the sides is reported
 but is not an error (the flag ``--require-same-jobs`` makes it one).
@@ -46,6 +48,7 @@ but is not an error (the flag ``--require-same-jobs`` makes it one).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import resource
 import shutil
@@ -115,9 +118,10 @@ class DryRunError(RuntimeError):
 
 
 class Side:
-    def __init__(self, name: str, checkout: Path, matrix: Path, scratch: Path, cores: int, quiet: bool):
+    def __init__(self, name: str, checkout: Path, matrix: Path, scratch: Path, cores: int, quiet: bool,
+                 env: dict | None = None):
         self.name, self.checkout, self.matrix, self.scratch = name, checkout, matrix, scratch
-        self.cores, self.quiet = cores, quiet
+        self.cores, self.quiet, self.env = cores, quiet, env
         self.runs = 0
         self.times: list[float] = []
         self.cpu: list[float] = []
@@ -142,7 +146,8 @@ class Side:
         cmd = self.command(workdir)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        env = {**os.environ, **self.env} if self.env else None
+        proc = subprocess.run(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         elapsed = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -178,6 +183,10 @@ def main() -> int:
     parser.add_argument("--full-output", action="store_true",
                         help="do not pass --quiet rules reason (snakemake then prints every planned job; "
                              "the output is captured and discarded, but formatting it is timed)")
+    parser.add_argument("--default-gc", action="store_true",
+                        help="also time the current checkout with R2MED_EVAL_GC=default (CPython's garbage-collector "
+                             "thresholds, see r2med_eval.workflow.tune_gc) in every pair, to show what the raised "
+                             "thresholds contribute")
     parser.add_argument("--require-same-jobs", action="store_true",
                         help="exit 1 if the two sides plan different job totals")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (worktree, matrix)")
@@ -209,6 +218,8 @@ def main() -> int:
         quiet = not args.full_output
         anchor = Side("anchor", worktree, matrix, tmp / "work", args.cores, quiet)
         cur = Side("current", current, matrix, tmp / "work", args.cores, quiet)
+        gcd = Side("gc-default", current, matrix, tmp / "work", args.cores, quiet, {"R2MED_EVAL_GC": "default"}) \
+            if args.default_gc else None
 
         print(f"anchor : {args.anchor} = {anchor_sha[:12]} (worktree {worktree})")
         print(f"current: {current} (HEAD {head}{', with uncommitted changes' if dirty else ''})")
@@ -217,7 +228,7 @@ def main() -> int:
         print(f"config : {' '.join(CONFIG_FILES)} + {matrix.name} (--print-config shows it)", flush=True)
 
         for i in range(args.warmup):
-            for side in (anchor, cur):
+            for side in (anchor, cur) + ((gcd,) if gcd else ()):
                 t, n, c = side.dry_run()
                 print(f"warm-up {i + 1}: {side.name:7s} {t:7.2f} s (CPU {c:.2f} s)  {n} jobs", flush=True)
 
@@ -235,8 +246,15 @@ def main() -> int:
                 side.jobs.append(n)
                 side.cpu.append(c)
             ratios.append(ta / tc)
-            print(f"{i + 1:>4}  {ta:9.2f}  {tc:9.2f}  {ta / tc:6.3f}  {na:>11}  {nc:>12}  {ca:12.2f}  {cc:13.2f}",
-                  flush=True)
+            extra = ""
+            if gcd:
+                tg, ng, cg = gcd.dry_run()
+                gcd.times.append(tg)
+                gcd.jobs.append(ng)
+                gcd.cpu.append(cg)
+                extra = f"  gc-default {tg:6.2f} s (CPU {cg:.2f} s, ratio {ta / tg:.3f})"
+            print(f"{i + 1:>4}  {ta:9.2f}  {tc:9.2f}  {ta / tc:6.3f}  {na:>11}  {nc:>12}  {ca:12.2f}  {cc:13.2f}"
+                  + extra, flush=True)
 
         ma, mc = statistics.median(anchor.times), statistics.median(cur.times)
         print(f"\nmedian anchor  : {ma:.2f} s ({args.anchor}; jobs {sorted(set(anchor.jobs))})")
@@ -245,7 +263,12 @@ def main() -> int:
               f"(ratio of medians {ma / mc:.3f})")
         print(f"median CPU time: anchor {statistics.median(anchor.cpu):.2f} s, current {statistics.median(cur.cpu):.2f} s, "
               f"median ratio {statistics.median(a / c for a, c in zip(anchor.cpu, cur.cpu)):.3f}")
-        for side in (anchor, cur):
+        if gcd:
+            print(f"current with R2MED_EVAL_GC=default: median {statistics.median(gcd.times):.2f} s, median ratio "
+                  f"anchor/it {statistics.median(a / g for a, g in zip(anchor.times, gcd.times)):.3f}, median CPU "
+                  f"{statistics.median(gcd.cpu):.2f} s (CPU ratio "
+                  f"{statistics.median(a / g for a, g in zip(anchor.cpu, gcd.cpu)):.3f})")
+        for side in (anchor, cur) + ((gcd,) if gcd else ()):
             if side.warnings:
                 print(f"{side.name} printed warnings:\n  " + "\n  ".join(side.warnings))
         same = set(anchor.jobs) == set(cur.jobs) and len(set(anchor.jobs)) == 1

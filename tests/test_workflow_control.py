@@ -296,3 +296,19 @@ def test_layers_have_no_upward_import():
             allowed = {"library": {"library"}, "workflow": {"library", "workflow"},
                        "stages": {"library", "workflow", "stages"}}[layer]
             assert dep_layer in allowed, f"{module} imports {dep}"
+
+
+def test_tune_gc_raises_the_thresholds_unless_asked_not_to():
+    import gc
+
+    from r2med_eval.workflow import PLANNING_GC_THRESHOLDS, tune_gc
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        assert tune_gc({"R2MED_EVAL_GC": "default"}) == (700, 10, 10)
+        assert tune_gc({}) == PLANNING_GC_THRESHOLDS != (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
+    smk = (REPO / "rules" / "common.smk").read_text()
+    assert "    tune_gc()\n" in smk  # the planning process calls it before loading the configuration
