@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+RULE_THREADS = 2  # rules/index.smk: analyse_bm25_paper's threads (tests/test_bm25_paper.py checks they agree)
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -109,9 +110,9 @@ class Named(dict):
 
 def job(inputs, outputs, spec):
     return SimpleNamespace(input=Named(inputs), output=Named(outputs), params=SimpleNamespace(spec=spec),
-                           wildcards=SimpleNamespace(benchmark="b", task="t", model="bm25-paper"), threads=1)
+                           wildcards=SimpleNamespace(benchmark="b", task="t", model="bm25-paper"), threads=threads)
 
-side, work = sys.argv[1], Path(sys.argv[2])
+side, work, threads = sys.argv[1], Path(sys.argv[2]), int(sys.argv[4])
 spec = {"k1": 0.9, "b": 0.4, "top_k": 100, "fill_zero": True, "private": False}
 if side == "analyse":
     from r2med_eval.stages import index
@@ -152,6 +153,9 @@ def main() -> None:
     parser.add_argument("--layout", default="beir")
     parser.add_argument("--anchor", default="db73a08", help="the commit whose retrieve job is measured alongside")
     parser.add_argument("--repeats", "--repeat", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=RULE_THREADS,
+                        help=f"the jobs' threads (default {RULE_THREADS}: analyse_bm25_paper's threads in "
+                             "rules/index.smk; the analyzer runs that many Java threads)")
     parser.add_argument("--child", choices=["official", "ours"])
     parser.add_argument("--out")
     args = parser.parse_args()
@@ -177,14 +181,16 @@ def main() -> None:
                                    args.layout, "--out", str(tmp / "official.json")], env=ours)
             walls["official"].append(wall)
             rss["official"].append(peak)
-            first = [timed([sys.executable, "-c", JOB, step, str(tmp), "first.trec"], env=ours)
+            first = [timed([sys.executable, "-c", JOB, step, str(tmp), "first.trec", str(args.threads)], env=ours)
                      for step in ("analyse", "fit", "search")]
             walls["first run"].append(sum(w for w, _, _ in first))
             rss["first run"].append(max(p for _, p, _ in first))
-            wall, peak, _ = timed([sys.executable, "-c", JOB, "search", str(tmp), "cached.trec"], env=ours)
+            wall, peak, _ = timed([sys.executable, "-c", JOB, "search", str(tmp), "cached.trec", str(args.threads)],
+                                  env=ours)
             walls["cached run"].append(wall)
             rss["cached run"].append(peak)
-            wall, peak, _ = timed([sys.executable, "-c", JOB, "anchor", str(tmp)], env=env_with(anchor))
+            wall, peak, _ = timed([sys.executable, "-c", JOB, "anchor", str(tmp), "anchor.trec", str(args.threads)],
+                                  env=env_with(anchor))
             walls[f"job@{args.anchor}"].append(wall)
             rss[f"job@{args.anchor}"].append(peak)
             print(f"repeat {rep + 1}: " + ", ".join(f"{s} {w[-1]:.2f} s" for s, w in walls.items()), flush=True)
@@ -194,7 +200,8 @@ def main() -> None:
         runs.write_run(official, tmp / "official.trec", tag="bm25-paper", decimals=8)
         reference = (tmp / "official.trec").read_bytes()
         same = {name: (tmp / name).read_bytes() == reference for name in ("first.trec", "cached.trec", "anchor.trec")}
-        print(f"data: {args.data} ({res['documents']} documents, {res['queries']} queries)")
+        print(f"data: {args.data} ({res['documents']} documents, {res['queries']} queries); the pipeline's jobs "
+              f"with threads={args.threads}, the official code as written (one Python thread)")
         print("official phases (median s): " + ", ".join(
             f"{k} {median([p[k] for p in phases['official']]):.2f}" for k in ("tokenize_docs_s", "index_s", "queries_s")))
         for line in summary("bm25-paper end to end", walls, rss, "official",

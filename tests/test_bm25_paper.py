@@ -496,3 +496,13 @@ def test_search_job_gets_the_query_tokens_only_for_the_plain_queries():
     assert "query_tokens" not in variant and variant["model"] == plain["model"] and "variant" in variant
     smk = (REPO / "rules" / "index.smk").read_text()
     assert "query_tokens=paths.BM25_PAPER_QUERY_TOKENS" in smk and "queries=paths.QUERIES" in smk
+
+
+def test_bench_times_the_analyse_job_with_its_rules_threads():
+    """bench/bm25_paper.py measures the jobs as Snakemake runs them: with analyse_bm25_paper's threads."""
+    import re
+
+    smk = (REPO / "rules" / "index.smk").read_text()
+    block = smk.split("rule analyse_bm25_paper:")[1].split("\nrule ")[0]
+    threads = int(re.search(r"^    threads: (\d+)$", block, re.M).group(1))
+    assert re.search(rf"^RULE_THREADS = {threads}\b", (REPO / "bench" / "bm25_paper.py").read_text(), re.M)
