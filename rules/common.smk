@@ -12,7 +12,8 @@ from r2med_eval.workflow import Workflow, paths, tune_gc  # noqa: E402
 
 def load_workflow(raw):
     """Schema validation and defaults before any job runs; one message naming the key on failure. The garbage
-    collector's thresholds are raised for this planning process (r2med_eval.workflow.tune_gc)."""
+    collector's thresholds are raised for this planning process (r2med_eval.workflow.tune_gc).
+    """
     tune_gc()
     try:
         loaded = Workflow.load(raw, workflow.configfiles)
