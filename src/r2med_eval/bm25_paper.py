@@ -184,11 +184,15 @@ class AnalysedCorpus:
         self.doc_ids, self.terms, self.token_ids, self.lengths = doc_ids, terms, token_ids, lengths
         self.fallback_batches = fallback_batches
 
+    def _arrays(self, what: str) -> dict:
+        """The stored arrays but ``format`` (ids of ``what``: a document or query id)."""
+        return {"doc_ids": _join_lines(self.doc_ids, what), "n_docs": np.array(len(self.doc_ids)),
+                "terms": _join_lines(self.terms, "term"), "n_terms": np.array(len(self.terms)),
+                "token_ids": self.token_ids, "lengths": self.lengths,
+                "fallback_batches": np.array(self.fallback_batches)}
+
     def save(self, path) -> None:
-        _save_npz(path, {"format": np.array(self.FORMAT), "doc_ids": _join_lines(self.doc_ids, "document id"),
-                         "n_docs": np.array(len(self.doc_ids)), "terms": _join_lines(self.terms, "term"),
-                         "n_terms": np.array(len(self.terms)), "token_ids": self.token_ids,
-                         "lengths": self.lengths, "fallback_batches": np.array(self.fallback_batches)})
+        _save_npz(path, {"format": np.array(self.FORMAT), **self._arrays("document id")})
 
     @classmethod
     def load(cls, path) -> "AnalysedCorpus":
@@ -226,11 +230,7 @@ class AnalysedQueries(AnalysedCorpus):
 
     def save(self, path) -> None:
         _save_npz(path, {"format": np.array(self.FORMAT), "kind": np.array("queries"),
-                         "texts_sha256": np.array(self.texts_sha256),
-                         "doc_ids": _join_lines(self.doc_ids, "query id"), "n_docs": np.array(len(self.doc_ids)),
-                         "terms": _join_lines(self.terms, "term"), "n_terms": np.array(len(self.terms)),
-                         "token_ids": self.token_ids, "lengths": self.lengths,
-                         "fallback_batches": np.array(self.fallback_batches)})
+                         "texts_sha256": np.array(self.texts_sha256), **self._arrays("query id")})
 
     @classmethod
     def load(cls, path) -> "AnalysedQueries":

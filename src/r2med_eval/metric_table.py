@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .errors import InputError
-from .io import atomic_path, iter_jsonl
+from .io import atomic_path, iter_jsonl, read_json
 
 SUFFIX = ".jsonl"
 
@@ -61,5 +61,10 @@ def records(sources: Iterable) -> Iterator[tuple[str, dict]]:
             for rec in read(source):
                 yield rec["file"], rec["data"]
         else:
-            yield str(source), json.loads(Path(source).read_text(encoding="utf-8"))
+            yield str(source), read_json(source)
+
+
+def by_run(tables: Iterable) -> dict[tuple[str, str, str], dict]:
+    """(benchmark, task, model) -> record ({file, sha256, data}) over collected files."""
+    return {(r["data"]["benchmark"], r["data"]["task"], r["data"]["model"]): r for t in tables for r in read(t)}
 

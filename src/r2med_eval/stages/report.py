@@ -126,8 +126,7 @@ def provenance(sm) -> None:
 
     spec = sm.params.spec
     stats = {"{benchmark}/{task}".format(**paths.parse(paths.STATS, p)): p for p in sm.input.stats}
-    scored = {(r["data"]["benchmark"], r["data"]["task"], r["data"]["model"]): r
-              for table in sm.input.metrics for r in metric_table.read(table)}
+    scored = metric_table.by_run(sm.input.metrics)
     entries = []
     for run in spec["runs"]:
         rec = scored.get((run["benchmark"], run["task"], run["model"]))
@@ -271,14 +270,14 @@ def mteb_export(sm) -> None:
     out = Path(sm.output[0])
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    scored = {(d["benchmark"], d["task"], d["model"]): d for _, d in metric_table.records(sm.input.metrics)}
+    scored = metric_table.by_run(sm.input.metrics)
     entries = []
     for e in sm.params.spec["entries"]:
-        data = scored.get((e["benchmark"], e["task"], e["model"]))
-        if data is None:
+        rec = scored.get((e["benchmark"], e["task"], e["model"]))
+        if rec is None:
             raise ValueError(f"MTEB export: no metrics of {e['benchmark']}/{e['task']}/{e['model']} in "
                              f"{', '.join(sm.input.metrics)}")
-        entries.append({**e, "metrics": data["metrics"]})
+        entries.append({**e, "metrics": rec["data"]["metrics"]})
     files = mteb_results.export(entries, tmp)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
