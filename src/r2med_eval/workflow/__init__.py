@@ -89,7 +89,7 @@ class Workflow:
     @staticmethod
     def gar_methods() -> str:
         """The GAR methods, from the schema (the one list of them)."""
-        from .config import load_schema
+        from .schema import load_schema
 
         return paths.alternatives(load_schema()["$defs"]["gar_method"]["enum"])
 

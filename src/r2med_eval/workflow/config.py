@@ -9,26 +9,14 @@ registry entries, derived runs name configured runs, sources resolve. Defaults l
 from __future__ import annotations
 
 import copy
-import functools
 from pathlib import Path
-
-import yaml
 
 from ..errors import ConfigError
 from . import registry
+from .schema import SCHEMA_PATH, _load_schema, fill_defaults
+from .schema import cliniq_default, load_schema, schema_default, with_defaults  # noqa: F401 (the config API's names)
 
-SCHEMA_PATH = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.yaml"
 FIX = "see schemas/config.schema.yaml and docs/configuration.md."
-
-
-@functools.lru_cache(maxsize=None)
-def _load_schema(path: str) -> dict:
-    with open(path, encoding="utf-8") as handle:
-        return yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
-
-
-def load_schema(path=SCHEMA_PATH) -> dict:
-    return copy.deepcopy(_load_schema(str(path)))
 
 
 def _key_path(parts) -> str:
@@ -66,94 +54,6 @@ def _schema_errors(config: dict, schema: dict, config_file: str) -> None:
     if error.validator == "propertyNames" or (error.absolute_path == best.absolute_path and best.context):
         error = best
     raise ConfigError(_message(error), path=config_file, fix=FIX)
-
-
-# ---------------------------------------------------------------- defaults from the schema, at every depth
-
-
-def _resolve(node: dict, root: dict) -> dict:
-    while isinstance(node, dict) and "$ref" in node:
-        ref = node["$ref"]
-        target = root
-        for part in ref.lstrip("#/").split("/"):
-            target = target[part]
-        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-    return node
-
-
-_VALIDATORS: dict[tuple[int, int], object] = {}
-
-
-def _is_valid(instance, schema: dict, root: dict) -> bool:
-    """``instance`` against a subschema (its $refs resolved in ``root``); one validator per subschema."""
-    import jsonschema
-
-    key = (id(schema), id(root))
-    if key not in _VALIDATORS:
-        _VALIDATORS[key] = (jsonschema.Draft202012Validator({**schema, "$defs": root.get("$defs", {})}), schema, root)
-    return _VALIDATORS[key][0].is_valid(instance)
-
-
-def fill_defaults(instance, schema: dict, root: dict):
-    """Fill ``default`` values of ``schema`` into ``instance`` (in place), recursing through properties,
-    additionalProperties, items, $ref, allOf/if-then and the oneOf branch the instance matches."""
-    schema = _resolve(schema, root)
-    if not isinstance(schema, dict):
-        return instance
-    for sub in schema.get("allOf", []):
-        sub = _resolve(sub, root)
-        if "if" in sub:
-            branch = sub.get("then") if _is_valid(instance, sub["if"], root) else sub.get("else")
-            if branch is not None:
-                fill_defaults(instance, branch, root)
-        else:
-            fill_defaults(instance, sub, root)
-    for key in ("oneOf", "anyOf"):
-        for sub in schema.get(key, []):
-            if _is_valid(instance, _resolve(sub, root), root):
-                fill_defaults(instance, sub, root)
-                break
-    if isinstance(instance, dict):
-        props = schema.get("properties", {})
-        for key, prop in props.items():
-            prop = _resolve(prop, root)
-            if key not in instance and isinstance(prop, dict) and "default" in prop:
-                instance[key] = copy.deepcopy(prop["default"])
-            if key in instance:
-                fill_defaults(instance[key], prop, root)
-        extra = schema.get("additionalProperties")
-        if isinstance(extra, dict):
-            for key in instance:
-                if key not in props:
-                    fill_defaults(instance[key], extra, root)
-    elif isinstance(instance, list) and isinstance(schema.get("items"), dict):
-        for item in instance:
-            fill_defaults(item, schema["items"], root)
-    return instance
-
-
-def with_defaults(definition: str, obj: dict, schema: dict | None = None) -> dict:
-    """A copy of ``obj`` with the defaults of ``$defs/<definition>`` (e.g. a model type) filled in."""
-    schema = schema or _load_schema(str(SCHEMA_PATH))
-    return fill_defaults(copy.deepcopy(obj), schema["$defs"][definition], schema)
-
-
-def schema_default(*path: str, schema: dict | None = None):
-    """The default written in the schema at ``$defs`` path, e.g. ``schema_default('dense', 'max_length')``."""
-    schema = schema or _load_schema(str(SCHEMA_PATH))
-    node = schema["$defs"][path[0]]
-    for part in path[1:]:
-        node = _resolve(node, schema)["properties"][part]
-    return copy.deepcopy(node["default"])
-
-
-def cliniq_default(*path: str):
-    """A CliniQ default (filled only for layout: cliniq), e.g. ``cliniq_default('annotations', 'commit')``."""
-    schema = _load_schema(str(SCHEMA_PATH))
-    node = schema["$defs"]["benchmark"]["allOf"][0]["then"]
-    for part in path:
-        node = node["properties"][part]
-    return copy.deepcopy(node["default"])
 
 
 # ---------------------------------------------------------------- validation

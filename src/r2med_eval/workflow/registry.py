@@ -246,7 +246,7 @@ class Registry:
 
     def llm(self, name: str) -> dict:
         """An LLM's ``llms`` entry with the schema defaults (an LLM not listed takes them all)."""
-        from .config import with_defaults
+        from .schema import with_defaults
 
         return with_defaults("llm", self.cfg.get("llms", {}).get(name, {}))
 

@@ -227,7 +227,7 @@ class Resources:
 
     # generation: {llm} names an llms entry with generate
     def _vllm(self, llm: str) -> dict:
-        from .config import with_defaults
+        from .schema import with_defaults
 
         gen = with_defaults("llm", self.reg.cfg["llms"].get(llm, {})).get("generate")
         return gen["vllm"] if gen and gen["vllm"]["enabled"] else {}
