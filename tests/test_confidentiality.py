@@ -114,3 +114,13 @@ query_variants:
     assert "llm.example.invalid" not in proc.stdout and PLANTED not in proc.stdout
     assert not (work / target).exists()
     assert not (work / "resources/cliniq/cliniq-demo/cliniq/llm_cache/lamer--remote.jsonl").exists()
+
+
+def test_a_declaration_reruns_nothing(probe, tmp_path):
+    """phi_servers changes no output: the job reads it from the configuration, not from its params, so declaring
+    a host leaves every job of the finished run up to date."""
+    work, _, _ = probe
+    declared = tmp_path / "declared.yaml"
+    declared.write_text((work / "config.yaml").read_text() + "phi_servers: [llm.mylab.internal, 10.20.0.7]\n")
+    proc = snakemake(work, "--configfile", str(declared), "-n", "--cores", "1", "all", config=False)
+    assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]

@@ -241,24 +241,12 @@ def test_vllm_option_starts_the_server_inside_the_job(tmp_path, monkeypatch):
     """llms.<llm>.generate.vllm: the job starts the server command on 127.0.0.1 with a fresh key, asks it, and
     stops it; the environment is restored (here a stand-in for `vllm serve` answers)."""
     import socket
-    import sys
-
-    from conftest import REPO
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("T_LLM_URL", raising=False)
-    monkeypatch.delenv("T_LLM_KEY", raising=False)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    vllm = {"enabled": True, "command": [sys.executable, str(REPO / "tests" / "llm_fake_server.py")],
-            "port": port, "startup_seconds": 60, "args": [], "gpus": 1}
+    vllm = fake_vllm(monkeypatch)
     sm, out = stage_sm(tmp_path, {**settings(), "vllm": vllm})
     log = tmp_path / "server.log"
-    with open(log, "w") as handle:
-        monkeypatch.setattr(sys, "stderr", handle)
-        data_stage.generate_query_variant(sm)
-    monkeypatch.undo()
+    run_with_stderr(monkeypatch, data_stage.generate_query_variant, sm, log)
     rows = [json.loads(x) for x in (out / "query_with_hydoc.jsonl").read_text().splitlines()]
     assert [r["id"] for r in rows] == ["q1", "q2", "q3"] and all(r["hy_doc"].startswith("hypothetical") for r in rows)
     assert "fake vllm serving tiny" in log.read_text()
@@ -266,7 +254,34 @@ def test_vllm_option_starts_the_server_inside_the_job(tmp_path, monkeypatch):
 
     assert "T_LLM_URL" not in os.environ and "T_LLM_KEY" not in os.environ
     with socket.socket() as s:  # the server is gone
-        assert s.connect_ex(("127.0.0.1", port)) != 0
+        assert s.connect_ex(("127.0.0.1", vllm["port"])) != 0
+
+
+def fake_vllm(monkeypatch) -> dict:
+    """llms.<llm>.generate.vllm starting tests/llm_fake_server.py (a stand-in for `vllm serve`) on a free port;
+    the client's variables unset (the job sets them)."""
+    import socket
+    import sys
+
+    from conftest import REPO
+
+    monkeypatch.delenv("T_LLM_URL", raising=False)
+    monkeypatch.delenv("T_LLM_KEY", raising=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return {"enabled": True, "command": [sys.executable, str(REPO / "tests" / "llm_fake_server.py")],
+            "port": port, "startup_seconds": 60, "args": [], "gpus": 1}
+
+
+def run_with_stderr(monkeypatch, job, sm, path) -> None:
+    """A stage with sys.stderr sent to ``path`` (as smk.run sends it to the job's log); the monkeypatches undone."""
+    import sys
+
+    with open(path, "w") as handle:
+        monkeypatch.setattr(sys, "stderr", handle)
+        job(sm)
+    monkeypatch.undo()
 
 
 def test_workflow_wires_generated_expansions_and_checks_the_config(tmp_path):
@@ -322,7 +337,7 @@ def private_sm(tmp_path, llm_settings, config=None):
     (tmp_path / "bm25.trec").write_text("".join(f"{q} Q0 c{i} {i + 1} {5 - i} bm25\n" for q in ("q1", "q2")
                                                 for i in range(4)))
     w = {"benchmark": "b", "task": "t", "method": "lamer", "llm": "tiny-llm"}
-    spec = {"method": "lamer", "llm": "tiny-llm", "prompt_task": "PMC-Treatment", **llm_settings, "private": True}
+    spec = {"method": "lamer", "llm": "tiny-llm", "prompt_task": "PMC-Treatment", **llm_settings}
     sm = SimpleNamespace(input=SimpleNamespace(queries=str(tmp_path / "queries.jsonl"),
                                                corpus=str(tmp_path / "corpus.jsonl"), run=str(tmp_path / "bm25.trec")),
                          output=SimpleNamespace(variant=paths.fill(paths.PRIVATE_GENERATED, **w),
@@ -430,25 +445,10 @@ def test_private_hyde_is_not_under_the_policy(tmp_path, monkeypatch, no_network)
 def test_private_vllm_output_goes_to_an_owner_only_file(tmp_path, monkeypatch, umask_022):
     """A server started in the job may log prompts: on a MIMIC-derived benchmark its output goes to
     resources/logs/<rule>/<key>.server.log (0600), which the job's log names, not to the job's log."""
-    import socket
-    import sys
-
-    from conftest import REPO
-
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("T_LLM_URL", raising=False)
-    monkeypatch.delenv("T_LLM_KEY", raising=False)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    vllm = {"enabled": True, "command": [sys.executable, str(REPO / "tests" / "llm_fake_server.py")],
-            "port": port, "startup_seconds": 60, "args": [], "gpus": 1}
-    sm, _ = private_sm(tmp_path, {**settings(), "vllm": vllm})
+    sm, _ = private_sm(tmp_path, {**settings(), "vllm": fake_vllm(monkeypatch)})
     job_log = tmp_path / "job.log"
-    with open(job_log, "w") as handle:
-        monkeypatch.setattr(sys, "stderr", handle)
-        data_stage.generate_private_query_variant(sm)
-    monkeypatch.undo()
+    run_with_stderr(monkeypatch, data_stage.generate_private_query_variant, sm, job_log)
     server_log = tmp_path / "resources/logs/generate_private_query_variant/b/t/lamer--tiny-llm.server.log"
     assert "fake vllm serving tiny" in server_log.read_text() and "fake vllm" not in job_log.read_text()
     assert (_mode(server_log), _mode(server_log.parent)) == (0o600, 0o700)

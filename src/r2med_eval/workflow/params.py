@@ -139,9 +139,10 @@ class Params:
                                                     wildcards.llm), **settings}
 
     def generate_private_query_variant(self, wildcards) -> dict:
-        """As generate_query_variant, on a MIMIC-derived benchmark (the declared servers, ``phi_servers``, are not
-        here: a declaration changes no output; the job reads it from the workflow's configuration)."""
-        return {**self.generate_query_variant(wildcards), "private": True}
+        """As generate_query_variant, on a MIMIC-derived benchmark (the rule writes owner-only under resources/).
+        The declared servers (``phi_servers``) are not here: a declaration changes no output, so the job reads it
+        from the workflow's configuration."""
+        return self.generate_query_variant(wildcards)
 
     def prefetch_model(self, wildcards) -> dict:
         """The model's Hub sources (a source.path or source.package needs no prefetch)."""
