@@ -37,12 +37,34 @@ rule prepare_query_variant:
         paths.log_file("prepare_query_variant"),
     benchmark:
         paths.benchmark_file("prepare_query_variant")
+    wildcard_constraints:
+        benchmark=W.constraint("public_benchmark"),
     conda:
         "../envs/core.yaml"
     params:
         spec=W.params.of("prepare_query_variant"),
     script:
         "../scripts/prepare_query_variant.py"
+
+
+# A MIMIC-derived benchmark: the variant file (expansions may quote the notes) owner-only under resources/.
+rule prepare_private_query_variant:
+    input:
+        unpack(W.inputs.prepare_query_variant),
+    output:
+        paths.PRIVATE_VARIANT,
+    log:
+        paths.log_file("prepare_private_query_variant"),
+    benchmark:
+        paths.benchmark_file("prepare_private_query_variant")
+    wildcard_constraints:
+        benchmark=W.constraint("private_benchmark"),
+    conda:
+        "../envs/core.yaml"
+    params:
+        spec=W.params.of("prepare_private_query_variant"),
+    script:
+        "../scripts/prepare_private_query_variant.py"
 
 
 rule generate_query_variant:
@@ -55,6 +77,8 @@ rule generate_query_variant:
         paths.log_file("generate_query_variant"),
     benchmark:
         paths.benchmark_file("generate_query_variant")
+    wildcard_constraints:
+        benchmark=W.constraint("public_benchmark"),
     conda:
         "../envs/core.yaml"
     threads: 1
@@ -65,6 +89,32 @@ rule generate_query_variant:
         spec=W.params.of("generate_query_variant"),
     script:
         "../scripts/generate_query_variant.py"
+
+
+# A MIMIC-derived benchmark: expansions, their cache and a started server's output owner-only under resources/
+# (the info file holds ids and numbers); LameR's prompts go only to a loopback or declared server (phi_servers).
+rule generate_private_query_variant:
+    input:
+        unpack(W.inputs.generate_query_variant),
+    output:
+        variant=paths.PRIVATE_GENERATED,
+        info=paths.GENERATED_INFO,
+    log:
+        paths.log_file("generate_private_query_variant"),
+    benchmark:
+        paths.benchmark_file("generate_private_query_variant")
+    wildcard_constraints:
+        benchmark=W.constraint("private_benchmark"),
+    conda:
+        "../envs/core.yaml"
+    threads: 1
+    resources:
+        gpu=W.resources.generate_gpu,
+        runtime=W.resources.generate_runtime,
+    params:
+        spec=W.params.of("generate_private_query_variant"),
+    script:
+        "../scripts/generate_private_query_variant.py"
 
 
 rule download_task:

@@ -76,6 +76,26 @@ def snakemake(work: Path, *args, check=True, timeout=1800, snakefile: Path | Non
 
 
 @pytest.fixture
+def no_network(monkeypatch):
+    """Every name lookup and connection attempt is recorded and fails: nothing leaves the machine."""
+    import socket
+
+    attempts = []
+
+    def lookup(host, *args, **kwargs):
+        attempts.append(("resolve", host))
+        raise socket.gaierror(socket.EAI_NONAME, "not resolved in this test")
+
+    def connect(address, *args, **kwargs):
+        attempts.append(("connect", address))
+        raise ConnectionRefusedError(111, "refused in this test")
+
+    monkeypatch.setattr(socket, "getaddrinfo", lookup)
+    monkeypatch.setattr(socket, "create_connection", connect)
+    return attempts
+
+
+@pytest.fixture
 def demo_path() -> Path:
     return REPO / "data" / "demo"
 

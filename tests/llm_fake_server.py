@@ -1,5 +1,6 @@
-"""A small OpenAI-compatible chat/completions server on 127.0.0.1 for the generation tests: it answers, fails
-with an HTTP status or sends a malformed body, as each test sets it, and records every request it gets."""
+"""A small OpenAI-compatible chat/completions server on 127.0.0.1 for the LLM client's tests: it answers (or echoes
+the whole prompt, or returns log probabilities), fails with an HTTP status, sends a malformed, endless, trickling
+or overlong answer, or redirects, as each test sets it, and records every request it gets."""
 from __future__ import annotations
 
 import hashlib
@@ -10,12 +11,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class FakeLLM:
     def __init__(self):
-        self.mode = "ok"          # ok | status | malformed | not-json
+        # ok | echo (the answer is every message of the prompt) | status | malformed | not-json | long (an answer of
+        # `long_chars` characters) | huge (an endless body: counts what it could send) | trickle (headers, then one
+        # byte of the body every `interval` s) | trickle-head (the status line itself one byte at a time) | redirect
+        self.mode = "ok"
         self.status = 500
         self.fail_first = 0       # answer this many requests with `status` first, then as mode says
+        self.long_chars = 100_000
+        self.huge_bytes = 60_000_000
+        self.interval = 0.2
+        self.redirect_to = ""
+        self.logprobs = True      # return choices[0].logprobs when a request asks for them
+        self.sent = 0             # bytes of the body sent in mode huge or trickle
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         self._lock = threading.Lock()
+        self._stop = threading.Event()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -23,6 +34,8 @@ class FakeLLM:
                 pass
 
             def do_POST(self):
+                if fake.mode == "trickle-head":
+                    return self._trickle(b"HTTP/1.1 200 OK\r\n" + b"X-Slow: " + b"a" * 100_000)
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with fake._lock:
                     fake.requests.append(body)
@@ -35,11 +48,40 @@ class FakeLLM:
                     return self._send(200, json.dumps({"id": "x", "object": "chat.completion"}).encode())
                 if fake.mode == "not-json":
                     return self._send(200, b"<html>proxy error</html>")
+                if fake.mode == "redirect":
+                    self.send_response(307)
+                    self.send_header("Location", fake.redirect_to)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return None
+                if fake.mode == "huge":
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    return self._stream(b'{"choices": [{"message": {"content": "' + b"x" * (1 << 16),
+                                        fake.huge_bytes)
+                if fake.mode == "trickle":
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", "1000")
+                    self.end_headers()
+                    return self._trickle(b"x" * 1000)
                 user = body["messages"][-1]["content"]
-                content = "hypothetical " + hashlib.sha256(user.encode()).hexdigest()[:8]
+                if fake.mode == "echo":
+                    content = "\n".join(m["content"] for m in body["messages"])
+                elif fake.mode == "long":
+                    content = "y" * fake.long_chars
+                else:
+                    content = FakeLLM.answer_for(user)
+                choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                if body.get("logprobs") and fake.logprobs:
+                    alts = [{"token": "yes", "logprob": -0.25, "bytes": [121, 101, 115]},
+                            {"token": "no", "logprob": -1.5, "bytes": [110, 111]}][:max(1, body.get("top_logprobs", 0))]
+                    choice["logprobs"] = {"content": [{"token": "yes", "logprob": -0.25, "bytes": [121, 101, 115],
+                                                       "top_logprobs": alts if body.get("top_logprobs") else []}]}
                 out = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                       "choices": [{"index": 0, "finish_reason": "stop",
-                                    "message": {"role": "assistant", "content": content}}],
+                       "choices": [choice],
                        "usage": {"prompt_tokens": len(user.split()), "completion_tokens": 2,
                                  "total_tokens": len(user.split()) + 2}}
                 self._send(200, json.dumps(out).encode())
@@ -51,6 +93,27 @@ class FakeLLM:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _stream(self, block, total):
+                try:
+                    while fake.sent < total and not fake._stop.is_set():
+                        self.wfile.write(block)
+                        fake.sent += len(block)
+                except OSError:
+                    pass
+                self.close_connection = True
+
+            def _trickle(self, data):
+                try:
+                    for i in range(len(data)):
+                        if fake._stop.wait(fake.interval):
+                            break
+                        self.wfile.write(data[i:i + 1])
+                        self.wfile.flush()
+                        fake.sent += 1
+                except OSError:
+                    pass
+                self.close_connection = True
+
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -60,6 +123,7 @@ class FakeLLM:
         return self
 
     def __exit__(self, *exc):
+        self._stop.set()
         self.server.shutdown()
         self.server.server_close()
 

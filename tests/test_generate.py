@@ -174,16 +174,19 @@ def stage_sm(tmp_path, llm_settings, method="hyde"):
 
 
 @pytest.mark.parametrize("failure", ["missing key", "missing url", "unreachable", "http 500", "malformed",
-                                     "not json", "http 401"])
+                                     "not json", "http 401", "trickle", "endless", "too long"])
 def test_failures_stop_with_one_message_and_no_output(tmp_path, monkeypatch, caplog, failure):
     monkeypatch.chdir(tmp_path)
     expected = {"missing key": r"environment variable T_LLM_KEY \(API key\) is not set",
                 "missing url": r"environment variable T_LLM_URL \(the server's base URL",
-                "unreachable": r"failed for query q\d after 2 attempts: cannot connect to the server",
+                "unreachable": r"cannot connect to the server for query q\d: the connection was refused",
                 "http 500": r"failed for query q\d after 2 attempts: HTTP 500",
                 "malformed": r"malformed response for query q\d",
                 "not json": r"malformed response for query q\d",
-                "http 401": r"refused the request for query q\d: HTTP 401"}[failure]
+                "http 401": r"refused the request for query q\d: HTTP 401",
+                "trickle": r"no complete answer for query q\d within deadline_seconds \(1.0 s, retries included\)",
+                "endless": r"sent more than \d+ bytes for query q\d, more than max_tokens \(50\) allows",
+                "too long": r"an answer of 5000 characters for query q\d, more than max_tokens \(50\) allows"}[failure]
     with FakeLLM() as llm:
         monkeypatch.setenv("T_LLM_URL", llm.url)
         monkeypatch.setenv("T_LLM_KEY", SECRET)
@@ -198,18 +201,21 @@ def test_failures_stop_with_one_message_and_no_output(tmp_path, monkeypatch, cap
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
             monkeypatch.setenv("T_LLM_URL", f"http://127.0.0.1:{port}/v1")
-        llm.mode = {"http 500": "status", "http 401": "status", "malformed": "malformed",
-                    "not json": "not-json"}.get(failure, "ok")
+        llm.mode = {"http 500": "status", "http 401": "status", "malformed": "malformed", "not json": "not-json",
+                    "trickle": "trickle", "endless": "huge", "too long": "long"}.get(failure, "ok")
         llm.status = 401 if failure == "http 401" else 500
-        sm, out = stage_sm(tmp_path, settings(concurrency=1))
+        llm.interval, llm.long_chars = 0.05, 5000
+        sm, out = stage_sm(tmp_path, settings(concurrency=1, deadline_seconds=1.0, max_tokens=50))
         with caplog.at_level(logging.INFO), pytest.raises(InputError, match=expected) as err:
             data_stage.generate_query_variant(sm)
         assert "\n" not in str(err.value) and "Fix:" in str(err.value)
         assert not out.exists() or not any(out.iterdir())  # nothing half-written
+        cache = tmp_path / "resources/llm_cache/b/t/hyde--tiny-llm.jsonl"
+        assert not cache.exists()  # the first request failed: nothing in the cache either
         text = caplog.text + str(err.value)
         assert SECRET not in text and llm.url not in text
-        if failure in ("http 401", "malformed", "not json"):
-            assert len(llm.requests) == 1  # not retried
+        if failure in ("http 401", "malformed", "not json", "too long", "unreachable"):
+            assert len(llm.requests) <= 1  # not retried
 
 
 def test_stage_writes_the_file_and_the_info_without_secrets(tmp_path, monkeypatch, caplog):
@@ -235,24 +241,12 @@ def test_vllm_option_starts_the_server_inside_the_job(tmp_path, monkeypatch):
     """llms.<llm>.generate.vllm: the job starts the server command on 127.0.0.1 with a fresh key, asks it, and
     stops it; the environment is restored (here a stand-in for `vllm serve` answers)."""
     import socket
-    import sys
-
-    from conftest import REPO
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("T_LLM_URL", raising=False)
-    monkeypatch.delenv("T_LLM_KEY", raising=False)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    vllm = {"enabled": True, "command": [sys.executable, str(REPO / "tests" / "llm_fake_server.py")],
-            "port": port, "startup_seconds": 60, "args": [], "gpus": 1}
+    vllm = fake_vllm(monkeypatch)
     sm, out = stage_sm(tmp_path, {**settings(), "vllm": vllm})
     log = tmp_path / "server.log"
-    with open(log, "w") as handle:
-        monkeypatch.setattr(sys, "stderr", handle)
-        data_stage.generate_query_variant(sm)
-    monkeypatch.undo()
+    run_with_stderr(monkeypatch, data_stage.generate_query_variant, sm, log)
     rows = [json.loads(x) for x in (out / "query_with_hydoc.jsonl").read_text().splitlines()]
     assert [r["id"] for r in rows] == ["q1", "q2", "q3"] and all(r["hy_doc"].startswith("hypothetical") for r in rows)
     assert "fake vllm serving tiny" in log.read_text()
@@ -260,7 +254,34 @@ def test_vllm_option_starts_the_server_inside_the_job(tmp_path, monkeypatch):
 
     assert "T_LLM_URL" not in os.environ and "T_LLM_KEY" not in os.environ
     with socket.socket() as s:  # the server is gone
-        assert s.connect_ex(("127.0.0.1", port)) != 0
+        assert s.connect_ex(("127.0.0.1", vllm["port"])) != 0
+
+
+def fake_vllm(monkeypatch) -> dict:
+    """llms.<llm>.generate.vllm starting tests/llm_fake_server.py (a stand-in for `vllm serve`) on a free port;
+    the client's variables unset (the job sets them)."""
+    import socket
+    import sys
+
+    from conftest import REPO
+
+    monkeypatch.delenv("T_LLM_URL", raising=False)
+    monkeypatch.delenv("T_LLM_KEY", raising=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return {"enabled": True, "command": [sys.executable, str(REPO / "tests" / "llm_fake_server.py")],
+            "port": port, "startup_seconds": 60, "args": [], "gpus": 1}
+
+
+def run_with_stderr(monkeypatch, job, sm, path) -> None:
+    """A stage with sys.stderr sent to ``path`` (as smk.run sends it to the job's log); the monkeypatches undone."""
+    import sys
+
+    with open(path, "w") as handle:
+        monkeypatch.setattr(sys, "stderr", handle)
+        job(sm)
+    monkeypatch.undo()
 
 
 def test_workflow_wires_generated_expansions_and_checks_the_config(tmp_path):
@@ -299,3 +320,135 @@ def test_workflow_wires_generated_expansions_and_checks_the_config(tmp_path):
         validate({**raw, "llms": {"mine": {"generate": {"model": "m", "examples": "x", "lamer_retriever": "nope"}}}})
     with pytest.raises(ConfigError, match="llms.mine.generate.examples is not set"):
         validate({**raw, "llms": {"mine": {"generate": {"model": "m"}}}})
+
+
+# ------------------------------------------------------------------ a MIMIC-derived benchmark (issue 23)
+
+NOTE_WORD = "Zyxwquartzplanted"  # stands for note text: it must stay in owner-only files under resources/
+
+
+def private_sm(tmp_path, llm_settings, config=None):
+    """generate_private_query_variant's job: LameR over a corpus whose every chunk holds NOTE_WORD."""
+    from r2med_eval.workflow import paths
+
+    write_jsonl(tmp_path / "queries.jsonl", [{"id": q, "text": t} for q, t in {"q1": "sepsis", "q2": "stroke"}.items()])
+    write_jsonl(tmp_path / "corpus.jsonl", [{"id": f"c{i}", "title": "", "text": f"chunk {i} {NOTE_WORD} sepsis"}
+                                            for i in range(4)])
+    (tmp_path / "bm25.trec").write_text("".join(f"{q} Q0 c{i} {i + 1} {5 - i} bm25\n" for q in ("q1", "q2")
+                                                for i in range(4)))
+    w = {"benchmark": "b", "task": "t", "method": "lamer", "llm": "tiny-llm"}
+    spec = {"method": "lamer", "llm": "tiny-llm", "prompt_task": "PMC-Treatment", **llm_settings}
+    sm = SimpleNamespace(input=SimpleNamespace(queries=str(tmp_path / "queries.jsonl"),
+                                               corpus=str(tmp_path / "corpus.jsonl"), run=str(tmp_path / "bm25.trec")),
+                         output=SimpleNamespace(variant=paths.fill(paths.PRIVATE_GENERATED, **w),
+                                                info=paths.fill(paths.GENERATED_INFO, **w)),
+                         params=SimpleNamespace(spec=spec), wildcards=SimpleNamespace(**w), config=config or {})
+    return sm, w
+
+
+@pytest.fixture
+def umask_022():
+    import os
+
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def _mode(path):
+    import os
+    import stat
+
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_private_generation_stays_owner_only_under_resources(tmp_path, monkeypatch, caplog, umask_022):
+    """LameR on a MIMIC-derived benchmark against a loopback server that echoes its prompt: the expansion file, the
+    cache and the variant file are 0600 in 0700 folders under resources/cliniq/<benchmark>/<task>/; the info file
+    and the log hold ids and numbers; copies an earlier version left readable are retired (the old cache reused)."""
+    from r2med_eval.workflow import paths
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "resources/cliniq/b/t").mkdir(parents=True)
+    with FakeLLM() as llm:
+        llm.mode = "echo"
+        monkeypatch.setenv("T_LLM_URL", llm.url)
+        monkeypatch.setenv("T_LLM_KEY", SECRET)
+        sm, w = private_sm(tmp_path, settings(lamer_depth=3))
+        # what an earlier version left: the expansion file in results/ and the cache, both 0644
+        old_cache = tmp_path / paths.fill(paths.GENERATE_CACHE, **w)
+        generate.generate({"q1": "old"}, settings(), old_cache)
+        stale = tmp_path / paths.fill(paths.GENERATED, **w)
+        stale.parent.mkdir(parents=True)
+        stale.write_text(NOTE_WORD)
+        with caplog.at_level(logging.DEBUG):
+            data_stage.generate_private_query_variant(sm)
+        assert any(NOTE_WORD in m["content"] for r in llm.requests for m in r["messages"])
+    variant = tmp_path / sm.output.variant
+    rows = [json.loads(x) for x in variant.read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["q1", "q2"] and NOTE_WORD in rows[0]["hy_doc"]
+    cache = tmp_path / paths.fill(paths.PRIVATE_GENERATE_CACHE, **w)
+    assert "old" in cache.read_text() and not old_cache.exists() and not stale.exists()  # moved, removed
+    for path in (variant, cache):
+        assert _mode(path) == 0o600 and NOTE_WORD in path.read_text()
+        folder = path.parent
+        while folder != tmp_path / "resources/cliniq/b":
+            assert _mode(folder) == 0o700, folder
+            folder = folder.parent
+    info = (tmp_path / sm.output.info).read_text()
+    assert _mode(tmp_path / sm.output.info) == 0o644 and json.loads(info)["requested"] == 2
+    assert NOTE_WORD not in info and NOTE_WORD not in caplog.text
+    assert "removed results/generated/b/t/lamer/tiny-llm/query_with_hydoc.jsonl" in caplog.text
+    # the variant file: owner-only under resources/, a copy an earlier version left in results/ removed
+    old_variant = tmp_path / paths.fill(paths.VARIANT, **w)
+    old_variant.parent.mkdir(parents=True)
+    old_variant.write_text(NOTE_WORD)
+    out = tmp_path / paths.fill(paths.PRIVATE_VARIANT, **w)
+    data_stage.prepare_private_query_variant(SimpleNamespace(
+        input=SimpleNamespace(queries=str(tmp_path / "queries.jsonl"), variant=str(variant)), output=[str(out)],
+        wildcards=SimpleNamespace(**w), params=SimpleNamespace(spec={})))
+    assert (_mode(out), _mode(out.parent)) == (0o600, 0o700) and out.read_text() == variant.read_text()
+    assert not old_variant.exists()
+
+
+def test_private_lamer_goes_only_to_loopback_or_declared_servers(tmp_path, monkeypatch, no_network):
+    """http://llm.example.invalid/v1: refused before any lookup or connection unless phi_servers (read from the
+    workflow's configuration) declares it; declared, the job goes on to connect (and stops there: no traffic)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("T_LLM_URL", "http://llm.example.invalid/v1")
+    monkeypatch.setenv("T_LLM_KEY", SECRET)
+    sm, _ = private_sm(tmp_path, settings())
+    with pytest.raises(InputError) as err:
+        data_stage.generate_private_query_variant(sm)
+    assert str(err.value).startswith("the lamer prompts of benchmark b quote MIMIC-III notes, and the LLM server that "
+                                     "T_LLM_URL names is neither a loopback address")
+    assert "phi_servers" in str(err.value) and "PhysioNet" in str(err.value) and no_network == []
+    sm, _ = private_sm(tmp_path, settings(), config={"phi_servers": ["llm.example.invalid"]})
+    with pytest.raises(InputError, match="the connection was refused"):
+        data_stage.generate_private_query_variant(sm)
+    assert no_network and set(no_network) == {("connect", ("llm.example.invalid", 80))}  # no lookup: refused here
+    assert not (tmp_path / sm.output.variant).exists() and not (tmp_path / sm.output.info).exists()
+
+
+def test_private_hyde_is_not_under_the_policy(tmp_path, monkeypatch, no_network):
+    """HyDE's prompts hold the (public) queries only: no note text goes out, so the policy does not apply; its
+    files still stay owner-only under resources/ (the connection here is refused by the test)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("T_LLM_URL", "http://llm.example.invalid/v1")
+    monkeypatch.setenv("T_LLM_KEY", SECRET)
+    sm, _ = private_sm(tmp_path, settings())
+    sm.params.spec["method"] = sm.wildcards.method = "hyde"
+    with pytest.raises(InputError, match="the connection was refused"):
+        data_stage.generate_private_query_variant(sm)
+
+
+def test_private_vllm_output_goes_to_an_owner_only_file(tmp_path, monkeypatch, umask_022):
+    """A server started in the job may log prompts: on a MIMIC-derived benchmark its output goes to
+    resources/logs/<rule>/<key>.server.log (0600), which the job's log names, not to the job's log."""
+    monkeypatch.chdir(tmp_path)
+    sm, _ = private_sm(tmp_path, {**settings(), "vllm": fake_vllm(monkeypatch)})
+    job_log = tmp_path / "job.log"
+    run_with_stderr(monkeypatch, data_stage.generate_private_query_variant, sm, job_log)
+    server_log = tmp_path / "resources/logs/generate_private_query_variant/b/t/lamer--tiny-llm.server.log"
+    assert "fake vllm serving tiny" in server_log.read_text() and "fake vllm" not in job_log.read_text()
+    assert (_mode(server_log), _mode(server_log.parent)) == (0o600, 0o700)

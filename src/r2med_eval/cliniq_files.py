@@ -4,6 +4,9 @@ Files (MIMIC text only under ``resources/``, owner-only):
 
 * ``resources/cliniq/{benchmark}/{task}/corpus.jsonl`` (0600): the rebuilt chunks {id, title, text};
   ``results/data/{benchmark}/{task}/corpus.jsonl`` is a relative symlink to it, for the retrievers.
+* ``resources/cliniq/{benchmark}/{task}/{variants,generated,llm_cache}/`` (0600 files, 0700 folders): what LLM
+  jobs on the benchmark asked and were answered (``workflow.paths.PRIVATE_*``); ``resources/logs/`` the logs that
+  may carry note text (an LLM server's output).
 * ``results/data/{benchmark}/{task}/chunk_ids.txt``, ``chunk_stats.json``: ids and counts.
 * ``results/data/{benchmark}/{task}/cliniq_qrels.tsv``: ``query_id<TAB>chunk_id<TAB>label`` in file
   order (repeats kept; label a match type, or ``irrelevant`` from new judgments); ``qrels.tsv``
@@ -35,6 +38,30 @@ def link_relative(target: Path, link: Path) -> None:
         tmp.unlink()
     os.symlink(os.path.relpath(target.resolve(), link.parent.resolve()), tmp)
     os.replace(tmp, link)
+
+
+def protect_up_to(path, top) -> None:
+    """MIMIC-derived output ``path`` (a file or a folder tree) owner-only, and every folder between it and ``top``
+    (``top`` included): the folders Snakemake made for a job's outputs under ``resources/cliniq/<benchmark>``."""
+    from .io import protect_tree
+
+    protect_tree(path)
+    top = Path(top).resolve()
+    folder = Path(path).resolve().parent
+    while folder == top or top in folder.parents:
+        os.chmod(folder, 0o700)
+        folder = folder.parent
+
+
+def open_private(path):
+    """A new text file readable by its owner only (0600) in a 0700 folder (missing folders are made 0700): a
+    log that may carry MIMIC-derived text."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path.parent, 0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    return open(fd, "w", encoding="utf-8")
 
 
 def read_cliniq_qrels(path) -> tuple[list[tuple[str, str, str]], set]:

@@ -47,18 +47,91 @@ def _r2med_task_checks(spec, ds) -> None:
 
 
 def prepare_query_variant(sm) -> None:
-    from .. import datasets, gar, io
+    _write_variant(sm)
+
+
+def prepare_private_query_variant(sm) -> None:
+    """prepare_query_variant on a MIMIC-derived benchmark: the file (its expansions may quote the notes) is
+    owner-only under resources/; a copy an earlier version left in results/ is removed."""
+    from ..workflow import paths
+
+    w = {k: getattr(sm.wildcards, k) for k in ("benchmark", "task", "method", "llm")}
+    _retire_public_copy(paths.fill(paths.VARIANT, **w))
+    _write_variant(sm, private_root=paths.fill(paths.PRIVATE, benchmark=w["benchmark"], task=w["task"]))
+
+
+def _write_variant(sm, private_root: str | None = None) -> None:
+    from .. import datasets, gar
 
     queries = datasets.read_queries(sm.input.queries)
     rows = gar.read_variant(sm.input.variant, queries)
-    n = io.write_jsonl(sm.output[0], ({"id": q, "text": rows[q]["text"], "hy_doc": rows[q]["hy_doc"]}
-                                      for q in queries))
+    n = _write_jsonl(sm.output[0], ({"id": q, "text": rows[q]["text"], "hy_doc": rows[q]["hy_doc"]} for q in queries),
+                     private_root)
     log.info("query variant %s/%s: %d queries", sm.wildcards.method, sm.wildcards.llm, n)
+
+
+def _write_jsonl(target, rows, private_root: str | None = None) -> int:
+    """JSON lines to ``target`` (atomically); with ``private_root``, owner-only, as the folders up to it."""
+    if private_root is None:
+        from ..io import write_jsonl
+
+        return write_jsonl(target, rows)
+    from ..cliniq_corpus import write_private_jsonl
+    from ..cliniq_files import protect_up_to
+
+    n = write_private_jsonl(target, rows)
+    protect_up_to(target, private_root)
+    return n
+
+
+def _retire_public_copy(path: str, moved_to: str | None = None) -> None:
+    """A file an earlier version wrote outside resources/ (or readable by others) on a MIMIC-derived benchmark:
+    removed, or moved to ``moved_to`` (owner-only) when that does not exist yet."""
+    import os
+
+    if not os.path.lexists(path):
+        return
+    if moved_to and not os.path.lexists(moved_to):
+        Path(moved_to).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(path, 0o600)
+        os.replace(path, moved_to)
+        log.warning("moved %s (written by an earlier version, readable by others) to %s, owner-only", path, moved_to)
+    else:
+        os.unlink(path)
+        log.warning("removed %s: an earlier version wrote it there, readable by others; on a MIMIC-derived "
+                    "benchmark it lives under resources/ now", path)
 
 
 def generate_query_variant(sm) -> None:
     """An expansion file written by an LLM behind an OpenAI-compatible server (``r2med_eval.generate``)."""
-    from .. import datasets, generate, io, runs
+    _generate_variant(sm)
+
+
+def generate_private_query_variant(sm) -> None:
+    """generate_query_variant on a MIMIC-derived benchmark: the expansion file, the cache of the answers and the
+    output of a server started in the job stay under resources/, owner-only; LameR's prompts quote the notes, so
+    they go only to a loopback server or one declared in ``phi_servers`` (``llm.ServerPolicy``, read from the
+    workflow's configuration: a declaration changes no output)."""
+    from .. import generate
+    from ..llm import ServerPolicy
+    from ..workflow import paths
+
+    w = {k: getattr(sm.wildcards, k) for k in ("benchmark", "task", "method", "llm")}
+    cache = paths.fill(paths.PRIVATE_GENERATE_CACHE, **w)
+    _retire_public_copy(paths.fill(paths.GENERATED, **w))
+    _retire_public_copy(paths.fill(paths.GENERATE_CACHE, **w), moved_to=cache)
+    policy = None
+    if sm.params.spec["method"] in generate.CORPUS_METHODS:
+        policy = ServerPolicy.from_config(sm.config, f"the {sm.params.spec['method']} prompts of benchmark "
+                                                     f"{w['benchmark']}")
+    _generate_variant(sm, cache=cache, policy=policy,
+                      private_root=paths.fill(paths.PRIVATE, benchmark=w["benchmark"], task=w["task"]),
+                      server_log=paths.fill(paths.private_log_file("generate_private_query_variant", "server"), **w))
+
+
+def _generate_variant(sm, cache: str | None = None, policy=None, private_root: str | None = None,
+                      server_log: str | None = None) -> None:
+    from .. import datasets, generate, io, llm, runs
     from ..workflow import paths
 
     spec = sm.params.spec
@@ -78,21 +151,28 @@ def generate_query_variant(sm) -> None:
                  spec["lamer_words"])
     prompts = generate.build_prompts(method, task, queries, examples=examples, passages=passages)
     log.info("%s prompts for R2MED task %s, LLM %s (model %s, sampling %s)", method, task, spec["llm"],
-             spec["model"], generate.sampling_params(spec))
-    cache = paths.fill(paths.GENERATE_CACHE, **{k: getattr(sm.wildcards, k) for k in ("benchmark", "task", "method", "llm")})
-    if spec["vllm"]["enabled"]:  # a server inside this job (a GPU node on SLURM)
-        server = generate.local_server(spec, sys.stderr)
-    else:
-        server = contextlib.nullcontext()
-    with server:
-        answers, stats = generate.generate(prompts, spec, cache)
+             spec["model"], llm.sampling_params(spec))
+    if cache is None:
+        cache = paths.fill(paths.GENERATE_CACHE, **{k: getattr(sm.wildcards, k)
+                                                    for k in ("benchmark", "task", "method", "llm")})
+    with contextlib.ExitStack() as stack:
+        if spec["vllm"]["enabled"]:  # a server inside this job (a GPU node on SLURM)
+            handle = sys.stderr
+            if server_log:  # it may log the prompts: owner-only, under resources/
+                from ..cliniq_files import open_private
+
+                handle = stack.enter_context(open_private(server_log))
+                log.info("the LLM server's output goes to %s (owner-only: it may log prompts)", server_log)
+            stack.enter_context(llm.local_server(spec, handle))
+        answers, stats = generate.generate(prompts, spec, cache, private=private_root is not None, policy=policy)
     log.info("answers: %d (%d from the cache, %d requested now); tokens: %d prompt, %d completion; cost %.6f",
              stats["queries"], stats["cached"], stats["requested"], stats["prompt_tokens"],
              stats["completion_tokens"], stats["cost"])
-    io.write_jsonl(sm.output.variant, ({"id": q, "text": queries[q], "hy_doc": answers[q]} for q in queries))
+    _write_jsonl(sm.output.variant, ({"id": q, "text": queries[q], "hy_doc": answers[q]} for q in queries),
+                 private_root)
     io.write_json(sm.output.info, {
         "method": method, "prompt_task": task, "llm": spec["llm"], "model": spec["model"],
-        "system_prompt": spec["system_prompt"], "sampling": generate.sampling_params(spec),
+        "system_prompt": spec["system_prompt"], "sampling": llm.sampling_params(spec),
         "prompt_template_sha256": generate.template_sha256(method, task, examples), **stats})
 
 

@@ -80,6 +80,8 @@ class Workflow:
             "fusion": list(reg.fusion_jobs),
             "cliniq_benchmark": reg.cliniq_benchmarks,
             "generic_benchmark": [b for b in reg.benchmarks if not reg.is_cliniq(b)],
+            "private_benchmark": [b for b in reg.benchmarks if reg.is_private(b)],
+            "public_benchmark": [b for b in reg.benchmarks if not reg.is_private(b)],
             "source_benchmark": [b for b, _ in reg.source_tasks()],
             "source_task": [t for _, t in reg.source_tasks()],
             "anndir": list(self.inputs.cliniq_download_dirs()),

@@ -7,9 +7,9 @@ from .paths import (BENCHMARK_LEADERBOARD, BM25_PAPER_FIT, BM25_PAPER_QUERY_TOKE
                     CLINIQ_METRICS, CLINIQ_POOL, CLINIQ_QRELS, CLINIQ_TABLE, CORPUS, DOWNLOAD, DOWNLOAD_FILES,
                     DOWNLOAD_VARIANT, EMB_CORPUS, EMB_CORPUS_IDS, EMB_CORPUS_INFO, EMB_QUERIES, EMB_QUERY_IDS,
                     EMB_SHARD, EMB_VARIANT, EMB_VARIANT_IDS, GENERATED, GENERATED_INFO, INDEX, INDEX_PAGE, LEADERBOARD,
-                    METRICS, METRICS_TABLE, MODEL_MANIFEST, MTEB_EXPORT, PER_QUERY, PLOT, PROVENANCE, QUERIES,
-                    QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE, VARIANT, benchmark_file, bm25_float,
-                    fill)
+                    METRICS, METRICS_TABLE, MODEL_MANIFEST, MTEB_EXPORT, PER_QUERY, PLOT, PRIVATE_GENERATED,
+                    PRIVATE_VARIANT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE,
+                    VARIANT, benchmark_file, bm25_float, fill)
 from .registry import ENCODER_TYPES, Registry, job_inputs
 
 
@@ -38,9 +38,16 @@ class Inputs:
             files.append(fill(DOWNLOAD_FILES["manifest"], **wildcards))
         return files
 
+    def variant_file(self, benchmark: str, task: str, method: str, llm: str) -> str:
+        """A task's query-variant file (rule prepare_query_variant); under resources/ on a MIMIC-derived benchmark
+        (rule prepare_private_query_variant)."""
+        return fill(PRIVATE_VARIANT if self.reg.is_private(benchmark) else VARIANT, benchmark=benchmark, task=task,
+                    method=method, llm=llm)
+
     def prepare_query_variant(self, wildcards) -> dict:
         if self.reg.generated(wildcards.llm):
-            return {"variant": fill(GENERATED, **wildcards), "queries": fill(QUERIES, **wildcards)}
+            generated = PRIVATE_GENERATED if self.reg.is_private(wildcards.benchmark) else GENERATED
+            return {"variant": fill(generated, **wildcards), "queries": fill(QUERIES, **wildcards)}
         folder = self.task_location(wildcards.benchmark, wildcards.task)["path"]
         return {"variant": f"{folder}/{wildcards.method}/{wildcards.llm}/query_with_hydoc.jsonl",
                 "queries": fill(QUERIES, **wildcards)}
@@ -102,7 +109,7 @@ class Inputs:
     def encode_query_variant(self, wildcards) -> dict:
         w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
         return {"queries": fill(QUERIES, **w),
-                "variant": fill(VARIANT, **w, method=wildcards.method, llm=wildcards.llm),
+                "variant": self.variant_file(**w, method=wildcards.method, llm=wildcards.llm),
                 **self.weights(wildcards.model)}
 
     def embedding_shards(self, wildcards) -> list[str]:
@@ -115,8 +122,7 @@ class Inputs:
         variant = self.reg.variants.get(wildcards.model)
         out = {"queries": fill(QUERIES, **wildcards)}
         if variant is not None:
-            out["variant"] = fill(VARIANT, benchmark=wildcards.benchmark, task=wildcards.task,
-                                  method=variant["method"], llm=variant["llm"])
+            out["variant"] = self.variant_file(wildcards.benchmark, wildcards.task, variant["method"], variant["llm"])
         return out
 
     def retrieve_bm25_lucene(self, wildcards) -> dict:
@@ -351,7 +357,8 @@ def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> l
                     out.append(bench("encode_query_variant", model=model, method=job["method"], llm=job["llm"]))
                 out.append(bench("retrieve_dense", model=name))
             if kind == "query_variant":
-                out.append(bench("prepare_query_variant", method=job["method"], llm=job["llm"]))
+                rule = "prepare_private_query_variant" if reg.is_private(benchmark) else "prepare_query_variant"
+                out.append(bench(rule, method=job["method"], llm=job["llm"]))
                 if reg.generated(job["llm"]):
                     out.append(bench("generate_query_variant", method=job["method"], llm=job["llm"]))
         elif kind == "rerank":

@@ -138,6 +138,12 @@ class Params:
                 "prompt_task": self.reg.prompt_task(wildcards.benchmark, wildcards.task, wildcards.method,
                                                     wildcards.llm), **settings}
 
+    def generate_private_query_variant(self, wildcards) -> dict:
+        """As generate_query_variant, on a MIMIC-derived benchmark (the rule writes owner-only under resources/).
+        The declared servers (``phi_servers``) are not here: a declaration changes no output, so the job reads it
+        from the workflow's configuration."""
+        return self.generate_query_variant(wildcards)
+
     def prefetch_model(self, wildcards) -> dict:
         """The model's Hub sources (a source.path or source.package needs no prefetch)."""
         from ..hfmodels import hub_sources
@@ -164,7 +170,7 @@ class Params:
 
     def private(self, benchmark: str) -> bool:
         """MIMIC-derived outputs (CliniQ's index and embeddings) are owner-only."""
-        return self.reg.is_cliniq(benchmark)
+        return self.reg.is_private(benchmark)
 
     def lucene_index(self, wildcards) -> dict:
         return {"private": self.private(wildcards.benchmark)}

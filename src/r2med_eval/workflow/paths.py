@@ -32,7 +32,13 @@ GENERATED = "results/generated/{benchmark}/{task}/{method}/{llm}/query_with_hydo
 GENERATED_INFO = "results/generated/{benchmark}/{task}/{method}/{llm}/generation.json"
 GENERATE_CACHE = "resources/llm_cache/{benchmark}/{task}/{method}--{llm}.jsonl"
 MODEL_MANIFEST = "resources/models/{model}.json"  # a Hub model's snapshot, fetched by rule prefetch_model
-CLINIQ_CHUNKS = "resources/cliniq/{benchmark}/{task}/corpus.jsonl"  # MIMIC text: owner-only, never in results/
+# MIMIC-derived benchmarks (CliniQ): the note text, and everything of an LLM job that may quote it (the expansion
+# and variant files, the answers' cache), live here, owner-only (files 0600, folders 0700), never in results/
+PRIVATE = "resources/cliniq/{benchmark}/{task}"
+CLINIQ_CHUNKS = PRIVATE + "/corpus.jsonl"
+PRIVATE_VARIANT = PRIVATE + "/variants/{method}--{llm}.jsonl"
+PRIVATE_GENERATED = PRIVATE + "/generated/{method}/{llm}/query_with_hydoc.jsonl"
+PRIVATE_GENERATE_CACHE = PRIVATE + "/llm_cache/{method}--{llm}.jsonl"
 
 INDEX_ROOT = "results/index/{benchmark}"  # owner-only for MIMIC-derived benchmarks
 INDEX = INDEX_ROOT + "/{task}/lucene"
@@ -86,6 +92,8 @@ JOB_KEYS = {
     "download_task": "{benchmark}/{task}",
     "download_query_variant": "{benchmark}/{task}/{method}--{llm}",
     "generate_query_variant": "{benchmark}/{task}/{method}--{llm}",
+    "prepare_private_query_variant": "{benchmark}/{task}/{method}--{llm}",
+    "generate_private_query_variant": "{benchmark}/{task}/{method}--{llm}",
     "prefetch_model": "{model}",
     "link_cliniq_corpus": "{benchmark}/{task}",
     "prepare_cliniq_queries": "{benchmark}/{task}",
@@ -135,6 +143,12 @@ def log_file(rule: str) -> str:
 
 def benchmark_file(rule: str) -> str:
     return f"benchmarks/{rule}/{JOB_KEYS[rule]}.tsv"
+
+
+def private_log_file(rule: str, name: str) -> str:
+    """A log of a job on a MIMIC-derived benchmark that may carry note text (e.g. ``server``: the output of an LLM
+    server started in the job): ``resources/logs/<rule>/<key>.<name>.log``, owner-only; the job's log names it."""
+    return f"resources/logs/{rule}/{JOB_KEYS[rule]}.{name}.log"
 
 
 def fill(pattern: str, **wildcards) -> str:

@@ -184,6 +184,11 @@ class Registry:
     def is_cliniq(self, benchmark: str) -> bool:
         return self.cfg["benchmarks"][benchmark]["layout"] == "cliniq"
 
+    def is_private(self, benchmark: str) -> bool:
+        """MIMIC-derived (a CliniQ benchmark): its note text, and every file that may quote it, is owner-only and
+        stays under resources/ (``paths.PRIVATE``)."""
+        return self.is_cliniq(benchmark)
+
     @property
     def cliniq_benchmarks(self) -> list[str]:
         return [b for b in self.benchmarks if self.is_cliniq(b)]

@@ -1,0 +1,126 @@
+"""The confidentiality probe of issue 23, end to end: a word planted in a copy of the CliniQ demo notes, one
+`snakemake --keep-going all` over the CliniQ benchmark, and then the word is in no file outside resources/ and
+data/, every file holding it is owner-only, and the terminal output does not hold it (tests/confidentiality.py).
+
+Parts of the probe, one Snakemake run (each part adds its models to PROBE_CONFIG's parts):
+* LLM: LameR generation against a loopback server that echoes its whole prompt (so its answers quote the notes),
+  the expansions run through BM25 to the leaderboard.
+Then a server that is neither loopback nor declared is refused through Snakemake with the policy's one message."""
+import json
+import os
+
+import pytest
+
+from confidentiality import PLANTED, assert_confined, planted_notes
+from conftest import REPO, snakemake, workflow_dir
+from llm_fake_server import FakeLLM
+
+pytestmark = pytest.mark.slow
+
+DEMO = REPO / "data" / "cliniq-demo"
+BENCHMARK = """
+benchmarks:
+  cliniq-demo:
+    layout: cliniq
+    noteevents: {notes}
+    expected_chunks: 203
+    tasks:
+      cliniq: {{path: {demo}}}
+"""
+# the parts of the probe: models, LLMs and query variants on the CliniQ benchmark
+PARTS = {
+    "models": """
+  bm25: {type: bm25_lucene, k1: 0.9, b: 0.4}
+""",
+    "llms": """
+  echo:
+    reasoning: none
+    generate: {model: echo, base_url_env: PROBE_LLM_URL, api_key_env: PROBE_LLM_KEY, lamer_retriever: bm25,
+               lamer_depth: 3, concurrency: 2, retries: 0}
+""",
+    "query_variants": """
+  - {benchmark: cliniq-demo, method: lamer, llm: echo, models: [bm25], prompt_task: PMC-Treatment}
+""",
+}
+
+
+def probe_config(notes) -> str:
+    return BENCHMARK.format(notes=notes, demo=DEMO) + "".join(f"{key}:{text}" for key, text in PARTS.items())
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    work = workflow_dir(tmp_path_factory.mktemp("probe"), "")
+    notes = planted_notes(DEMO / "NOTEEVENTS.csv", work / "data" / "NOTEEVENTS.csv")
+    (work / "config.yaml").write_text(probe_config(notes))
+    old = os.umask(0o022)  # what others may read follows the umask; MIMIC-derived files must be 0600 regardless
+    try:
+        with FakeLLM() as server:
+            server.mode = "echo"
+            env = {**os.environ, "PROBE_LLM_URL": server.url, "PROBE_LLM_KEY": "probe-key"}
+            proc = snakemake(work, "--cores", "2", "--keep-going", "all", check=False, env=env)
+    finally:
+        os.umask(old)
+    return work, proc, server
+
+
+def test_planted_word_stays_owner_only_under_resources(probe):
+    work, proc, server = probe
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    # the probe bites: the prompts quoted the notes and the echoed answers went on to retrieval and the leaderboard
+    assert any(PLANTED in m["content"] for r in server.requests for m in r["messages"])
+    board = (work / "results" / "leaderboard.csv").read_text()
+    assert "bm25+lamer-echo" in board
+    holders = set(map(str, assert_confined(work, proc.stdout)))
+    expected = {"data/NOTEEVENTS.csv", "resources/cliniq/cliniq-demo/cliniq/corpus.jsonl",
+                "resources/cliniq/cliniq-demo/cliniq/llm_cache/lamer--echo.jsonl",
+                "resources/cliniq/cliniq-demo/cliniq/generated/lamer/echo/query_with_hydoc.jsonl",
+                "resources/cliniq/cliniq-demo/cliniq/variants/lamer--echo.jsonl"}
+    assert expected <= holders, sorted(holders)
+    info = json.loads((work / "results/generated/cliniq-demo/cliniq/lamer/echo/generation.json").read_text())
+    assert info["requested"] == len(server.requests) and info["queries"] == 16
+    assert not (work / "results/generated/cliniq-demo/cliniq/lamer/echo/query_with_hydoc.jsonl").exists()
+    assert not (work / "results/data/cliniq-demo/cliniq/variants").exists()
+
+
+def test_an_undeclared_server_is_refused_through_snakemake(probe, tmp_path):
+    """A second LLM whose URL names a host that is neither loopback nor declared: its LameR job stops with the
+    policy's one message before connecting (tests/test_llm.py shows no lookup or connection is attempted), and
+    leaves nothing: no expansion file, no cache."""
+    work, _, _ = probe
+    extra = tmp_path / "remote.yaml"
+    extra.write_text("""
+llms:
+  echo:
+    reasoning: none
+    generate: {model: echo, base_url_env: PROBE_LLM_URL, api_key_env: PROBE_LLM_KEY, lamer_retriever: bm25,
+               lamer_depth: 3, concurrency: 2, retries: 0}
+  remote:
+    generate: {model: big, base_url_env: PROBE_REMOTE_URL, api_key_env: PROBE_LLM_KEY, lamer_retriever: bm25}
+query_variants:
+  - {benchmark: cliniq-demo, method: lamer, llm: echo, models: [bm25], prompt_task: PMC-Treatment}
+  - {benchmark: cliniq-demo, method: lamer, llm: remote, models: [bm25], prompt_task: PMC-Treatment}
+""")
+    target = "resources/cliniq/cliniq-demo/cliniq/generated/lamer/remote/query_with_hydoc.jsonl"
+    env = {**os.environ, "PROBE_REMOTE_URL": "http://llm.example.invalid/v1", "PROBE_LLM_KEY": "probe-key"}
+    proc = snakemake(work, "--configfile", str(work / "config.yaml"), str(extra), "--cores", "1", target,
+                     check=False, env=env, config=False)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("r2med-eval: ")]
+    assert len(lines) == 1, proc.stdout[-3000:]
+    assert lines[0].startswith("r2med-eval: the lamer prompts of benchmark cliniq-demo quote MIMIC-III notes, and the "
+                               "LLM server that PROBE_REMOTE_URL names is neither a loopback address")
+    assert "PhysioNet's credentialed data use agreement" in lines[0] and "phi_servers" in lines[0]
+    assert "llm.example.invalid" not in proc.stdout and PLANTED not in proc.stdout
+    assert not (work / target).exists()
+    assert not (work / "resources/cliniq/cliniq-demo/cliniq/llm_cache/lamer--remote.jsonl").exists()
+
+
+def test_a_declaration_reruns_nothing(probe, tmp_path):
+    """phi_servers changes no output: the job reads it from the configuration, not from its params, so declaring
+    a host leaves every job of the finished run up to date."""
+    work, _, _ = probe
+    declared = tmp_path / "declared.yaml"
+    declared.write_text((work / "config.yaml").read_text() + "phi_servers: [llm.mylab.internal, 10.20.0.7]\n")
+    proc = snakemake(work, "--configfile", str(declared), "-n", "--cores", "1", "all", config=False)
+    assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
