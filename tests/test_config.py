@@ -210,6 +210,12 @@ def test_a_message_never_prints_more_than_a_few_hundred_characters_of_a_value(tm
     cases = [(cfg, r"models\.bm25\.description: \['xxx")]
     for key, value in (("models_to_run", ["bm25" * 100_000]), ("benchmarks_to_run", ["nope" + "y" * 100_000])):
         cases.append(({**copy.deepcopy(BASE), key: value}, key))
+    long_name = copy.deepcopy(BASE)
+    long_name["models"]["m" * 5000] = {"type": "bm25_lucene"}
+    cases.append((long_name, r"models: 'mmm.*'\.\.\. \(5,000 characters\) is longer than 100 characters"))
+    long_repo = copy.deepcopy(BASE)
+    long_repo["benchmarks"]["demo"]["tasks"]["demo"] = {"source": {"hf": "R2MED/" + "x" * 100_000}}
+    cases.append((long_repo, r"source\.hf: 'R2MED/xxx.*is longer than 200 characters"))
     long_path = copy.deepcopy(BASE)
     long_path["benchmarks"]["demo"]["tasks"]["demo"]["path"] = "missing/" + "p" * 100_000
     cases.append((long_path, r"benchmarks\.demo\.tasks\.demo\.path: folder 'missing/ppp"))

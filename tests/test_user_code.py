@@ -129,6 +129,40 @@ def test_every_exception_of_user_code_is_one_external_error(tmp_path):
         "owner-only). Fix: ")
 
 
+def test_an_mteb_model_fails_with_one_message_too(monkeypatch):
+    from test_byo_encoders import need_mteb
+
+    need_mteb()
+    import mteb
+
+    spec = {"type": "mteb", "name": "someone/model", "revision": None, "mteb_task": "R2MEDBiologyRetrieval"}
+
+    def unreachable(*args, **kwargs):
+        raise OSError("no weights in the cache")
+
+    monkeypatch.setattr(mteb, "get_model", unreachable)
+    with pytest.raises(ExternalError, match=r"^model 'm': mteb.get_model\('someone/model', None\) raised OSError: no "
+                                            r"weights in the cache\. Fix: check the name and revision"):
+        encoders.load(spec, "m", "doc", "demo")
+
+    class Model:
+        def __init__(self, out):
+            self.out = out
+
+        def encode(self, loader, **kwargs):
+            if isinstance(self.out, Exception):
+                raise self.out
+            return self.out
+
+    origin = "model 'm' (mteb.get_model('someone/model', None)): encode(prompt_type='document')"
+    for out, error, start in ((ValueError(f"bad {SECRET}"), ExternalError, f"{origin} on 3 texts raised ValueError"),
+                              (np.ones((3, 4), dtype=np.complex64), InputError, f"{origin} returned complex values")):
+        monkeypatch.setattr(mteb, "get_model", lambda *args, out=out, **kwargs: Model(out))
+        with pytest.raises(error) as err:
+            encoders.load(spec, "m", "doc", "demo").encode(TEXTS, batch_size=3)
+        assert str(err.value).startswith(start), str(err.value)
+
+
 def test_a_long_exception_message_is_cut_to_its_first_line():
     exc = ExternalError("model 'm' (factory f:g): encode_corpus() on 1 texts", ValueError("x" * 5000 + "\nsecond line"),
                         fix="fix it.")
