@@ -3,10 +3,13 @@
 # (every download a configuration needs, run on a machine with network: docs/cluster.md).
 
 
-configfile: "config.yaml"
-
-
 include: "rules/common.smk"
+
+
+check_config_file("config.yaml")
+
+
+configfile: "config.yaml"
 
 
 W = load_workflow(config)

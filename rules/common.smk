@@ -8,6 +8,17 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from r2med_eval.errors import ConfigError  # noqa: E402
 from r2med_eval.workflow import Workflow, paths, tune_gc  # noqa: E402
+from r2med_eval.workflow.config import check_file  # noqa: E402
+
+
+def check_config_file(path):
+    """The configuration file the Snakefile names, checked before Snakemake merges it (its merge expands YAML
+    aliases of mappings): an alias bomb, a non-finite number, a key that is not a string stop with one message.
+    """
+    try:
+        check_file(path)
+    except ConfigError as exc:
+        raise WorkflowError(f"r2med-eval: {exc}") from None
 
 
 def load_workflow(raw):

@@ -83,7 +83,7 @@ def test_python_model_errors_are_one_message(tmp_path):
     base = {"type": "python", "kwargs": {}, "python_path": str(tmp_path)}
     with pytest.raises(InputError, match="has neither encode_queries\\(\\) nor encode\\(\\)"):
         encoders.load({**base, "factory": "bad_enc:Nothing"}, "m", "query", "t")
-    with pytest.raises(InputError, match="bad_enc:broken\\(\\*\\*kwargs\\) failed: ValueError: no"):
+    with pytest.raises(InputError, match="bad_enc:broken\\(\\*\\*kwargs\\) raised ValueError: no"):
         encoders.load({**base, "factory": "bad_enc:broken"}, "m", "query", "t")
     with pytest.raises(InputError, match="module 'bad_enc' has no 'absent'"):
         encoders.load({**base, "factory": "bad_enc:absent"}, "m", "query", "t")

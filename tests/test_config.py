@@ -107,3 +107,119 @@ def test_r2med_registry_fragment_is_valid():
     assert cfg["models"]["medcpt"]["query_source"]["hf"] == "ncbi/MedCPT-Query-Encoder"
     assert "query_source" not in cfg["models"]["medcpt-official"]
     assert not any(cfg["models"][m]["enabled"] for m in cfg["models"] if m not in ("bm25", "bm25-paper", "minilm"))
+
+
+# ---------------------------------------------------------------- bounded inputs (issue 23, item 4)
+
+
+def alias_bomb(kind: str, depth: int = 9, width: int = 9) -> str:
+    """A YAML value of a few hundred bytes that expands to width**depth strings ("billion laughs"), built from
+    lists or from mappings."""
+    if kind == "list":
+        levels = ["&a [" + ", ".join(['"lol"'] * width) + "]"]
+        for prev, name in zip("abcdefghijklmno", "bcdefghijklmnop"[:depth - 1]):
+            levels.append(f"&{name} [" + ", ".join([f"*{prev}"] * width) + "]")
+        return "[" + ", ".join(levels) + "]"
+    levels = ["&a {" + ", ".join(f"k{j}: lol" for j in range(width)) + "}"]
+    for prev, name in zip("abcdefghijklmno", "bcdefghijklmnop"[:depth - 1]):
+        levels.append(f"&{name} {{" + ", ".join(f"k{j}: *{prev}" for j in range(width)) + "}")
+    return "{" + ", ".join(f"l{i}: {level}" for i, level in enumerate(levels)) + "}"
+
+
+def bomb_config(kind: str, depth: int = 9) -> str:
+    return f"""benchmarks:
+  demo:
+    layout: r2med
+    tasks:
+      demo: {{path: {REPO / 'data' / 'demo'}}}
+models:
+  bm25:
+    type: bm25_lucene
+    description: {alias_bomb(kind, depth)}
+"""
+
+
+@pytest.mark.parametrize("kind", ["list", "map"])
+def test_an_alias_bomb_is_refused_before_anything_expands_it(tmp_path, kind):
+    """9**9 values from 1 kB: the check counts each shared value once (linear in the file); JSON Schema's message
+    rendered the whole value (8.4 GB, no message in 120 s) and Snakemake's merge copies every mapping."""
+    text = bomb_config(kind)
+    assert len(text) < 1500
+    with pytest.raises(ConfigError) as err:
+        check(yaml.safe_load(text))
+    message = str(err.value)
+    assert message.startswith("config.yaml: models.bm25.description") and "more than 100,000 values once YAML's " \
+        "aliases (*name) are expanded (an alias bomb?)" in message and len(message) < 400
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"models\.bm25\.description.*alias bomb"):
+        config.check_file(path)
+
+
+def test_an_alias_bomb_in_the_workflows_config_file_stops_snakemake_with_one_message(tmp_path):
+    """Before Snakemake merges config.yaml (its merge copies every mapping: 9**7 mappings would take about a minute
+    and 2 GB; the timeout fails the test long before)."""
+    from conftest import snakemake, workflow_dir
+
+    work = workflow_dir(tmp_path, bomb_config("map", depth=8))
+    proc = snakemake(work, "-n", check=False, config=False, timeout=40)
+    assert proc.returncode != 0
+    shown = [line for line in proc.stdout.splitlines() if line.startswith("r2med-eval: ")]
+    assert shown == ["r2med-eval: config.yaml: models.bm25.description.l5: more than 100,000 values once YAML's "
+                     "aliases (*name) are expanded (an alias bomb?). Fix: write the values out without nested "
+                     "aliases."], proc.stdout[-2000:]
+    assert not (work / "results").exists()
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", ".NaN"])
+def test_non_finite_numbers_are_refused_naming_the_key(value):
+    cfg = yaml.safe_load(f"{{models: {{bm25: {{type: bm25_lucene, k1: {value}}}}}}}")
+    with pytest.raises(ConfigError) as err:
+        check({**copy.deepcopy(BASE), "models": cfg["models"]})
+    assert str(err.value).startswith("config.yaml: models.bm25.k1: ") and "is not a finite number. Fix: write a " \
+        "finite number (YAML's .nan and .inf are not)." in str(err.value)
+    nested = copy.deepcopy(BASE)
+    nested["models"]["enc"] = {"type": "python", "factory": "m:f", "kwargs": {"scale": [1.0, float("nan")]}}
+    with pytest.raises(ConfigError, match=r"models\.enc\.kwargs\.scale\[1\]: nan is not a finite number"):
+        check(nested)
+    del nested["models"]["enc"]
+    nested["rerank"] = [{"run": "bm25", "reranker": "minilm", "depths": [float("inf")]}]
+    with pytest.raises(ConfigError, match=r"rerank\[0\]\.depths\[0\]: inf is not a finite number"):
+        check(nested)
+
+
+def test_what_no_configuration_can_hold_is_refused_naming_the_key():
+    cases = [
+        ("models: {bm25: {type: bm25_lucene, top_k: 99999999999999999999999}}", r"models\.bm25\.top_k: the integer "
+         r"99999999999999999999999 is beyond 64 bits"),
+        ("models: {bm25: {type: bm25_lucene, description: &d [1, *d]}}", r"models\.bm25\.description\[1\]: the value "
+         "contains itself"),
+        ("models: {1: {type: bm25_lucene}}", r"models: the key 1 is not a string"),
+        ("models: {bm25: {type: bm25_lucene, description: " + "[" * 70 + "]" * 70 + "}}",
+         r"models\.bm25\.description(\[0\])+: values nested more than 64 levels deep"),
+    ]
+    for text, pattern in cases:
+        cfg = {**copy.deepcopy(BASE), **yaml.safe_load(text)}
+        with pytest.raises(ConfigError, match=pattern):
+            check(cfg)
+
+
+def test_a_message_never_prints_more_than_a_few_hundred_characters_of_a_value(tmp_path):
+    cfg = copy.deepcopy(BASE)
+    cfg["models"]["bm25"]["description"] = ["x" * 1000] * 5000  # 5 MB, within the value count
+    cases = [(cfg, r"models\.bm25\.description: \['xxx")]
+    for key, value in (("models_to_run", ["bm25" * 100_000]), ("benchmarks_to_run", ["nope" + "y" * 100_000])):
+        cases.append(({**copy.deepcopy(BASE), key: value}, key))
+    long_name = copy.deepcopy(BASE)
+    long_name["models"]["m" * 5000] = {"type": "bm25_lucene"}
+    cases.append((long_name, r"models: 'mmm.*'\.\.\. \(5,000 characters\) is longer than 100 characters"))
+    long_repo = copy.deepcopy(BASE)
+    long_repo["benchmarks"]["demo"]["tasks"]["demo"] = {"source": {"hf": "R2MED/" + "x" * 100_000}}
+    cases.append((long_repo, r"source\.hf: 'R2MED/xxx.*is longer than 200 characters"))
+    long_path = copy.deepcopy(BASE)
+    long_path["benchmarks"]["demo"]["tasks"]["demo"]["path"] = "missing/" + "p" * 100_000
+    cases.append((long_path, r"benchmarks\.demo\.tasks\.demo\.path: folder 'missing/ppp"))
+    for cfg, pattern in cases:
+        with pytest.raises(ConfigError, match=pattern) as err:
+            config.check_paths(check(cfg), base=REPO)
+        assert len(str(err.value)) < 700, str(err.value)[:1000]

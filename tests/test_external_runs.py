@@ -27,17 +27,72 @@ QUERIES = ["q1", "q2"]
     ("q1 Q0 d1 1 0.9 x\nq1 Q0 d1 2 0.5 x\nq2 Q0 d1 1 0.3 x\n", 2, "document 'd1' appears twice for query 'q1'"),
     ("q1 Q0 d1 1 0.9 x\nq2 Q0 d2 1 high x\n", 2, "score 'high' is not a finite number"),
     ("q1 Q0 d1 1 nan x\n", 1, "score 'nan' is not a finite number"),
+    ("q1 Q0 d1 1 -Infinity x\n", 1, "score '-Infinity' is not a finite number"),
+    # Python's float reads these, trec_eval (C's atof) reads another number
+    ("q1 Q0 d1 1 1_000 x\n", 1, "score '1_000' is not a finite number in trec_eval's format (trec_eval, with C's "
+                                "atof, would read it as 1.0)"),
+    ("q1 Q0 d1 1 \uff11\uff12 x\n", 1, "score '\uff11\uff12' is not a finite number in trec_eval's format "
+                                        "(trec_eval, with C's atof, would read it as 0.0)"),
+    ("q1 Q0 d1 1 0.5abc x\n", 1, "score '0.5abc' is not a finite number in trec_eval's format (trec_eval, with C's "
+                                 "atof, would read it as 0.5)"),
+    ("q1 Q0 d1 1 0x1p-3 x\n", 1, "score '0x1p-3' is a hexadecimal float, which Python's float does not read"),
+    ("q1 Q0 d1 1 1e999 x\n", 1, "score '1e999' is beyond a double's range"),
     ("q1 Q0 d1 1 0.9 x\nq7 Q0 d2 1 0.8 x\n", 2, "query id 'q7' is not a query of this task"),
     ("q1 Q0 d1 1 0.9\n", 1, "expected 6 columns"),
+    # not UTF-8 text
+    (b"q1 Q0 d1 1 0.9 x\nq1 Q0 d\xe9 2 0.5 x\n", 2, "bytes that are not UTF-8 at column 8 (a binary or compressed "
+                                                    "file, or another encoding?). Fix: write the run as UTF-8 text"),
+    (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03 q1 Q0\n", 1, "a NUL byte at column 4 (a binary"),  # gzip
+    (b"\xff\xfeq\x001\x00", 1, "a NUL byte at column 4"),  # UTF-16 with its byte order mark
+    (b"q1 Q0 d1 1 0.9 x\n\x89PNG\r\n", 2, "bytes that are not UTF-8 at column 1"),
+    ("q1 Q0 d1 1 0.9 x\n".encode("utf-16"), 1, "a NUL byte at column 4 (a binary or UTF-16 file?). Fix: write the "
+                                               "run as UTF-8 text"),
 ])
 def test_malformed_run_stops_with_one_message_naming_file_and_line(tmp_path, text, line, words):
     path = tmp_path / "mine.trec"
-    path.write_text(text)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(InputError) as err:
         runs.validate_external_run(path, DOCS, QUERIES)
     message = str(err.value)
     assert message.startswith(f"{path}, line {line}: ") and words in message and " Fix: " in message
     assert "\n" not in message
+
+
+def test_scores_trec_eval_reads_whole_are_accepted_and_comments_skipped(tmp_path):
+    """The accepted grammar: [+-] digits [. digits] [e [+-] digits] (or . digits), read whole by C's atof and by
+    Python's float alike; lines starting with # are comments, as in trec_eval; fields split at ASCII white space."""
+    path = tmp_path / "mine.trec"
+    path.write_text("# produced by my system\nq1 Q0 d1 1 1. x\nq1 Q0 d2 2 .5 x\n  # indented comment\n"
+                    "q1\tQ0\td3\t3\t+1E-3\tx\r\nq2 Q0 d1 1 -0 x\nq2 Q0 d2 2 007 x\n")
+    run, info = runs.validate_external_run(path, DOCS, QUERIES)
+    assert run == {"q1": {"d1": 1.0, "d2": 0.5, "d3": 0.001}, "q2": {"d1": 0.0, "d2": 7.0}} and info["lines"] == 5
+    nbsp = tmp_path / "nbsp.trec"  # U+00A0 is no separator for trec_eval: the id holds it
+    nbsp.write_text("q1 Q0 d1\u00a0x 1 0.5 x\nq2 Q0 d1 1 0.5 x\n")
+    with pytest.raises(InputError, match=r"document id 'd1\\xa0x'"):
+        runs.validate_external_run(nbsp, DOCS, QUERIES)
+
+
+def test_a_bad_run_file_leaves_nothing_half_written(tmp_path, monkeypatch):
+    """Stage import_run: the file is checked whole before anything is written."""
+    from types import SimpleNamespace
+
+    from r2med_eval.stages import retrieve
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "queries.jsonl").write_text('{"id": "q1", "text": "a"}\n{"id": "q2", "text": "b"}\n')
+    (tmp_path / "ids.txt").write_text("d1\nd2\nd3\n")
+    source = tmp_path / "mine.trec"
+    out = tmp_path / "results" / "runs" / "b" / "t"
+    sm = SimpleNamespace(input=SimpleNamespace(queries="queries.jsonl", ids="ids.txt", source=str(source),
+                                               keys=lambda: ["queries", "ids", "source"]),
+                         output=SimpleNamespace(run=str(out / "mine.trec"), info=str(out / "mine.import.json")),
+                         params=SimpleNamespace(spec={"missing_queries": "error"}),
+                         wildcards=SimpleNamespace(benchmark="b", task="t", model="mine"))
+    for data in (b"q1 Q0 d1 1 0.9 x\nq2 Q0 d2 1 1_000 x\n", b"q1 Q0 d1 1 0.9 x\nq2 Q0 d\xff 1 0.5 x\n"):
+        source.write_bytes(data)
+        with pytest.raises(InputError, match=f"{source}, line 2: "):
+            retrieve.import_run(sm)
+        assert not out.exists() or not list(out.iterdir())
 
 
 def test_missing_query_names_the_run_and_the_querys_line(tmp_path):
@@ -242,7 +297,9 @@ def test_malformed_external_run_stops_the_workflow_with_one_line(external_run):
         proc = snakemake(work, "--cores", "2", "all", check=False)
         assert proc.returncode != 0
         shown = [line for line in proc.stdout.splitlines() if line.startswith("r2med-eval: ")]
-        assert shown == [f"r2med-eval: external/demo/demo.trec, line 4: score 'high' is not a finite number. Fix: "
-                         "write the retriever's score as a number in the fifth column."], proc.stdout[-3000:]
+        assert shown == [f"r2med-eval: external/demo/demo.trec, line 4: score 'high' is not a finite number in "
+                         "trec_eval's format (trec_eval, with C's atof, would read it as 0.0). Fix: write the "
+                         "retriever's score as a decimal number in the fifth column (e.g. 12, -0.25, 1.5e-3: no "
+                         "underscores, no hexadecimal, no nan or inf)."], proc.stdout[-3000:]
     finally:
         path.write_text(original)

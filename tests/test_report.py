@@ -189,6 +189,41 @@ def test_benchmark_leaderboard_marks_best_and_significance(tmp_path):
         leaderboard.collect(files, "map_at_7")
 
 
+def test_a_task_without_a_relevant_judged_query_is_na_never_a_bold_zero(tmp_path):
+    """Issue 23: a task whose judged queries hold no relevant document scores 0 for every run (trec_eval); the
+    leaderboards show "n/a" there (Markdown, CSV, HTML, LaTeX), never a bold 0.00, and rank on the other cells."""
+    files = metric_fixture(tmp_path, {("r2", "a", "bm25"): 0.3, ("r2", "a", "dense"): 0.4,
+                                      ("r2", "none", "bm25"): 0.0, ("r2", "none", "dense"): 0.0})
+    for path in files:
+        data = json.loads(path.read_text())
+        judged = 5 if data["task"] == "a" else 3
+        data["counts"] = {"judged_queries_scored": judged,
+                          "judged_queries_without_relevant": 0 if data["task"] == "a" else 3}
+        path.write_text(json.dumps(data))
+    table = leaderboard.collect(files)
+    assert math.isnan(table["bm25"][("r2", "none")]) and table["dense"][("r2", "a")] == 0.4
+    out = {ext: tmp_path / f"lb.{ext}" for ext in ("csv", "md", "html", "tex")}
+    leaderboard.write(files, out["csv"], out["md"], html_path=out["html"], tex_path=out["tex"])
+    rows = list(csv.DictReader(out["csv"].open()))
+    assert [r["model"] for r in rows] == ["dense", "bm25"]
+    assert rows[0]["r2/none"] == "n/a" and rows[0]["r2/avg"] == "n/a" and rows[0]["r2/a"] == "0.40000"
+    md = out["md"].read_text()
+    assert "| dense | **40.00** | n/a | n/a |" in md and "| bm25 | 30.00 | n/a | n/a |" in md and " 0.00" not in md
+    html = out["html"].read_text()
+    assert html.count('<td class="num na">n/a</td>') == 4 and html.count("num best") == 1
+    tex = out["tex"].read_text()
+    assert r"\textbf{40.00} & n/a & n/a \\" in tex and r"\textbf{0.00}" not in tex and " 0.00" not in tex
+    bench = {ext: tmp_path / f"r2.{ext}" for ext in ("csv", "md", "html", "tex")}
+    leaderboard.write_benchmark(files, "r2", bench["csv"], bench["md"], bench["html"], tex_path=bench["tex"])
+    assert "| dense | **40.00** | n/a | n/a |" in bench["md"].read_text()
+    assert next(csv.DictReader(bench["csv"].open()))["none"] == "n/a"
+    assert r"	extbf{0.00}" not in bench["tex"].read_text() and "n/a" in bench["tex"].read_text()
+    # a metrics file without a number is n/a too; a run that is not scored stays empty
+    assert math.isnan(leaderboard.defined({"metrics": {"ndcg_at_10": None}}, "ndcg_at_10"))
+    header, rows = leaderboard.build({"x": {("b", "t"): math.nan}, "y": {("b", "t"): 0.2}, "z": {("b", "u"): 0.1}})
+    assert [r[0] for r in rows] == ["y", "z", "x"]
+
+
 def test_html_escapes_names():
     html = htmlreport.table(["model", "t"], [["<b>&x", 0.5]], table_id="x", caption="c", best={1: 0.5})
     assert "&lt;b&gt;&amp;x" in html and "<b>&x" not in html

@@ -582,7 +582,8 @@ def _write_gathered(ids: list[str], parts, out_npy, out_ids, storage: str, out_i
     dims = {p["emb"].shape[1] for p in parts if p["emb"].size}
     if len(dims) != 1:
         raise InputError(f"shards disagree on the embedding dimension ({sorted(dims)}).",
-                         fix="delete the shard files of this model and rerun.")
+                         fix="delete the shard files of this model and rerun (a type: python or mteb encoder must "
+                             "return the same width for every text).")
     dim = dims.pop()
     if len(rows) != len(ids) or len(np.unique(rows)) != len(ids):
         raise InputError(f"shards cover {len(np.unique(rows))} distinct of {len(ids)} documents.",
@@ -626,7 +627,8 @@ def load_corpus_embeddings(npy, ids_file, corpus_path=None, dim: int | None = No
                          fix="delete the cached embeddings of this model and rerun.")
     if dim is not None and emb.shape[1] != dim:
         raise InputError(f"cached embeddings have dimension {emb.shape[1]}, the query encoder gives {dim}.",
-                         path=npy, fix="delete the cached embeddings of this model and rerun.")
+                         path=npy, fix="delete the cached embeddings of this model and rerun (a type: python "
+                                       "encoder's encode_queries and encode_corpus must return the same width).")
     return np.ascontiguousarray(emb, dtype=np.float32), ids  # float32: a view of the memory map, no copy
 
 

@@ -41,6 +41,9 @@ def table(header, rows, *, table_id: str, caption: str, best: dict, marks: dict 
             if v is None:
                 cells.append('<td class="num missing">&ndash;</td>')
                 continue
+            if v != v:  # NaN: undefined (no judged query with a relevant document)
+                cells.append('<td class="num na">n/a</td>')
+                continue
             cls = "num best" if best.get(j) is not None and v == best[j] and len(rows) > 1 else "num"
             mark = marks.get((r[0], j), "")
             sup = f'<sup class="sig">{escape(mark)}</sup>' if mark else ""

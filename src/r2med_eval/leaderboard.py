@@ -1,4 +1,9 @@
-"""Leaderboard: a row per model, a column per (benchmark, task) with the primary metric, and averages."""
+"""Leaderboard: a row per model, a column per (benchmark, task) with the primary metric, and averages.
+
+A cell is empty where the run was not scored, and "n/a" (NaN in the table) where the metric is undefined: no judged
+query of the task has a relevant document (trec_eval then gives 0 on every measure, for every run: not a score, and
+never the best of a column), or the metrics file holds no number. An average over a task that is n/a is n/a too;
+rows are ranked on the defined cells only."""
 
 from __future__ import annotations
 
@@ -19,8 +24,26 @@ def collect(metric_files, metric: str = "ndcg_at_10") -> dict:
         if metric not in data["metrics"]:
             raise InputError(f"metric {metric!r} is not computed (have: {', '.join(sorted(data['metrics']))}).",
                              path=path, fix="set leaderboard.metric in config.yaml to one of those names.")
-        table.setdefault(data["model"], {})[(data["benchmark"], data["task"])] = data["metrics"][metric]
+        table.setdefault(data["model"], {})[(data["benchmark"], data["task"])] = defined(data, metric)
     return table
+
+
+NA = "n/a"
+
+
+def defined(data: dict, metric: str) -> float:
+    """The metric of a metrics record, or NaN (shown "n/a") when it is undefined: no judged query with a relevant
+    document (``counts``), or no number."""
+    value = data["metrics"][metric]
+    counts = data.get("counts") or {}
+    judged = counts.get("judged_queries_scored")
+    if judged is not None and judged - counts.get("judged_queries_without_relevant", 0) <= 0:
+        return math.nan
+    return math.nan if not isinstance(value, (int, float)) or value != value else float(value)
+
+
+def is_na(value) -> bool:
+    return value is not None and value != value
 
 
 def build(table: dict, metric: str = "ndcg_at_10") -> tuple[list[str], list[list]]:
@@ -51,18 +74,24 @@ def rank_key(by_benchmark: dict) -> float:
     the benchmarks the row has any value on of its mean over the tasks it has there. A missing cell neither
     sinks a row to the bottom nor counts as 0; each benchmark weighs the same, however many tasks it has.
     Rows without any value go last."""
-    means = [math.fsum(v for v in vals if v is not None) / sum(1 for v in vals if v is not None)
-             for vals in by_benchmark.values() if any(v is not None for v in vals)]
+    kept = [[v for v in vals if v is not None and v == v] for vals in by_benchmark.values()]  # n/a: not ranked
+    means = [math.fsum(vals) / len(vals) for vals in kept if vals]
     return -math.fsum(means) / len(means) if means else math.inf
 
 
 def _fmt(v, scale: float = 1.0) -> str:
-    return "" if v is None else f"{v * scale:.2f}" if scale != 1.0 else f"{v:.4f}"
+    if v is None or is_na(v):
+        return "" if v is None else NA
+    return f"{v * scale:.2f}" if scale != 1.0 else f"{v:.4f}"
+
+
+def _csv_value(v) -> str:
+    return "" if v is None else NA if is_na(v) else f"{v:.5f}"
 
 
 def to_csv(header, rows) -> str:
     lines = [",".join(header)]
-    lines += [",".join([r[0]] + ["" if v is None else f"{v:.5f}" for v in r[1:]]) for r in rows]
+    lines += [",".join([r[0]] + [_csv_value(v) for v in r[1:]]) for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -70,13 +99,14 @@ def to_markdown(header, rows, metric: str = "ndcg_at_10", cell_marks: dict | Non
                 legend: str | None = None, title: str = "Leaderboard") -> str:
     best = best_per_column(rows)
     cell_marks = cell_marks or {}
-    lines = [f"# {md_escape(title)} ({metric_label(metric)} x 100; best per column in bold; empty = not run)", "",
+    lines = [f"# {md_escape(title)} ({metric_label(metric)} x 100; best per column in bold; empty = not run; "
+             f"{NA} = no judged query with a relevant document)", "",
              "| " + " | ".join(md_escape(h) for h in header) + " |", "|" + "---|" + "---:|" * (len(header) - 1)]
     for r in rows:
         cells = [md_escape(r[0])]
         for j, v in enumerate(r[1:], start=1):
             text = _fmt(v, 100.0)
-            text = f"**{text}**" if v is not None and v == best.get(j) and len(rows) > 1 else text
+            text = f"**{text}**" if v is not None and not is_na(v) and v == best.get(j) and len(rows) > 1 else text
             cells.append(text + md_escape(cell_marks.get((r[0], j), "")))
         lines.append("| " + " | ".join(cells) + " |")
     if legend:
@@ -88,8 +118,8 @@ def to_latex(header, rows, metric: str, cell_marks: dict | None = None, legend: 
              label: str = "tab:leaderboard", notes=()) -> str:
     """The leaderboard as a booktabs table: a spanning header per benchmark over its tasks and average."""
     columns = [tuple(h.split("/", 1)) if "/" in h else ("", h) for h in header[1:]]
-    caption = (f"{metric_label(metric)} \u00d7 100; best per column in bold; \u2013 = not run; averages are per "
-               "benchmark.")
+    caption = (f"{metric_label(metric)} \u00d7 100; best per column in bold; \u2013 = not run; {NA} = no judged query "
+               "with a relevant document; averages are per benchmark.")
     return latex_table(columns, rows, caption=caption, label=label, marks=cell_marks,
                        notes=[*([legend + "."] if legend else []), *notes])
 
@@ -131,7 +161,8 @@ def to_html(header, rows, metric: str, cell_marks: dict | None = None, legend: s
             title: str = "Leaderboard", table_id: str = "leaderboard", notes=()) -> str:
     from . import htmlreport as h
 
-    caption = f"{metric_label(metric)} x 100; best per column in bold; a dash = not run"
+    caption = (f"{metric_label(metric)} x 100; best per column in bold; a dash = not run; {NA} = no judged query "
+               "with a relevant document")
     parts = [h.table(header, rows, table_id=table_id, caption=caption, best=best_per_column(rows),
                      marks=cell_marks)]
     if legend:
@@ -161,7 +192,7 @@ def benchmark_csv(header, rows, cell_marks: dict) -> str:
     tasks = header[1:-1]
     lines = [",".join(header + [f"{t} sig" for t in tasks])]
     for r in rows:
-        vals = ["" if v is None else f"{v:.5f}" for v in r[1:]]
+        vals = [_csv_value(v) for v in r[1:]]
         sig = [cell_marks.get((r[0], j), "") for j in range(1, len(tasks) + 1)]
         lines.append(",".join([r[0]] + vals + sig))
     return "\n".join(lines) + "\n"

@@ -8,6 +8,9 @@ reader of the file sees.
 
 from __future__ import annotations
 
+import re
+
+from .bounds import shown
 from .errors import InputError
 from .io import atomic_path
 
@@ -40,17 +43,30 @@ def write_run(run: Run, target, tag: str, decimals: int = 6, query_order=None) -
 
 
 def run_lines(path, fix: str = "regenerate the run file."):
-    """(line number, qid, docid, score text) of each non-empty line of a TREC run; a line that does not hold
-    6 columns stops with an InputError naming the file and line."""
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            parts = line.split()
-            if not parts:
+    """(line number, qid, docid, score text) of each line of a TREC run, read as trec_eval reads one: fields split at
+    ASCII white space (C's ``isspace``), blank lines and lines starting with ``#`` skipped. Stops with an InputError
+    naming the file and line at a NUL byte (trec_eval refuses them: a binary file), at bytes that are not UTF-8, and
+    at a line that does not hold 6 columns."""
+    with open(path, "rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            parts = raw.split()  # bytes.split: exactly C's isspace in the C locale
+            if not parts or parts[0].startswith(b"#"):
                 continue
+            nul = raw.find(b"\0")
+            if nul >= 0:
+                raise InputError(f"a NUL byte at column {nul + 1} (a binary or UTF-16 file?).", path=path,
+                                 line=lineno, fix="write the run as UTF-8 text, one line per document.")
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"bytes that are not UTF-8 at column {exc.start + 1} (a binary or compressed "
+                                 "file, or another encoding?).", path=path, line=lineno,
+                                 fix="write the run as UTF-8 text (decompress it, or re-encode it, e.g. iconv -f "
+                                     "latin1 -t utf-8).") from None
             if len(parts) != 6:
                 raise InputError(f"expected 6 columns (qid Q0 docid rank score tag), found {len(parts)}.",
                                  path=path, line=lineno, fix=fix)
-            yield lineno, parts[0], parts[2], parts[4]
+            yield lineno, parts[0].decode(), parts[2].decode(), parts[4].decode()
 
 
 def read_run(path) -> Run:
@@ -92,6 +108,40 @@ _FIX = ("write one line per retrieved document, `qid Q0 docid rank score tag`, w
         "queries.jsonl and corpus")
 
 
+# A score as trec_eval reads it: C's atof, which reads the longest prefix that is a number and ignores the rest
+# ("1_000" is 1, "0.5x" is 0.5, "high" is 0). Accepted are the fields atof reads whole and Python's float reads to
+# the same value (both round correctly): an optional sign, digits with an optional decimal point (or a point and
+# digits), an optional exponent. Refused, though one or the other reads them: Python-only syntax (underscores,
+# non-ASCII digits), C-only syntax (hexadecimal floats, 0x1p-3), anything after the number, and non-finite values
+# (nan, inf, or an exponent beyond a double's range).
+_SCORE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_SCORE_FIX = ("write the retriever's score as a decimal number in the fifth column (e.g. 12, -0.25, 1.5e-3: no "
+              "underscores, no hexadecimal, no nan or inf).")
+
+
+def trec_score(text: str, path=None, lineno: int | None = None) -> float:
+    """The score field of a run line as a finite float, in the grammar above; anything else stops with an InputError
+    saying what trec_eval would have read instead."""
+    import math
+
+    if _SCORE.fullmatch(text):
+        value = float(text)
+        if math.isfinite(value):
+            return value
+        raise InputError(f"score {shown(text)} is beyond a double's range (trec_eval reads it as infinite).",
+                         path=path, line=lineno, fix=_SCORE_FIX)
+    lower = text.lower().lstrip("+-")
+    if lower.startswith(("nan", "inf")):
+        problem = "is not a finite number"
+    elif lower.startswith("0x"):
+        problem = "is a hexadecimal float, which Python's float does not read"
+    else:
+        prefix = _SCORE.match(text)
+        read = float(prefix.group(0)) if prefix else 0.0
+        problem = f"is not a finite number in trec_eval's format (trec_eval, with C's atof, would read it as {read!r})"
+    raise InputError(f"score {shown(text)} {problem}.", path=path, line=lineno, fix=_SCORE_FIX)
+
+
 def _decimals(text: str) -> int:
     """Decimals a score was written with (``0.25`` 2, ``1e-05`` 5, ``3`` 0)."""
     from decimal import Decimal, InvalidOperation
@@ -110,31 +160,23 @@ def validate_external_run(path, doc_ids, query_ids, missing: str = "error", quer
     line). The first problem stops with one InputError naming the file, the line and the
     fix. Returns (run, info): info holds the counts and the decimals the scores were written with (at most 12),
     so that the copy keeps the run's precision."""
-    import math
-
     docs, queries = set(doc_ids), list(query_ids)
     known_q = set(queries)
     run: Run = {}
     decimals = 0
     lines = 0
     for lineno, qid, did, score in run_lines(path, fix=_FIX + "."):
-        try:
-            value = float(score)
-        except ValueError:
-            value = None
-        if value is None or not math.isfinite(value):
-            raise InputError(f"score {score!r} is not a finite number.", path=path, line=lineno,
-                             fix="write the retriever's score as a number in the fifth column.")
+        value = trec_score(score, path, lineno)
         if qid not in known_q:
-            raise InputError(f"query id {qid!r} is not a query of this task.", path=path, line=lineno,
+            raise InputError(f"query id {shown(qid)} is not a query of this task.", path=path, line=lineno,
                              fix=f"{_FIX}; a run of another task or split does not fit (check the path "
                                  "pattern's {benchmark}/{task}).")
         if did not in docs:
-            raise InputError(f"document id {did!r} (query {qid!r}) is not in the task's corpus.", path=path,
+            raise InputError(f"document id {shown(did)} (query {shown(qid)}) is not in the task's corpus.", path=path,
                              line=lineno, fix=f"{_FIX}; a run over another corpus or version does not fit.")
         entry = run.setdefault(qid, {})
         if did in entry:
-            raise InputError(f"document {did!r} appears twice for query {qid!r}.", path=path, line=lineno,
+            raise InputError(f"document {shown(did)} appears twice for query {shown(qid)}.", path=path, line=lineno,
                              fix="keep one line per (query, document): the retriever's best score.")
         entry[did] = value
         decimals = max(decimals, _decimals(score))

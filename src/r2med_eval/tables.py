@@ -2,8 +2,9 @@
 
 A LaTeX file is one ``table`` float (``\\begin{table} ... \\end{table}``) needing only ``booktabs`` in the
 preamble; values are x 100 with two decimals, the best value of each column bold, significance marks as
-superscripts (``*`` t-test, ``\\dag`` randomization test), an empty cell as ``--``. Column groups (a
-benchmark's tasks, a CliniQ setting's match types) get a spanning header with ``\\cmidrule``.
+superscripts (``*`` t-test, ``\\dag`` randomization test), an empty cell as ``--``, an undefined one (NaN) as
+``n/a``. Column groups (a benchmark's tasks, a CliniQ setting's match types) get a spanning header with
+``\\cmidrule``.
 """
 
 from __future__ import annotations
@@ -56,10 +57,11 @@ def tex_marks(marks: str) -> str:
 
 
 def best_per_column(rows) -> dict:
-    """{column index: best (largest) value} over ``rows`` of [label, value...]; columns all empty are left out."""
+    """{column index: best (largest) value} over ``rows`` of [label, value...]; empty cells (None) and undefined
+    ones (NaN, shown "n/a") never count; columns without a value are left out."""
     best = {}
     for j in range(1, max((len(r) for r in rows), default=1)):
-        vals = [r[j] for r in rows if r[j] is not None]
+        vals = [r[j] for r in rows if r[j] is not None and r[j] == r[j]]
         if vals:
             best[j] = max(vals)
     return best
@@ -96,8 +98,8 @@ def latex_table(columns, rows, *, caption: str, label: str, marks: dict | None =
     for r in rows:
         cells = [tex_escape(r[0])]
         for j, v in enumerate(r[1:], start=1):
-            if v is None:
-                cells.append("--")
+            if v is None or v != v:  # not run; NaN: undefined
+                cells.append("--" if v is None else "n/a")
                 continue
             text = f"{v * scale:.2f}"
             text = rf"\textbf{{{text}}}" if j in best and v == best[j] else text

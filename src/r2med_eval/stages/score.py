@@ -25,6 +25,9 @@ def score_run(sm) -> None:
         raise InputError("no query of the task is judged: every metric would be undefined (NaN).",
                          path=sm.input.qrels, fix="use the qrels of this task's queries, or remove the task from "
                                                   "config.yaml.")
+    if c["judged_queries_without_relevant"] >= c["judged_queries_scored"]:
+        log.warning("no judged query has a relevant document: every measure is 0 for every run, so the leaderboards "
+                    "show n/a for this task")
     if identical is not None:
         c["identical_ids_dropped"] = identical
     log.info("scored %d judged queries; %d unjudged queries excluded (%s); %d judged queries with an empty "

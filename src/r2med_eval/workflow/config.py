@@ -11,6 +11,9 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import yaml
+
+from ..bounds import TreeProblem, check_tree, key_path, shown
 from ..errors import ConfigError
 from . import registry
 from .schema import SCHEMA_PATH, _load_schema, fill_defaults
@@ -20,24 +23,69 @@ FIX = "see schemas/config.schema.yaml and docs/configuration.md."
 
 
 def _key_path(parts) -> str:
-    return ".".join(str(p) for p in parts) or "(top level)"
+    return key_path(parts)
+
+
+# the phrase of a JSON Schema bound, with the bound's value
+_BOUNDS = {"minimum": "is less than {}", "maximum": "is more than {}", "exclusiveMinimum": "must be more than {}",
+           "exclusiveMaximum": "must be less than {}", "minLength": "is shorter than {} characters",
+           "maxLength": "is longer than {} characters", "minItems": "has fewer than {} items",
+           "maxItems": "has more than {} items", "minProperties": "has fewer than {} keys"}
 
 
 def _message(error) -> str:
+    """One sentence naming the key; a value is shown cut to a few hundred characters (``bounds.shown``), never
+    through JSON Schema's own message, which renders the whole value."""
     where = _key_path(error.absolute_path)
     v = error.validator
+    value = shown(error.instance)
     if v == "additionalProperties":
-        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        extra = sorted((k for k in error.instance if k not in error.schema.get("properties", {})), key=str)
         key = _key_path(list(error.absolute_path) + [extra[0]]) if extra else where
         allowed = ", ".join(sorted(error.schema.get("properties", {})))
-        return f"unknown key {key!r} (allowed here: {allowed})."
+        return f"unknown key {shown(key)} (allowed here: {allowed})."
     if v == "enum":
-        return f"{where}: {error.instance!r} is not one of {', '.join(map(repr, error.validator_value))}."
-    if v == "required":
+        return f"{where}: {value} is not one of {', '.join(map(repr, error.validator_value))}."
+    if v == "required":  # names the key the schema requires, not the value
         return f"{where}: {error.message}."
     if v in ("pattern", "propertyNames"):
-        return f"{where}: name {error.instance!r} must match {error.schema.get('pattern', '')} (letters, digits, '.', '-')."
-    return f"{where}: {error.message}."
+        return f"{where}: name {value} must match {error.schema.get('pattern', '')} (letters, digits, '.', '-')."
+    if v == "type":
+        expected = error.validator_value if isinstance(error.validator_value, str) else \
+            " or ".join(error.validator_value)
+        return f"{where}: {value} is not of type {expected}."
+    if v == "const":
+        return f"{where}: {value} must be {shown(error.validator_value)}."
+    if v in _BOUNDS:
+        return f"{where}: {value} {_BOUNDS[v].format(error.validator_value)}."
+    text = error.message
+    return f"{where}: {text if len(text) <= 300 else text[:300] + '...'}."
+
+
+def check_values(config, config_file: str = "config.yaml") -> None:
+    """What must hold before anything walks the configuration (``bounds.check_tree``): at most
+    ``bounds.MAX_VALUES`` values once YAML's aliases are expanded, no value containing itself, string keys,
+    finite numbers. ConfigError naming the key."""
+    try:
+        check_tree(config)
+    except TreeProblem as exc:
+        raise ConfigError(str(exc), path=config_file, fix=exc.fix) from None
+
+
+def check_file(path) -> None:
+    """A YAML configuration file, before Snakemake merges it: Snakemake's merge (``snakemake.utils.update_config``)
+    copies every mapping and so expands aliases of mappings; ``check_values`` on the file as YAML loads it (every
+    alias one shared object) refuses an alias bomb before that. A file that does not parse is left to Snakemake's
+    own message."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    try:
+        with open(path, "rb") as handle:
+            data = yaml.load(handle, Loader=yaml.FullLoader)  # Snakemake's loader (yte) uses FullLoader
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return
+    check_values(data, str(path))
 
 
 def _schema_errors(config: dict, schema: dict, config_file: str) -> None:
@@ -62,6 +110,7 @@ def _schema_errors(config: dict, schema: dict, config_file: str) -> None:
 def validate(config: dict, config_file: str = "config.yaml", schema: dict | None = None) -> dict:
     """Validate ``config`` and return a copy with every schema default filled in. Raises ConfigError."""
     schema = schema or _load_schema(str(SCHEMA_PATH))
+    check_values(config, config_file)
     _schema_errors(config, schema, config_file)
     cfg = fill_defaults(copy.deepcopy(config), schema, schema)
     _local_tasks(cfg, config_file)
@@ -80,9 +129,9 @@ def _check_selection(cfg: dict, config_file: str) -> None:
     for key, section in (("benchmarks_to_run", "benchmarks"), ("models_to_run", "models")):
         for name in cfg.get(key, []):
             if name not in cfg[section]:
-                raise ConfigError(f"{key} names {name!r}, which is not in {section} "
+                raise ConfigError(f"{key} names {shown(name)}, which is not in {section} "
                                   f"(known: {', '.join(sorted(cfg[section]))}).", path=config_file,
-                                  fix=f"add {name!r} to {section} or remove it from {key}.")
+                                  fix=f"add {shown(name)} to {section} or remove it from {key}.")
 
 
 def cliniq_keys(schema: dict | None = None) -> list[str]:
@@ -139,19 +188,19 @@ def _check_derived(cfg: dict, config_file: str) -> None:
     known = set(cfg["models"]) | set(registry.all_variant_names(cfg)) | set(registry.derived_jobs(cfg))
     for i, job in enumerate(cfg["rerank"]):
         if job["run"] not in known:
-            raise ConfigError(f"rerank[{i}].run names {job['run']!r}, which is not a configured run "
+            raise ConfigError(f"rerank[{i}].run names {shown(job['run'])}, which is not a configured run "
                               f"(known: {', '.join(sorted(known))}).", path=config_file,
                               fix="name a retriever in models or a derived run.")
         model = cfg["models"].get(job["reranker"])
         if model is None or model["type"] not in registry.RERANKER_TYPES:
-            raise ConfigError(f"rerank[{i}].reranker names {job['reranker']!r}, which is not a cross_encoder, "
+            raise ConfigError(f"rerank[{i}].reranker names {shown(job['reranker'])}, which is not a cross_encoder, "
                               "rankllama or dense entry in models.", path=config_file, fix="add it to models.")
     for name, spec in cfg["fusion"].items():
         if name in cfg["models"]:
             raise ConfigError(f"fusion.{name}: the name is also a model.", path=config_file, fix="rename it.")
         for run in spec["runs"]:
             if run not in known or run == name:
-                raise ConfigError(f"fusion.{name}.runs names {run!r}, which is not a configured run "
+                raise ConfigError(f"fusion.{name}.runs names {shown(run)}, which is not a configured run "
                                   f"(known: {', '.join(sorted(known - {name}))}).", path=config_file,
                                   fix="name retrievers in models or derived runs.")
         if "weights" in spec and len(spec["weights"]) != len(spec["runs"]):
@@ -166,7 +215,7 @@ def _check_report(cfg: dict, config_file: str) -> None:
 
     metric = cfg["leaderboard"]["metric"]
     if metric not in metric_names():
-        raise ConfigError(f"leaderboard.metric {metric!r} is not a computed metric "
+        raise ConfigError(f"leaderboard.metric {shown(metric)} is not a computed metric "
                           f"(computed: {', '.join(metric_names())}).", path=config_file,
                           fix="name one of the computed metrics.")
     report = cfg["report"]
@@ -176,11 +225,11 @@ def _check_report(cfg: dict, config_file: str) -> None:
                        ("scatter", report.get("scatter", []))):
         for name in names:
             if name not in configured:
-                raise ConfigError(f"report.{key} names {name!r}, which is not a configured run "
+                raise ConfigError(f"report.{key} names {shown(name)}, which is not a configured run "
                                   f"(runs: {', '.join(runs)}).", path=config_file,
                                   fix="name a model, query-variant, rerank or fusion run.")
     if "baseline" in report and report["baseline"] not in runs:
-        raise ConfigError(f"report.baseline {report['baseline']!r} is configured but not among the runs that "
+        raise ConfigError(f"report.baseline {shown(report['baseline'])} is configured but not among the runs that "
                           f"will run ({', '.join(runs)}).", path=config_file,
                           fix="select it (models_to_run, enabled) or set report.baseline to a selected run, "
                               "e.g. --config 'report={baseline: <run>}'.")
@@ -207,13 +256,14 @@ def _check_run_models(cfg: dict, config_file: str) -> None:
             continue
         unknown = sorted(set(re.findall(r"\{([^}]*)\}", spec["path"])) - {"benchmark", "task"})
         if unknown:
-            raise ConfigError(f"models.{name}.path {spec['path']!r} has the placeholder {{{unknown[0]}}}.",
+            raise ConfigError(f"models.{name}.path {shown(spec['path'])} has the placeholder {{{unknown[0]}}}.",
                               path=config_file, fix="use only {benchmark} and {task}.")
         seen: dict[str, str] = {}
         for b, t in reg.tasks:
             file = registry.run_file(spec["path"], b, t)
             if file in seen:
-                raise ConfigError(f"models.{name}.path {spec['path']!r} gives the same file {file!r} for {seen[file]} "
+                raise ConfigError(f"models.{name}.path {shown(spec['path'])} gives the same file {shown(file)} for "
+                                  f"{seen[file]} "
                                   f"and {b}/{t}.", path=config_file,
                                   fix="put {task} (and {benchmark}) in the pattern, one run file per task.")
             seen[file] = f"{b}/{t}"
@@ -231,7 +281,7 @@ def _local_tasks(cfg: dict, config_file: str) -> None:
             ptask = task.get("paper_task", tname)
             if ptask not in R2MED_TASKS:
                 raise ConfigError(f"benchmarks.{bname}.tasks.{tname}: local alone stands for an R2MED task, and "
-                                  f"{tname!r} is not one ({', '.join(R2MED_TASKS)}).", path=config_file,
+                                  f"{shown(tname)} is not one ({', '.join(R2MED_TASKS)}).", path=config_file,
                                   fix=f"name the task after its R2MED task, add paper_task: <Task>, or use path: "
                                       f"{task['local']} for any other folder in R2MED's layout.")
             task["source"] = {"hf": f"R2MED/{ptask}"}
@@ -260,7 +310,8 @@ def _check_sources(cfg: dict, config_file: str) -> None:
                 raise ConfigError(exc.problem, path=config_file, fix=exc.fix) from None
             task["source"] = {"hf": resolved["hf"], "revision": resolved["revision"]}
             if resolved["r2med_task"] and task.get("paper_task", resolved["r2med_task"]) != resolved["r2med_task"]:
-                raise ConfigError(f"{where}.paper_task is {task['paper_task']!r} but source is {resolved['hf']!r}.",
+                raise ConfigError(f"{where}.paper_task is {shown(task['paper_task'])} but source is "
+                                  f"{shown(resolved['hf'])}.",
                                   path=config_file, fix="remove paper_task (the source names the task).")
 
 
@@ -268,9 +319,13 @@ def _check_sources(cfg: dict, config_file: str) -> None:
 
 
 def _exists(path: str, base: Path, kind: str) -> bool:
-    p = Path(path).expanduser()
-    p = p if p.is_absolute() else base / p
-    return p.is_file() if kind == "file" else p.is_dir()
+    """Whether the file or folder exists; a path the system cannot even look up (a name too long) does not."""
+    try:
+        p = Path(path).expanduser()
+        p = p if p.is_absolute() else base / p
+        return p.is_file() if kind == "file" else p.is_dir()
+    except (OSError, ValueError):  # ENAMETOOLONG; a NUL byte in the path
+        return False
 
 
 def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None = None) -> None:
@@ -285,12 +340,13 @@ def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None =
         for tname, task in bench["tasks"].items():
             if "source" in task:
                 if task.get("local") and not _exists(task["local"], base, "dir"):
-                    raise ConfigError(f"benchmarks.{bname}.tasks.{tname}.local: folder {task['local']!r} does not "
+                    raise ConfigError(f"benchmarks.{bname}.tasks.{tname}.local: folder {shown(task['local'])} does not "
                                       "exist.", path=config_file, fix="point it at a folder holding corpus.jsonl, "
                                       "query.jsonl and qrels.jsonl, or remove it to download from the Hub.")
                 continue
             if not _exists(task["path"], base, "dir"):
-                raise ConfigError(f"benchmarks.{bname}.tasks.{tname}.path: folder {task['path']!r} does not exist.",
+                raise ConfigError(f"benchmarks.{bname}.tasks.{tname}.path: folder {shown(task['path'])} does not "
+                                  "exist.",
                                   path=config_file, fix="point it at the task's dataset folder.")
 
 
@@ -307,21 +363,21 @@ def check_run_files(cfg: dict, config_file: str = "config.yaml", base: Path | No
             continue
         folder = spec.get("python_path")
         if folder is not None and not _exists(folder, base, "dir"):
-            raise ConfigError(f"models.{model}.python_path: folder {folder!r} does not exist.", path=config_file,
+            raise ConfigError(f"models.{model}.python_path: folder {shown(folder)} does not exist.", path=config_file,
                               fix="point it at the folder that holds the factory's module (or package).")
         where = str(base / Path(folder).expanduser()) if folder else None
         if module_file(spec["factory"], where) is None:
             module = split_factory(spec["factory"])[0]
-            raise ConfigError(f"models.{model}.factory: module {module!r} is not found"
-                              + (f" in {folder!r} nor" if folder else "") + " on the Python path.",
+            raise ConfigError(f"models.{model}.factory: module {shown(module)} is not found"
+                              + (f" in {shown(folder)} nor" if folder else "") + " on the Python path.",
                               path=config_file, fix=f"set models.{model}.python_path to the folder holding "
                                                     f"{module.split('.')[0]}, or install its package.")
     for model in reg.retriever_runs("run"):
         for b, t in reg.tasks:
             file = reg.run_file(model, b, t)
             if not _exists(file, base, "file"):
-                raise ConfigError(f"models.{model}: the run file {file!r} of task {b}/{t} does not exist (path "
-                                  f"pattern {reg.models[model]['path']!r}).", path=config_file,
+                raise ConfigError(f"models.{model}: the run file {shown(file)} of task {b}/{t} does not exist (path "
+                                  f"pattern {shown(reg.models[model]['path'])}).", path=config_file,
                                   fix="write the model's TREC run of this task there, fix models."
                                       f"{model}.path, or leave the task out (benchmarks_to_run).")
 
@@ -336,13 +392,13 @@ def check_cliniq(bench: dict, name: str, config_file: str = "config.yaml", base:
                           f"{len(bench['tasks'])}).", path=config_file, fix="keep one task, e.g. cliniq.")
     tname, task = next(iter(bench["tasks"].items()))
     if not bench["annotations"]["download"] and not _exists(task["path"], base, "dir"):
-        raise ConfigError(f"benchmarks.{name}.tasks.{tname}.path: folder {task['path']!r} does not exist.",
+        raise ConfigError(f"benchmarks.{name}.tasks.{tname}.path: folder {shown(task['path'])} does not exist.",
                           path=config_file, fix="point it at CliniQ's benchmark/ folder, or set "
                           f"benchmarks.{name}.annotations: {{download: true}} to fetch it there.")
     notes = bench.get("noteevents")
     if not notes or not _exists(notes, base, "file"):
-        raise ConfigError(f"benchmarks.{name}.noteevents: MIMIC-III NOTEEVENTS file {notes!r} not found.",
+        raise ConfigError(f"benchmarks.{name}.noteevents: MIMIC-III NOTEEVENTS file {shown(notes)} not found.",
                           path=config_file, fix=MIMIC_ACCESS)
     if bench["new_judgments"] and not _exists(bench["new_judgments"], base, "file"):
-        raise ConfigError(f"benchmarks.{name}.new_judgments: file {bench['new_judgments']!r} not found.",
+        raise ConfigError(f"benchmarks.{name}.new_judgments: file {shown(bench['new_judgments'])} not found.",
                           path=config_file, fix="point it at a TSV of query_id, chunk_id, label.")

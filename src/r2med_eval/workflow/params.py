@@ -169,7 +169,8 @@ class Params:
     # ------------------------------------------------------------ index
 
     def private(self, benchmark: str) -> bool:
-        """MIMIC-derived outputs (CliniQ's index and embeddings) are owner-only."""
+        """MIMIC-derived outputs (CliniQ's index and embeddings) are owner-only (``Registry.is_private``, which
+        asks ``confidential.mimic_benchmark`` as ``smk.run`` does from a job's configuration)."""
         return self.reg.is_private(benchmark)
 
     def lucene_index(self, wildcards) -> dict:

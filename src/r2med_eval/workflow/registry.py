@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..confidential import mimic_benchmark
+
 RETRIEVER_TYPES = ("bm25_lucene", "dense", "bm25_paper", "run", "python", "mteb")
 ENCODER_TYPES = ("dense", "python", "mteb")  # embeddings cached, sharded and searched alike (rule retrieve_dense)
 VARIANT_TYPES = ("bm25_lucene", "bm25_paper") + ENCODER_TYPES  # retrievers that can run a query variant
@@ -186,8 +188,8 @@ class Registry:
 
     def is_private(self, benchmark: str) -> bool:
         """MIMIC-derived (a CliniQ benchmark): its note text, and every file that may quote it, is owner-only and
-        stays under resources/ (``paths.PRIVATE``)."""
-        return self.is_cliniq(benchmark)
+        stays under resources/ (``paths.PRIVATE``). One definition with the jobs' own: ``confidential.mimic_benchmark``."""
+        return mimic_benchmark(self.cfg, benchmark)
 
     @property
     def cliniq_benchmarks(self) -> list[str]:
