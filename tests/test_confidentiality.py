@@ -5,9 +5,13 @@ data/, every file holding it is owner-only, and the terminal output does not hol
 Parts of the probe, one Snakemake run (each part adds its models to PROBE_CONFIG's parts):
 * LLM: LameR generation against a loopback server that echoes its whole prompt (so its answers quote the notes),
   the expansions run through BM25 to the leaderboard.
+* User code: then, in the same work directory, a `type: python` encoder whose exception quotes its input
+  (tests/byo/bad_encoder.py, kind quote) joins with a second `--keep-going all`: its job fails with one line, the
+  message and traceback go to the owner-only job log under resources/, and the whole directory is checked again.
 Then a server that is neither loopback nor declared is refused through Snakemake with the policy's one message."""
 import json
 import os
+import re
 
 import pytest
 
@@ -124,3 +128,41 @@ def test_a_declaration_reruns_nothing(probe, tmp_path):
     declared.write_text((work / "config.yaml").read_text() + "phi_servers: [llm.mylab.internal, 10.20.0.7]\n")
     proc = snakemake(work, "--configfile", str(declared), "-n", "--cores", "1", "all", config=False)
     assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
+
+
+QUOTING = f"""
+  quoting:
+    type: python
+    factory: "bad_encoder:make"
+    kwargs: {{kind: quote}}
+    python_path: {REPO / 'tests' / 'byo'}
+    device: cpu
+    batch_size: 1024
+"""
+
+
+def test_an_encoder_quoting_its_input_stays_in_resources(probe, tmp_path):
+    """User code whose exception quotes the note text it was given (as API clients do): the job fails with one
+    `r2med-eval:` line naming the model, the factory, the job's owner-only log and the fix; the word is still
+    confined (the whole work directory, after both runs), and the terminal output does not hold it."""
+    work, _, _ = probe
+    extra = tmp_path / "quoting.yaml"
+    extra.write_text((work / "config.yaml").read_text().replace("models:\n", "models:\n" + QUOTING.lstrip("\n"), 1))
+    old = os.umask(0o022)
+    try:
+        proc = snakemake(work, "--configfile", str(extra), "--cores", "1", "--keep-going", "all", check=False,
+                         config=False)
+    finally:
+        os.umask(old)
+    assert proc.returncode != 0
+    full = "resources/job_logs/encode_corpus/cliniq-demo/cliniq/quoting.log"
+    expected = re.compile(
+        r"r2med-eval: model 'quoting' \(factory bad_encoder:make\): encode_corpus\(\) on \d+ texts raised ValueError "
+        r"\(its message is withheld: the job reads MIMIC-derived text; the message and traceback are in "
+        + re.escape(full) + r", owner-only\)\. Fix: fix the encoder \(models\.quoting\) so that it encodes every text "
+        r"it is given\.")
+    shown = [line for line in proc.stdout.splitlines() if line.startswith("r2med-eval: ")]
+    assert [line for line in shown if expected.fullmatch(line)], proc.stdout[-3000:]
+    assert PLANTED in (work / full).read_text()
+    holders = set(map(str, assert_confined(work, proc.stdout)))
+    assert full in holders

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, snakemake, workflow_dir
-from planted_word import PLANTED_WORD, holding, leaks, plant
+from confidentiality import assert_confined, files_holding
 from r2med_eval import encoders, smk
 from r2med_eval.confidential import ExternalError, mimic_benchmark, private_log
 from r2med_eval.errors import InputError
@@ -193,6 +193,7 @@ def encode_job(root: Path, layout: str, kind: str) -> SimpleNamespace:
     (root / corpus).parent.mkdir(parents=True, exist_ok=True)
     (root / corpus).write_text("".join(f'{{"id": "d{i}", "title": "", "text": "{t}"}}\n' for i, t in enumerate(TEXTS)))
     os.chmod(root / corpus, 0o600)  # as CliniQ's chunks are
+    os.chmod((root / corpus).parent, 0o700)
     emb = Path("results/embeddings/b/t/bad")
     (root / "logs/encode_corpus/b/t").mkdir(parents=True, exist_ok=True)  # Snakemake makes a log's folder
     spec = {**python_spec(kind), "private": layout == "cliniq", "storage": "float32", "code_sha256": "0" * 64}
@@ -232,8 +233,8 @@ def test_an_encoder_that_quotes_note_text_on_a_mimic_benchmark(tmp_path, monkeyp
     for folder in (full.parent, *[p for p in full.parents if Path("resources/job_logs") in (p, *p.parents)]):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
     assert not [p for p in Path("results").rglob("*") if p.is_file()]  # nothing written, no temporary left
-    assert holding(tmp_path, SECRET) == [tmp_path / "data" / "corpus.jsonl", tmp_path / full]
-    assert leaks(tmp_path, SECRET, shown) == []
+    assert files_holding(tmp_path, SECRET) == [tmp_path / "data" / "corpus.jsonl", tmp_path / full]
+    assert_confined(tmp_path, shown, SECRET)
 
 
 def test_elsewhere_the_log_keeps_the_full_message_and_traceback(tmp_path, monkeypatch, capfd):
@@ -277,7 +278,7 @@ def test_any_failure_of_a_mimic_job_stays_in_the_owner_only_log(tmp_path, monkey
     for piece in ("on stdout", "on stderr", "on fd 1", "on fd 2", f"library {SECRET}", f"KeyError: '{SECRET} not found'",
                   "read 3 documents"):
         assert piece in text, piece
-    assert holding(tmp_path, SECRET)[-1] == tmp_path / full and stat.S_IMODE(full.stat().st_mode) == 0o600
+    assert files_holding(tmp_path, SECRET)[-1] == tmp_path / full and stat.S_IMODE(full.stat().st_mode) == 0o600
     # file descriptors and streams are back: the next job's output reaches the terminal
     os.write(2, b"after the job\n")
     assert "after the job" in capfd.readouterr().err
@@ -296,44 +297,4 @@ def test_a_bad_output_on_a_mimic_benchmark_is_one_line_too(tmp_path, monkeypatch
 # ---------------------------------------------------------------- end to end on the CliniQ demo
 
 
-def cliniq_config(notes: Path, kind: str = "quote") -> str:
-    return f"""
-benchmarks:
-  cliniq-demo:
-    layout: cliniq
-    noteevents: {notes}
-    tasks:
-      cliniq: {{path: {REPO / 'data' / 'cliniq-demo'}}}
-models:
-  quoting:
-    type: python
-    factory: "bad_encoder:make"
-    kwargs: {{kind: {kind}}}
-    python_path: {BYO}
-    device: cpu
-    batch_size: 1024
-"""
-
-
-@pytest.mark.slow
-def test_a_planted_word_quoted_by_an_encoder_stays_in_resources(tmp_path):
-    """Issue 23's probe for user code: a word planted in the CliniQ demo's notes, an encoder whose error quotes its
-    input; after `snakemake --keep-going all` the word is in no file outside resources/ and data/, every file that
-    holds it is 0600, and the terminal output does not hold it."""
-    root = tmp_path / "run"
-    root.mkdir()
-    work = workflow_dir(root, "")
-    notes = plant(REPO / "data" / "cliniq-demo" / "NOTEEVENTS.csv", work / "data" / "NOTEEVENTS.csv")
-    (work / "config.yaml").write_text(cliniq_config(notes))
-    proc = snakemake(work, "--cores", "1", "--keep-going", "all", check=False)
-    assert proc.returncode != 0
-    shown = [line for line in proc.stdout.splitlines() if line.startswith("r2med-eval: ")]
-    full = "resources/job_logs/encode_corpus/cliniq-demo/cliniq/quoting.log"
-    expected = re.compile(
-        r"r2med-eval: model 'quoting' \(factory bad_encoder:make\): encode_corpus\(\) on \d+ texts raised ValueError "
-        r"\(its message is withheld: the job reads MIMIC-derived text; the message and traceback are in "
-        + re.escape(full) + r", owner-only\)\. Fix: fix the encoder \(models\.quoting\) so that it encodes every text "
-        r"it is given\.")
-    assert [line for line in shown if expected.fullmatch(line)], proc.stdout[-3000:]
-    assert PLANTED_WORD in (work / full).read_text()
-    assert leaks(work, PLANTED_WORD, proc.stdout) == [], holding(work, PLANTED_WORD)
+# The end-to-end probe with a planted word and this quoting encoder is part of tests/test_confidentiality.py's run.
