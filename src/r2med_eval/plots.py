@@ -69,11 +69,11 @@ def run_gid(fig, run: str) -> str:
     return f"run_{next(counter)}_{quote(run, safe='')}"
 
 
-def _layout(fig, title: str, legend: dict | None = None, bottom: float = 0.0) -> None:
+def _layout(fig, title: str, legend: dict | None = None, note: str = "") -> None:
     """The figure's title on top, wrapped to its width, then ``legend`` (``fig.legend`` arguments, with ``rows``:
-    its number of rows) under it, and the panels laid out in the rest, ``bottom`` inches left free (a note)."""
-    h = fig.get_figheight()
-    lines = textwrap.wrap(title, max(30, int(fig.get_figwidth() / (_CHAR_IN * 9 / 7))))
+    its number of rows) under it, ``note`` in small type at the bottom, and the panels laid out in the rest."""
+    h, w = fig.get_figheight(), fig.get_figwidth()
+    lines = textwrap.wrap(title, max(30, int(w / (_CHAR_IN * 9 / 7))))
     fig.suptitle("\n".join(lines), y=1 - 0.04 / h, va="top")
     reserved = 0.0  # tight_layout leaves room for the title itself
     if legend:
@@ -81,7 +81,10 @@ def _layout(fig, title: str, legend: dict | None = None, bottom: float = 0.0) ->
         fig.legend(loc="upper center", frameon=False, bbox_to_anchor=(0.5, 1 - (0.08 + 0.16 * len(lines)) / h),
                    **legend)
         reserved = 0.1 + 0.16 * rows
-    fig.tight_layout(rect=(0, bottom / h, 1, 1 - reserved / h))
+    below = textwrap.wrap(note, int(w / (_CHAR_IN * 1.05))) if note else []
+    if below:
+        fig.text(0.5, 0.02 / h, "\n".join(below), ha="center", va="bottom", fontsize=7, color="#444444")
+    fig.tight_layout(rect=(0, (0.05 + 0.14 * len(below)) / h if below else 0, 1, 1 - reserved / h))
 
 
 def _bar_style(style: pal.Style) -> dict:
@@ -333,10 +336,11 @@ def rerank_depth(table: dict, benchmark: str, metric: str, png, svg, lineage: di
         axes[k // ncols][k % ncols].remove()
     handles = [plt.Line2D([], [], color="#555555", linestyle=_LINESTYLES[k % len(_LINESTYLES)], label=r)
                for k, r in enumerate(rerankers)]
-    what = "95% bootstrap CI" if one and ci else f"mean over {len(tasks)} tasks" if not one else "no interval"
-    _layout(fig, f"{benchmark}: reranking depth ({what}; each point a run, labelled with its change against the "
-                 "first stage; lines: rerankers)",
-            legend={"handles": handles, "ncol": min(3, len(handles)), "rows": math.ceil(len(handles) / 3)})
+    what = "95% bootstrap CI" if one and ci else f"mean over {len(tasks)} tasks" if not one else "one task"
+    _layout(fig, f"{benchmark}: {metric_label(metric)} x 100 by reranking depth ({what})",
+            legend={"handles": handles, "ncol": min(3, len(handles)), "rows": math.ceil(len(handles) / 3) + 1,
+                    "title": "reranker", "title_fontsize": 7},
+            note="Each point is a run, in its colour, labelled with its change against the first stage (dotted).")
     save(fig, png, svg)
     return True
 
@@ -476,10 +480,7 @@ def cliniq_breakdown(path, what: str, benchmark: str, png, svg, palette: dict) -
     from matplotlib.patches import Patch
 
     handles = [Patch(label=m, **_bar_style(styles[m])) for m in models]
-    note = "; ".join(["n = queries of the group"] + [f"{a} = {g}" for a, g in short.items()])
-    lines = textwrap.wrap(note, int(fig_w / (_CHAR_IN * 1.05)))
-    fig.text(0.5, 0.005, "\n".join(lines), ha="center", va="bottom", fontsize=7, color="#444444")
     _layout(fig, f"{benchmark}: by {what.replace('_', ' ')}",
             legend={"handles": handles, "ncol": legend_cols, "rows": math.ceil(len(models) / legend_cols)},
-            bottom=0.05 + 0.14 * len(lines))
+            note="; ".join(["n = queries of the group"] + [f"{a} = {g}" for a, g in short.items()]))
     save(fig, png, svg)

@@ -1,9 +1,10 @@
 """Tables a researcher can paste: Markdown escaping and LaTeX (booktabs) tables.
 
-A LaTeX file is one ``table`` float (``\\begin{table} ... \\end{table}``) needing only ``booktabs`` in the
+A LaTeX file holds ``table`` floats (``\\begin{table} ... \\end{table}``) needing only ``booktabs`` in the
 preamble; values are x 100 with two decimals, the best value of each column bold, significance marks as
 superscripts (``*`` t-test, ``\\dag`` randomization test), an empty cell as ``--``. Column groups (a
-benchmark's tasks, a CliniQ setting's match types) get a spanning header with ``\\cmidrule``.
+benchmark's tasks, a CliniQ setting's match types) get a spanning header with ``\\cmidrule``. Every table
+fits a one-column page with 1-inch margins (``latex_table``): one float where it can, parts where it cannot.
 """
 
 from __future__ import annotations
