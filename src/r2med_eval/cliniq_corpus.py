@@ -172,9 +172,12 @@ def read_discharge_notes(path, hadm_ids) -> tuple[dict[str, str], dict]:
                             ",".join(NOTE_HEADER))
             i_hadm, i_cat, i_text = (header.index(c) for c in NEEDED_COLUMNS)
             width = len(header)
+            progress = Progress("reading NOTEEVENTS", None, "rows", log)
             for row in reader:
                 if not row:
                     continue
+                if stats["rows"] - progress.done >= 10_000:
+                    progress.update(stats["rows"] - progress.done)
                 if len(row) != width:
                     raise InputError(
                         f"a row with {len(row)} fields where the header has {width}: the file is truncated or "
@@ -197,6 +200,8 @@ def read_discharge_notes(path, hadm_ids) -> tuple[dict[str, str], dict]:
                     stats["missing_text_as_nan"].append(hadm)
                     text = "nan"
                 notes[hadm] = text
+            progress.update(stats["rows"] - progress.done)
+            progress.finish()
     except csv.Error as exc:
         raise InputError(f"the CSV ends or breaks inside a quoted field ({exc}): the file is truncated or corrupt.",
                          path=path, line=getattr(reader, "line_num", None),

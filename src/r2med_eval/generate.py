@@ -26,6 +26,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from .errors import InputError
+from .progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -276,6 +277,7 @@ def generate(prompts: dict[str, str], settings: dict, cache_path) -> tuple[dict[
     log.info("%d queries: %d answers in the cache, %d to ask %s", len(prompts), stats["cached"], len(missing), model)
     if missing:
         client = make_client(settings)
+        progress = Progress("generation", len(missing), "queries", log)
         lock = threading.Lock()
         stop = threading.Event()  # set by the first failure: queued requests are not sent
 
@@ -291,6 +293,7 @@ def generate(prompts: dict[str, str], settings: dict, cache_path) -> tuple[dict[
             cache.add(keys[q], content, usage)
             with lock:
                 stats["requested"] += 1
+                progress.update()
             return q
 
         with ThreadPoolExecutor(max_workers=int(settings["concurrency"])) as pool:
@@ -302,6 +305,7 @@ def generate(prompts: dict[str, str], settings: dict, cache_path) -> tuple[dict[
                 if f.done() and not f.cancelled() and f.exception() is not None:
                     log.error("stopped; %d answers of this run are in the cache %s", stats["requested"], cache_path)
                     raise f.exception()
+        progress.finish()
     answers = {}
     for q in prompts:
         entry = cache.get(keys[q])
