@@ -133,6 +133,21 @@ def test_bad_config_stops_before_any_job(tmp_path):
     assert proc.returncode != 0 and "models.bm25.type: 'bm25_lucen' is not one of" in proc.stdout
 
 
+def test_mistyped_mteb_name_stops_before_any_job(tmp_path):
+    """Issue 26: a mistyped ``type: mteb`` name stopped only after the BM25 jobs ran, on the Hub; now planning stops
+    with MTEB's own suggestion and no job runs."""
+    pytest.importorskip("mteb")
+    config = DEMO_CONFIG + ("  e5:\n    type: mteb\n    name: intfloat/multilingual-e5-smal\n"
+                            "    mteb_tasks: {demo: R2MEDBiologyRetrieval}\n")
+    work = workflow_dir(tmp_path, config)
+    proc = snakemake(work, "--cores", "1", "all", check=False)
+    assert proc.returncode != 0
+    assert ("models.e5: MTEB does not know the model 'intfloat/multilingual-e5-smal' (Model "
+            "'intfloat/multilingual-e5-smal' not found in MTEB registry. Did you mean: "
+            "'intfloat/multilingual-e5-small'") in proc.stdout
+    assert not re.search(r"^(local)?rule ", proc.stdout, re.M) and not (work / "results").exists(), proc.stdout
+
+
 def test_bad_input_message_reaches_the_terminal(tmp_path):
     from conftest import make_r2med
 
