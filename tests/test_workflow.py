@@ -1,7 +1,10 @@
 """End-to-end runs of the Snakemake workflow in a temporary working directory."""
 import csv
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -201,6 +204,28 @@ def test_rules_are_snakefmt_formatted():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def check_progress_lines(output: str, work) -> None:
+    """Issue 26: a job that runs longer than the interval prints a line on Snakemake's terminal every interval
+    (job, count, rate, ETA; ids and counts only), besides its log."""
+    lines = re.findall(r"^r2med-eval \[([a-z_0-9]+)( [^\]]*)?\] (.*)$", output, flags=re.M)
+    by_job: dict = {}
+    for rule, wildcards, text in lines:
+        by_job.setdefault(rule + wildcards, []).append(text)
+    encoding = by_job.get("encode_corpus demo/demo/minilm", [])
+    assert len(encoding) >= 3 and re.fullmatch(r"finished after \d+s", encoding[-1]), by_job.keys()
+    assert any(re.fullmatch(r"shard 1/1: encoding: \d+/267 texts \([\d.]+%\), [\d.]+ texts/s, elapsed \d+s, ETA "
+                            r"(\d+s|\d+m\d\ds|unknown)", t) for t in encoding) or \
+        any(t.startswith("loading the doc encoder of minilm, elapsed ") for t in encoding), encoding
+    assert sum(len(v) >= 2 for v in by_job.values()) >= 3, by_job.keys()
+    # ids and counts only: no text of a query or document reaches the terminal
+    queries = [json.loads(line)["text"] for line in (REPO / "data" / "demo" / "query.jsonl").read_text().splitlines()]
+    words = {w for q in queries for w in re.findall(r"[a-z]{9,}", q.lower())}
+    assert not [t for _, _, t in lines if any(w in t.lower() for w in words)]
+    # the same job's log has its own lines (the interval applies there too)
+    log = (work / "logs" / "encode_corpus" / "demo" / "demo" / "minilm.log").read_text()
+    assert "shard 1/1: encoding: 267 texts in " in log
+
+
 def test_shipped_default_config_end_to_end(tmp_path):
     """README command 1's job: the shipped config.yaml on the embedded demo, every stage."""
     text = (REPO / "config.yaml").read_text().replace("path: data/demo", f"path: {REPO / 'data' / 'demo'}")
@@ -215,10 +240,15 @@ def test_shipped_default_config_end_to_end(tmp_path):
     lineage = json.loads((runs / "bm25--minilm@100.lineage.json").read_text())
     assert lineage["input_run"] == "bm25" and lineage["reranker"] == "minilm" and lineage["depth"] == 100
     assert json.loads((runs / "rrf-bm25-minilm.lineage.json").read_text())["inputs"] == ["bm25", "minilm"]
-    # same inputs, byte-identical runs: rerun from scratch in a second directory
+    # the README's sample table is this run's leaderboard (issue 26: it showed bm25-paper 67.76 where this gives 65.59)
+    check = subprocess.run([sys.executable, str(REPO / ".ci" / "readme_table.py"), "--check", "--leaderboard",
+                            str(work / "results" / "leaderboard.md")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    # same inputs, byte-identical runs: rerun from scratch in a second directory, with progress every 0.2 s
     (tmp_path / "again").mkdir()
     work2 = workflow_dir(tmp_path / "again", text)
-    snakemake(work2, "--cores", "2", "all")
+    proc = snakemake(work2, "--cores", "2", "all", env={**os.environ, "R2MED_EVAL_PROGRESS_SECONDS": "0.2"})
+    check_progress_lines(proc.stdout, work2)
     for run in runs.glob("*.trec"):
         assert run.read_bytes() == (work2 / "results" / "runs" / "demo" / "demo" / run.name).read_bytes(), run.name
     cliniq = sorted(p.relative_to(work) for p in (work / "results" / "cliniq").rglob("*") if p.is_file())
