@@ -249,6 +249,10 @@ def test_shipped_default_config_end_to_end(tmp_path):
     work2 = workflow_dir(tmp_path / "again", text)
     proc = snakemake(work2, "--cores", "2", "all", env={**os.environ, "R2MED_EVAL_PROGRESS_SECONDS": "0.2"})
     check_progress_lines(proc.stdout, work2)
+    # `r2med-eval fuse` writes the pipeline's fused run, byte for byte
+    demo_runs = work / "results" / "runs" / "demo" / "demo"
+    assert r2med_eval_cli("fuse", demo_runs / "bm25.trec", demo_runs / "minilm.trec", "--tag", "rrf-bm25-minilm") \
+        == (demo_runs / "rrf-bm25-minilm.trec").read_text()
     for run in runs.glob("*.trec"):
         assert run.read_bytes() == (work2 / "results" / "runs" / "demo" / "demo" / run.name).read_bytes(), run.name
     cliniq = sorted(p.relative_to(work) for p in (work / "results" / "cliniq").rglob("*") if p.is_file())
@@ -274,6 +278,33 @@ def test_shipped_default_config_end_to_end(tmp_path):
     for name in tex:
         check_tex((work / "results" / "tables" / name).read_text(), name)
     compile_tex([work / "results" / "tables" / name for name in tex], tmp_path / "latex")
+
+
+def r2med_eval_cli(*args):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([sys.executable, "-m", "r2med_eval", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def check_cli_against_the_pipeline(work) -> None:
+    """Issue 26: `r2med-eval eval qrels.tsv run.trec -m nDCG@10 R@100` prints the pipeline's metrics; `compare`
+    prints its significance table (one task: the same Holm family)."""
+    res = work / "results"
+    qrels, runs = res / "data" / "demo" / "demo" / "qrels.tsv", res / "runs" / "demo" / "demo"
+    for model in ("bm25", "minilm"):
+        pipeline = json.loads((res / "metrics" / "demo" / "demo" / f"{model}.json").read_text())["metrics"]
+        out = r2med_eval_cli("eval", qrels, runs / f"{model}.trec", "-m", "nDCG@10", "R@100")
+        assert out.splitlines() == [f"nDCG@10\tall\t{pipeline['ndcg_at_10']:.4f}",
+                                    f"R@100\tall\t{pipeline['recall_at_100']:.4f}"]
+        out = json.loads(r2med_eval_cli("eval", qrels, runs / f"{model}.trec", "-m", "nDCG@10", "R@100", "--format",
+                                        "json"))
+        assert {k: round(v, 6) for k, v in out["metrics"].items()} == {"nDCG@10": pipeline["ndcg_at_10"],
+                                                                       "R@100": pipeline["recall_at_100"]}
+    out = r2med_eval_cli("compare", qrels, runs / "bm25.trec", runs / "minilm.trec", "--baseline", "bm25",
+                         "--benchmark", "demo", "--task", "demo", "--format", "csv")
+    assert out == (res / "significance.csv").read_text()
 
 
 def test_report_outputs(demo_run):
@@ -306,6 +337,7 @@ def test_report_outputs(demo_run):
         rows = list(csv.reader(open(res / "per_query" / "demo" / "demo" / f"{model}.tsv"), delimiter="\t"))
         assert rows[0] == ["query_id"] + metrics.metric_names()
         assert {r[0] for r in rows[1:]} == judged and len(rows) - 1 == len(judged)
+    check_cli_against_the_pipeline(demo_run)
     proc = snakemake(demo_run, "--report", str(demo_run / "report.html"))
     report = (demo_run / "report.html").read_text()
     assert "Report created" in proc.stdout and len(report) > 100_000
