@@ -277,7 +277,6 @@ def generate(prompts: dict[str, str], settings: dict, cache_path) -> tuple[dict[
     log.info("%d queries: %d answers in the cache, %d to ask %s", len(prompts), stats["cached"], len(missing), model)
     if missing:
         client = make_client(settings)
-        progress = Progress("generation", len(missing), "queries", log)
         lock = threading.Lock()
         stop = threading.Event()  # set by the first failure: queued requests are not sent
 
@@ -296,7 +295,8 @@ def generate(prompts: dict[str, str], settings: dict, cache_path) -> tuple[dict[
                 progress.update()
             return q
 
-        with ThreadPoolExecutor(max_workers=int(settings["concurrency"])) as pool:
+        with Progress("generation", len(missing), "queries", log) as progress, \
+                ThreadPoolExecutor(max_workers=int(settings["concurrency"])) as pool:
             futures = [pool.submit(one, q) for q in missing]
             done, pending = wait(futures, return_when=FIRST_EXCEPTION)
             for f in pending:
@@ -305,7 +305,6 @@ def generate(prompts: dict[str, str], settings: dict, cache_path) -> tuple[dict[
                 if f.done() and not f.cancelled() and f.exception() is not None:
                     log.error("stopped; %d answers of this run are in the cache %s", stats["requested"], cache_path)
                     raise f.exception()
-        progress.finish()
     answers = {}
     for q in prompts:
         entry = cache.get(keys[q])

@@ -149,7 +149,8 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._run, name="r2med-eval-heartbeat", daemon=True)
 
     def start(self) -> "Heartbeat":
-        _STATE["job"] = self.job
+        _ACTIVE.clear()  # a new job: nothing of an earlier one (a loop an exception left) is running
+        _STATE.update(job=self.job, phase="")
         if self.every > 0 and self.stream is not None:
             self._thread.start()
         return self
