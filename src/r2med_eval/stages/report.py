@@ -91,6 +91,7 @@ def plot_rerank_depth(sm) -> None:
                               spec["lineage"]):
         raise InputError(f"no reranked runs on benchmark {sm.wildcards.benchmark}.",
                          fix="configure a rerank job, or do not ask for this plot.")
+    log.info("reranking depth: %s", ", ".join(n for n in spec["lineage"] if n in table))
 
 
 def plot_scatter(sm) -> None:

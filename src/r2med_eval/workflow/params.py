@@ -54,7 +54,8 @@ MODEL_KEYS = {
                   "dtype": "rerank_run", "device": "rerank_run", "trust_remote_code": "rerank_run",
                   "truncate": "rerank_run"},
 }
-_LLM_RERANK = {"type": "llm_rerank_run", "enabled": "-", "description": "-", "llm": "llm_rerank_run (and its llms entry)",
+_LLM_RERANK = {"type": "llm_rerank_run", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
+               "llm": "llm_rerank_run (and its llms entry)",
                **{k: "llm_rerank_run" for k in ("passage_words", "temperature", "max_tokens", "truncate")}}
 MODEL_KEYS.update({
     "llm_listwise": {**_LLM_RERANK, "window": "llm_rerank_run", "step": "llm_rerank_run"},
