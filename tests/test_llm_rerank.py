@@ -556,3 +556,27 @@ def test_rules_and_resources(tmp_path):
     from r2med_eval.workflow.inputs import job_benchmark_files
     rules = [r for r, _ in job_benchmark_files(w.registry, "b", "t", "bm25--yn@10")]
     assert "llm_rerank_run" in rules and "rerank_run" not in rules
+
+
+def test_vllm_inside_the_job_logs_owner_only_on_a_private_benchmark(tmp_path, monkeypatch):
+    """llms.<llm>.generate.vllm: the job starts the server (here the stand-in for `vllm serve` of
+    tests/llm_fake_server.py) and, on a MIMIC-derived benchmark, its output goes to an owner-only file under
+    resources/logs/, not to the job's log."""
+    import socket
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("T_RR_URL", raising=False)
+    monkeypatch.delenv("T_RR_KEY", raising=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    raw = pointwise_config(tmp_path, private=True)
+    raw["llms"]["fake"]["generate"]["vllm"] = {"enabled": True, "port": port, "startup_seconds": 60,
+                                               "command": [sys.executable, str(REPO / "tests/llm_fake_server.py")]}
+    sm = stage_sm(tmp_path, raw, 10, queries=("q1",))
+    rerank_stage.llm_rerank_run(sm)
+    server_log = tmp_path / "resources/logs/llm_rerank_run/cliniq-demo/cliniq/bm25--rr@10.server.log"
+    assert "fake vllm serving fake" in server_log.read_text()
+    assert stat.S_IMODE(server_log.stat().st_mode) == 0o600
+    assert json.loads(Path(sm.output.info).read_text())["requested"] == 10
+    assert "T_RR_URL" not in os.environ

@@ -317,3 +317,27 @@ def scoring_used(counts: dict) -> str:
     if by_logprobs and other:
         return "mixed"
     return "logprobs" if by_logprobs else "label"
+
+
+def positional(order: list[str]) -> dict[str, float]:
+    """Scores that rank ``order`` as it stands: n for the first of n documents, 1 for the last."""
+    return {d: float(len(order) - i) for i, d in enumerate(order)}
+
+
+def rerank(spec: dict, client, queries: dict[str, str], tops: dict[str, list[str]], texts: dict[str, str], *,
+           reasoning: str = "none", template: str | None = None) -> tuple[dict, dict, dict, Usage]:
+    """A reranker entry (``llm_listwise`` or ``llm_pointwise``, schema defaults filled) over each query's top
+    documents: (new orders, the reranker's own scores -- a listwise reranker's are positions --, what its metadata
+    records: the algorithm's parameters and the parsing or scoring counts, the usage)."""
+    sampling = sampling_overrides(spec, reasoning)
+    if spec["type"] == "llm_listwise":
+        orders, counts, usage = listwise(client, queries, tops, texts, window=spec["window"], step=spec["step"],
+                                         words=spec["passage_words"], reasoning=reasoning, **sampling)
+        return (orders, {q: positional(o) for q, o in orders.items()},
+                {"window": spec["window"], "step": spec["step"], "parsing": counts}, usage)
+    orders, scores, counts, usage = pointwise(
+        client, queries, tops, texts, template=template, words=tuple(spec["answers"]),
+        passage_words=spec["passage_words"], top_logprobs=spec["top_logprobs"] if spec["logprobs"] else None,
+        system_prompt=spec.get("system_prompt"), reasoning=reasoning, reasks=spec["reasks"], **sampling)
+    return orders, scores, {"prompt_sha256": spec.get("prompt_sha256"), "answers": list(spec["answers"]),
+                            "scoring": scoring_used(counts), "scored_by": counts}, usage

@@ -84,29 +84,17 @@ def llm_rerank_run(sm) -> None:
     log.info("%s %s over the top %d of %s: LLM %s (model %s, sampling %s, reasoning %s)", spec["type"],
              job["reranker"], depth, job["run"], spec["llm"], settings["model"],
              {**llm.sampling_params(settings), **sampling}, reasoning)
+    template = llm_rerank.read_template(sm.input.prompt) if spec["type"] == "llm_pointwise" else None
     with llm.serving(settings, server_log):
         client = llm.Client(settings, cache, private=private, policy=policy)
-        if spec["type"] == "llm_listwise":
-            orders, counts, usage = llm_rerank.listwise(client, queries, tops, texts, window=spec["window"],
-                                                        step=spec["step"], words=spec["passage_words"],
-                                                        reasoning=reasoning, **sampling)
-            raw = {q: {d: float(len(o) - i) for i, d in enumerate(o)} for q, o in orders.items()}
-            how = {"window": spec["window"], "step": spec["step"], "parsing": counts}
-        else:
-            orders, raw, counts, usage = llm_rerank.pointwise(
-                client, queries, tops, texts, template=llm_rerank.read_template(sm.input.prompt),
-                words=tuple(spec["answers"]), passage_words=spec["passage_words"],
-                top_logprobs=spec["top_logprobs"] if spec["logprobs"] else None,
-                system_prompt=spec.get("system_prompt"), reasoning=reasoning, reasks=spec["reasks"], **sampling)
-            how = {"prompt_sha256": spec["prompt_sha256"], "answers": list(spec["answers"]),
-                   "scoring": llm_rerank.scoring_used(counts), "scored_by": counts}
+        orders, raw, how, usage = llm_rerank.rerank(spec, client, queries, tops, texts, reasoning=reasoning,
+                                                    template=template)
     if private and Path(cache).exists():
         protect_up_to(cache, paths.fill(paths.PRIVATE, benchmark=w["benchmark"], task=w["task"]))
     log.info("%s; requests %d, from the cache %d; tokens %d prompt, %d completion; cost %.6f",
              how.get("scoring", "permutations"), usage.requested, usage.cached, usage.prompt_tokens,
              usage.completion_tokens, usage.cost)
-    merged = {q: rerank_merge.merge(run[q], {d: float(len(o) - i) for i, d in enumerate(o)}, spec["truncate"])
-              for q, o in orders.items()}
+    merged = {q: rerank_merge.merge(run[q], llm_rerank.positional(o), spec["truncate"]) for q, o in orders.items()}
     runs.write_run(merged, sm.output.run, tag=sm.wildcards.model)
     _write_rescored(sm.output.scores, orders, raw)
     io.write_json(sm.output.info, {
