@@ -192,7 +192,8 @@ query_variants:
         first_stage[line.split()[0]] = first_stage.get(line.split()[0], 0) + 1
     listwise, pointwise = (lineage[r] for r in reranked)
     assert listwise["requested"] == listwise["parsing"]["windows"] == sum(n > 1 for n in first_stage.values())
-    assert pointwise["requested"] == sum(min(10, n) for n in first_stage.values()) and pointwise["scoring"] == "label"
+    assert pointwise["requested"] == sum(min(10, n) for n in first_stage.values()) == sum(
+        pointwise["scored_by"].values()) and pointwise["scored_by"]["logprobs"] == 0  # labels (of a random model)
     for t in targets:
         rows = [json.loads(x) for x in (work / t).read_text().splitlines()]
         assert len(rows) == queries and all(isinstance(r["hy_doc"], str) for r in rows)

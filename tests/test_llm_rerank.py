@@ -216,6 +216,13 @@ def test_judge_reads_the_answer_token_after_the_reasoning():
     assert llm_rerank.judge(Answer("Perhaps.", {}), ("yes", "no"), "none") == (None, "unparsed")
 
 
+def test_scoring_used_names_the_kinds():
+    assert llm_rerank.scoring_used({"logprobs": 3, "logprobs_bound": 1, "label": 0, "unparsed": 0}) == "logprobs"
+    assert llm_rerank.scoring_used({"logprobs": 0, "logprobs_bound": 0, "label": 4, "unparsed": 0}) == "label"
+    assert llm_rerank.scoring_used({"logprobs": 0, "logprobs_bound": 0, "label": 0, "unparsed": 4}) == "unparsed"
+    assert llm_rerank.scoring_used({"logprobs": 1, "logprobs_bound": 0, "label": 4, "unparsed": 0}) == "mixed"
+
+
 def test_template_fill_is_one_pass_and_checked(tmp_path):
     assert llm_rerank.fill_template("Q: {query}\nP: {passage}", "a {passage} b", "doc") == "Q: a {passage} b\nP: doc"
     (tmp_path / "t.txt").write_text("Q: {query}\n")

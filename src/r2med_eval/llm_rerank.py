@@ -311,12 +311,10 @@ def pointwise(client, queries: dict[str, str], tops: dict[str, list[str]], texts
 
 
 def scoring_used(counts: dict) -> str:
-    """``logprobs``, ``label`` or ``mixed``: how the run's scores came about (``counts`` per kind)."""
-    by_logprobs = counts.get("logprobs", 0) + counts.get("logprobs_bound", 0)
-    other = counts.get("label", 0) + counts.get("unparsed", 0)
-    if by_logprobs and other:
-        return "mixed"
-    return "logprobs" if by_logprobs else "label"
+    """How a run's scores came about, from the counts per kind: ``logprobs``, ``label``, ``unparsed`` (every answer
+    named neither word: the first-stage order stands) or ``mixed``."""
+    kinds = {"logprobs" if k.startswith("logprobs") else k for k, n in counts.items() if n}
+    return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
 def positional(order: list[str]) -> dict[str, float]:
