@@ -1,6 +1,7 @@
 """A small OpenAI-compatible chat/completions server on 127.0.0.1 for the LLM client's tests: it answers (or echoes
-the whole prompt, or returns log probabilities), fails with an HTTP status, sends a malformed, endless, trickling
-or overlong answer, or redirects, as each test sets it, and records every request it gets."""
+the whole prompt, or returns log probabilities, or what a test's script says: a permutation, a yes/no with its log
+probabilities), fails with an HTTP status, sends a malformed, endless, trickling or overlong answer, or redirects, as
+each test sets it, and records every request it gets."""
 from __future__ import annotations
 
 import hashlib
@@ -22,6 +23,9 @@ class FakeLLM:
         self.interval = 0.2
         self.redirect_to = ""
         self.logprobs = True      # return choices[0].logprobs when a request asks for them
+        # mode ok: script(request body) -> the answer's content, or (content, choices[0].logprobs.content: a list of
+        # {token, logprob, top_logprobs: [{token, logprob}]}, sent only when the request asks for log probabilities)
+        self.script = None
         self.sent = 0             # bytes of the body sent in mode huge or trickle
         self.requests: list[dict] = []
         self.headers: list[dict] = []
@@ -68,14 +72,21 @@ class FakeLLM:
                     self.end_headers()
                     return self._trickle(b"x" * 1000)
                 user = body["messages"][-1]["content"]
+                scripted = None
                 if fake.mode == "echo":
                     content = "\n".join(m["content"] for m in body["messages"])
                 elif fake.mode == "long":
                     content = "y" * fake.long_chars
+                elif fake.script is not None:
+                    content = fake.script(body)
+                    if isinstance(content, tuple):
+                        content, scripted = content
                 else:
                     content = FakeLLM.answer_for(user)
                 choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
-                if body.get("logprobs") and fake.logprobs:
+                if body.get("logprobs") and fake.logprobs and scripted is not None:
+                    choice["logprobs"] = {"content": scripted}
+                elif body.get("logprobs") and fake.logprobs:
                     alts = [{"token": "yes", "logprob": -0.25, "bytes": [121, 101, 115]},
                             {"token": "no", "logprob": -1.5, "bytes": [110, 111]}][:max(1, body.get("top_logprobs", 0))]
                     choice["logprobs"] = {"content": [{"token": "yes", "logprob": -0.25, "bytes": [121, 101, 115],

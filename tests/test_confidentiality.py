@@ -5,6 +5,8 @@ data/, every file holding it is owner-only, and the terminal output does not hol
 Parts of the probe, one Snakemake run (each part adds its models to PROBE_CONFIG's parts):
 * LLM: LameR generation against a loopback server that echoes its whole prompt (so its answers quote the notes),
   the expansions run through BM25 to the leaderboard.
+* LLM rerankers: BM25 reranked by a listwise (RankGPT) and a pointwise LLM reranker asking the same echoing server
+  (their prompts quote the chunks; the cached answers echo them).
 * User code: then, in the same work directory, a `type: python` encoder whose exception quotes its input
   (tests/byo/bad_encoder.py, kind quote) joins with a second `--keep-going all`: its job fails with one line, the
   message and traceback go to the owner-only job log under resources/, and the whole directory is checked again.
@@ -35,6 +37,8 @@ benchmarks:
 PARTS = {
     "models": """
   bm25: {type: bm25_lucene, k1: 0.9, b: 0.4}
+  echo-listwise: {type: llm_listwise, llm: echo}
+  echo-pointwise: {type: llm_pointwise, llm: echo, max_tokens: 2000}
 """,
     "llms": """
   echo:
@@ -45,7 +49,12 @@ PARTS = {
     "query_variants": """
   - {benchmark: cliniq-demo, method: lamer, llm: echo, models: [bm25], prompt_task: PMC-Treatment}
 """,
+    "rerank": """
+  - {run: bm25, reranker: echo-listwise, depths: [10]}
+  - {run: bm25, reranker: echo-pointwise, depths: [5]}
+""",
 }
+RERANKED = ("bm25--echo-listwise@10", "bm25--echo-pointwise@5")
 
 
 def probe_config(notes) -> str:
@@ -74,15 +83,23 @@ def test_planted_word_stays_owner_only_under_resources(probe):
     # the probe bites: the prompts quoted the notes and the echoed answers went on to retrieval and the leaderboard
     assert any(PLANTED in m["content"] for r in server.requests for m in r["messages"])
     board = (work / "results" / "leaderboard.csv").read_text()
-    assert "bm25+lamer-echo" in board
+    assert "bm25+lamer-echo" in board and all(r in board for r in RERANKED)
     holders = set(map(str, assert_confined(work, proc.stdout)))
     expected = {"data/NOTEEVENTS.csv", "resources/cliniq/cliniq-demo/cliniq/corpus.jsonl",
                 "resources/cliniq/cliniq-demo/cliniq/llm_cache/lamer--echo.jsonl",
                 "resources/cliniq/cliniq-demo/cliniq/generated/lamer/echo/query_with_hydoc.jsonl",
                 "resources/cliniq/cliniq-demo/cliniq/variants/lamer--echo.jsonl"}
+    expected |= {f"resources/cliniq/cliniq-demo/cliniq/llm_cache/rerank/{r}.jsonl" for r in RERANKED}
     assert expected <= holders, sorted(holders)
+    lamer = [r for r in server.requests if r["messages"][0]["content"] == "You are a helpful assistant."]
     info = json.loads((work / "results/generated/cliniq-demo/cliniq/lamer/echo/generation.json").read_text())
-    assert info["requested"] == len(server.requests) and info["queries"] == 16
+    assert info["requested"] == len(lamer) and info["queries"] == 16
+    # the rerankers' prompts quoted the chunks (their metadata, in results/, holds ids and numbers only)
+    asked = [json.loads((work / f"results/runs/cliniq-demo/cliniq/{r}.lineage.json").read_text())["requested"]
+             for r in RERANKED]
+    reranker_prompts = [r for r in server.requests if r not in lamer]
+    assert min(asked) > 0 and len(reranker_prompts) == sum(asked)
+    assert all(any(PLANTED in m["content"] for m in r["messages"]) for r in reranker_prompts)
     assert not (work / "results/generated/cliniq-demo/cliniq/lamer/echo/query_with_hydoc.jsonl").exists()
     assert not (work / "results/data/cliniq-demo/cliniq/variants").exists()
 

@@ -624,6 +624,26 @@ def _fix(problem, server: _Server) -> str:
 
 
 @contextlib.contextmanager
+def serving(settings: dict, server_log=None):
+    """The job's server: ``local_server`` when ``vllm.enabled`` (its output to the job's log, or, with
+    ``server_log``, to that owner-only file: on a MIMIC-derived benchmark it may log prompts), else nothing (the
+    server the environment names)."""
+    with contextlib.ExitStack() as stack:
+        if settings["vllm"]["enabled"]:
+            import sys
+
+            handle = sys.stderr
+            if server_log:
+                from .cliniq_files import open_private
+
+                handle = stack.enter_context(open_private(server_log))
+                log.info("the LLM server's output goes to %s (owner-only: it may log prompts)", server_log)
+            stack.enter_context(local_server(settings, handle))
+        yield
+
+
+
+@contextlib.contextmanager
 def local_server(settings: dict, log_handle=None):
     """Start ``vllm serve`` (``vllm.command``) on 127.0.0.1 for the length of the block and point the client's
     environment variables at it, in this process only. The key is a fresh random token handed to the server

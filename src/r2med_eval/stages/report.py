@@ -111,6 +111,7 @@ def plot_rerank_depth(sm) -> None:
                               spec["lineage"], styles, ci):
         raise InputError(f"no reranked runs on benchmark {sm.wildcards.benchmark}.",
                          fix="configure a rerank job, or do not ask for this plot.")
+    log.info("reranking depth: %s", ", ".join(n for n in spec["lineage"] if n in table))
 
 
 def plot_scatter(sm) -> None:
@@ -165,6 +166,10 @@ def provenance(sm) -> None:
     if generation:  # generated expansion files: the LLM, its sampling, tokens and cost (no server address or key)
         doc["generation"] = {"{benchmark}/{task}/{method}/{llm}".format(**paths.parse(paths.GENERATED_INFO, p)):
                              io.read_json(p) for p in generation}
+    llm_rerank = getattr(sm.input, "llm_rerank", [])
+    if llm_rerank:  # LLM rerankers: the LLM, its sampling, requests, cache hits, tokens and cost of each run
+        doc["llm_rerank"] = {"{benchmark}/{task}/{model}".format(**paths.parse(paths.RUN_LINEAGE, p)): io.read_json(p)
+                             for p in llm_rerank}
     io.write_json(sm.output[0], doc)
     log.info("provenance of %d runs; git %s", len(entries), doc["git"])
 

@@ -206,8 +206,12 @@ def _check_derived(cfg: dict, config_file: str) -> None:
         if model is None or model["type"] not in registry.RERANKER_TYPES:
             able = [n for n, spec in cfg["models"].items() if spec["type"] in registry.RERANKER_TYPES]
             raise ConfigError(f"rerank[{i}].reranker names {shown(job['reranker'])}, which is not a cross_encoder, "
-                              f"rankllama or dense entry in models{_hint(job['reranker'], able)}.", path=config_file,
-                              fix="add it to models.")
+                              f"rankllama, dense, llm_listwise or llm_pointwise entry in models"
+                              f"{_hint(job['reranker'], able)}.", path=config_file, fix="add it to models.")
+        if model["type"] in registry.LLM_RERANKER_TYPES and "generate" not in cfg["llms"].get(model["llm"], {}):
+            raise ConfigError(f"models.{job['reranker']}.llm names {shown(model['llm'])}, which is not an llms entry "
+                              "with generate (the server, model and sampling to ask).", path=config_file,
+                              fix=f"add llms: {{{model['llm']}: {{generate: {{model: <served name>}}}}}}.")
     for name, spec in cfg["fusion"].items():
         if name in cfg["models"]:
             raise ConfigError(f"fusion.{name}: the name is also a model.", path=config_file, fix="rename it.")
@@ -346,6 +350,7 @@ def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None =
     """Every task of a benchmark that will run must point at an existing folder."""
     base = base or Path.cwd()
     check_run_files(cfg, config_file, base)
+    _check_prompts(cfg, config_file, base)
     for bname in registry.Registry(cfg).benchmarks:
         bench = cfg["benchmarks"][bname]
         if bench["layout"] == "cliniq":
@@ -394,6 +399,25 @@ def check_mteb_models(cfg: dict, config_file: str = "config.yaml") -> None:
         problem = mteb_problem(spec["name"], spec.get("revision"), [t for t in tasks if t])
         if problem:
             raise ConfigError(f"models.{m}: {problem[0]}.", path=config_file, fix=MTEB_FIXES[problem[1]].format(m=m))
+
+
+def _check_prompts(cfg: dict, config_file: str, base: Path) -> None:
+    """The prompt template of every selected pointwise LLM reranker is readable and has its placeholders."""
+    from ..errors import InputError
+    from ..llm_rerank import read_template
+
+    reg = registry.Registry(cfg)
+    for name in dict.fromkeys(j["reranker"] for j in reg.rerank_jobs.values()):
+        prompt = reg.models[name].get("prompt")
+        if prompt is None:
+            continue
+        if not _exists(prompt, base, "file"):
+            raise ConfigError(f"models.{name}.prompt: file {shown(prompt)} does not exist.", path=config_file,
+                              fix="point it at a prompt template (a text file with {query} and {passage}).")
+        try:
+            read_template(base / Path(prompt).expanduser())
+        except InputError as exc:
+            raise ConfigError(f"models.{name}.prompt: {exc.problem}", path=config_file, fix=exc.fix) from None
 
 
 def check_run_files(cfg: dict, config_file: str = "config.yaml", base: Path | None = None) -> None:

@@ -8,8 +8,8 @@ from .paths import (BENCHMARK_LEADERBOARD, BM25_PAPER_FIT, BM25_PAPER_QUERY_TOKE
                     DOWNLOAD_VARIANT, EMB_CORPUS, EMB_CORPUS_IDS, EMB_CORPUS_INFO, EMB_QUERIES, EMB_QUERY_IDS,
                     EMB_SHARD, EMB_VARIANT, EMB_VARIANT_IDS, GENERATED, GENERATED_INFO, INDEX, INDEX_PAGE, LEADERBOARD,
                     METRICS, METRICS_TABLE, MODEL_MANIFEST, MTEB_EXPORT, PALETTE, PER_QUERY, PLOT, PRIVATE_GENERATED,
-                    PRIVATE_VARIANT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE,
-                    VARIANT, benchmark_file, bm25_float, fill)
+                    PRIVATE_VARIANT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, RUN_LINEAGE, SIGNIFICANCE,
+                    STATS, TABLE, VARIANT, benchmark_file, bm25_float, fill)
 from .registry import ENCODER_TYPES, Registry, job_inputs
 
 
@@ -182,6 +182,16 @@ class Inputs:
         inputs.update(self.weights(job["reranker"]))
         return inputs
 
+    def llm_rerank_run(self, wildcards) -> dict:
+        """The run to rerank and the task; a pointwise reranker's prompt template."""
+        job = self.reg.derived[wildcards.model]
+        w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
+        inputs = {"run": fill(RUN, **w, model=job["run"]), "queries": fill(QUERIES, **w), "corpus": fill(CORPUS, **w)}
+        spec = self.cfg["models"][job["reranker"]]
+        if spec["type"] == "llm_pointwise":
+            inputs["prompt"] = prompt_file(spec)
+        return inputs
+
     def fuse_runs(self, wildcards) -> list[str]:
         job = self.reg.derived[wildcards.model]
         return [fill(RUN, benchmark=wildcards.benchmark, task=wildcards.task, model=r) for r in job_inputs(job)]
@@ -232,7 +242,9 @@ class Inputs:
     def provenance(self) -> dict:
         """Metrics and task statistics; each run file is named in its metrics JSON (and hashed from there)."""
         return {"metrics": self.metric_tables(), "stats": self.stats_files(),
-                "generation": [fill(GENERATED_INFO, **g) for g in self.reg.generated_variants()]}
+                "generation": [fill(GENERATED_INFO, **g) for g in self.reg.generated_variants()],
+                "llm_rerank": [fill(RUN_LINEAGE, benchmark=b, task=t, model=r) for b, t, r in self.reg.run_tasks()
+                               if self.reg.llm_reranked(r)]}
 
 
     def report_cliniq(self, wildcards) -> dict:
@@ -265,6 +277,13 @@ class Inputs:
     def report_index(self) -> list[str]:
         """Every output the index page links: the targets of ``rule all`` but the page itself."""
         return [t for t in all_targets(self.reg) if t != INDEX_PAGE]
+
+
+def prompt_file(spec: dict) -> str:
+    """A pointwise LLM reranker's prompt template: its ``prompt``, else the shipped one."""
+    from ..llm_rerank import DEFAULT_POINTWISE_PROMPT
+
+    return spec.get("prompt") or str(DEFAULT_POINTWISE_PROMPT)
 
 
 # ---------------------------------------------------------------- targets of rule all
@@ -370,7 +389,7 @@ def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> l
         elif kind == "rerank":
             if cfg["models"][job["reranker"]]["type"] in ENCODER_TYPES:
                 out += encoder(job["reranker"]) + [bench("encode_queries", model=job["reranker"])]
-            out.append(bench("rerank_run", model=name))
+            out.append(bench("llm_rerank_run" if reg.llm_reranked(name) else "rerank_run", model=name))
         else:
             out.append(bench("fuse_runs", model=name))
     out.append(bench("score_run", model=run))

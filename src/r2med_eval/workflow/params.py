@@ -54,6 +54,15 @@ MODEL_KEYS = {
                   "dtype": "rerank_run", "device": "rerank_run", "trust_remote_code": "rerank_run",
                   "truncate": "rerank_run"},
 }
+_LLM_RERANK = {"type": "llm_rerank_run", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
+               "llm": "llm_rerank_run (and its llms entry)",
+               **{k: "llm_rerank_run" for k in ("passage_words", "temperature", "max_tokens", "truncate")}}
+MODEL_KEYS.update({
+    "llm_listwise": {**_LLM_RERANK, "window": "llm_rerank_run", "step": "llm_rerank_run"},
+    "llm_pointwise": {**_LLM_RERANK, "prompt": "llm_rerank_run (the template's sha256; the file is the rule's input)",
+                      **{k: "llm_rerank_run" for k in ("answers", "system_prompt", "logprobs", "top_logprobs",
+                                                       "reasks")}},
+})
 _SEARCH = {"embedding_dtype": "gather_embeddings encode_corpus", "shards": _SHARDS,
            "top_k": "retrieve_dense", "index": "retrieve_dense"}
 _ENCODE = "encode_corpus_shard encode_corpus encode_queries encode_query_variant"
@@ -84,6 +93,7 @@ class Params:
         self.code = code or CodeIndex()
         self.made: list = []  # every params function handed out (rules/common.smk tells Snakemake their arguments)
         self._code_files: dict[str, str | None] = {}  # python model -> sha256 of its factory's file
+        self._prompts: dict[str, str] = {}  # prompt template file -> sha256
 
     def of(self, rule: str):
         """The params function of a rule: its projection of the configuration and its code hash."""
@@ -126,17 +136,22 @@ class Params:
     def download_query_variant(self, wildcards) -> dict:
         return self._fetch(wildcards)
 
-    def generate_query_variant(self, wildcards) -> dict:
-        """The prompt (method, R2MED task), the LLM's sampling and client settings. The server's address and key
-        stay in the environment: only the names of the variables are here."""
-        settings = dict(self.reg.llm(wildcards.llm)["generate"])
+    def llm_settings(self, llm: str, lamer: bool = False) -> dict:
+        """An LLM's sampling and client settings (``llms.<llm>.generate``); LameR's keys only for LameR. The
+        server's address and key stay in the environment: only the names of the variables are here."""
+        settings = dict(self.reg.llm(llm)["generate"])
         settings.pop("examples", None)  # an input file
-        if wildcards.method != "lamer":
+        if not lamer:
             for k in ("lamer_retriever", "lamer_depth", "lamer_words"):
                 settings.pop(k)
+        return settings
+
+    def generate_query_variant(self, wildcards) -> dict:
+        """The prompt (method, R2MED task), the LLM's sampling and client settings."""
         return {"method": wildcards.method, "llm": wildcards.llm,
                 "prompt_task": self.reg.prompt_task(wildcards.benchmark, wildcards.task, wildcards.method,
-                                                    wildcards.llm), **settings}
+                                                    wildcards.llm),
+                **self.llm_settings(wildcards.llm, lamer=wildcards.method == "lamer")}
 
     def generate_private_query_variant(self, wildcards) -> dict:
         """As generate_query_variant, on a MIMIC-derived benchmark (the rule writes owner-only under resources/).
@@ -274,6 +289,30 @@ class Params:
                                                                 if "rerank_run" in v.split())
         return {"run": job["run"], "reranker": job["reranker"], "depth": job["depth"],
                 "reranker_spec": _pick(spec, keys)}
+
+    def llm_rerank_run(self, wildcards) -> dict:
+        """An LLM reranker's keys (a pointwise prompt as its template's sha256), its LLM's settings and reasoning
+        format, and whether the benchmark is MIMIC-derived (the job's cache then lies owner-only under
+        resources/). The declared servers (``phi_servers``) are not here: the job reads them from the configuration."""
+        job = self.reg.derived[wildcards.model]
+        spec = self.cfg["models"][job["reranker"]]
+        rspec = _pick(spec, [k for k, v in MODEL_KEYS[spec["type"]].items() if "llm_rerank_run" in v.split()])
+        if spec["type"] == "llm_pointwise":
+            rspec.pop("prompt", None)
+            rspec["prompt_sha256"] = self.prompt_sha256(job["reranker"])
+        return {"run": job["run"], "reranker": job["reranker"], "depth": job["depth"], "reranker_spec": rspec,
+                "reasoning": self.reg.reasoning(spec["llm"]), "generate": self.llm_settings(spec["llm"]),
+                "private": self.private(wildcards.benchmark)}
+
+    def prompt_sha256(self, model: str) -> str:
+        """sha256 of a pointwise LLM reranker's prompt template: an edit asks again."""
+        from ..io import sha256_file
+        from .inputs import prompt_file
+
+        path = prompt_file(self.cfg["models"][model])
+        if path not in self._prompts:
+            self._prompts[path] = sha256_file(path)
+        return self._prompts[path]
 
     def fuse_runs(self, wildcards) -> dict:
         job = self.reg.derived[wildcards.model]

@@ -31,6 +31,7 @@ DOWNLOAD_VARIANT = DOWNLOAD + "/{method}/{llm}/query_with_hydoc.jsonl"
 GENERATED = "results/generated/{benchmark}/{task}/{method}/{llm}/query_with_hydoc.jsonl"
 GENERATED_INFO = "results/generated/{benchmark}/{task}/{method}/{llm}/generation.json"
 GENERATE_CACHE = "resources/llm_cache/{benchmark}/{task}/{method}--{llm}.jsonl"
+RERANK_CACHE = "resources/llm_cache/{benchmark}/{task}/rerank/{model}.jsonl"  # an LLM reranker's answers
 MODEL_MANIFEST = "resources/models/{model}.json"  # a Hub model's snapshot, fetched by rule prefetch_model
 # MIMIC-derived benchmarks (CliniQ): the note text, and everything of an LLM job that may quote it (the expansion
 # and variant files, the answers' cache), live here, owner-only (files 0600, folders 0700), never in results/
@@ -39,6 +40,7 @@ CLINIQ_CHUNKS = PRIVATE + "/corpus.jsonl"
 PRIVATE_VARIANT = PRIVATE + "/variants/{method}--{llm}.jsonl"
 PRIVATE_GENERATED = PRIVATE + "/generated/{method}/{llm}/query_with_hydoc.jsonl"
 PRIVATE_GENERATE_CACHE = PRIVATE + "/llm_cache/{method}--{llm}.jsonl"
+PRIVATE_RERANK_CACHE = PRIVATE + "/llm_cache/rerank/{model}.jsonl"
 
 INDEX_ROOT = "results/index/{benchmark}"  # owner-only for MIMIC-derived benchmarks
 INDEX = INDEX_ROOT + "/{task}/lucene"
@@ -114,6 +116,7 @@ JOB_KEYS = {
     "retrieve_bm25_paper": "{benchmark}/{task}/{model}",
     "import_run": "{benchmark}/{task}/{model}",
     "rerank_run": "{benchmark}/{task}/{model}",
+    "llm_rerank_run": "{benchmark}/{task}/{model}",
     "fuse_runs": "{benchmark}/{task}/{model}",
     "score_run": "{benchmark}/{task}/{model}",
     "score_cliniq": "{benchmark}/{task}/{model}",

@@ -21,7 +21,8 @@ from ..confidential import mimic_benchmark
 RETRIEVER_TYPES = ("bm25_lucene", "dense", "bm25_paper", "run", "python", "mteb")
 ENCODER_TYPES = ("dense", "python", "mteb")  # embeddings cached, sharded and searched alike (rule retrieve_dense)
 VARIANT_TYPES = ("bm25_lucene", "bm25_paper") + ENCODER_TYPES  # retrievers that can run a query variant
-RERANKER_TYPES = ("cross_encoder", "rankllama") + ENCODER_TYPES
+LLM_RERANKER_TYPES = ("llm_listwise", "llm_pointwise")  # ask an LLM server (rule llm_rerank_run)
+RERANKER_TYPES = ("cross_encoder", "rankllama") + ENCODER_TYPES + LLM_RERANKER_TYPES
 DOC_KEYS = ("description", "enabled", "paper_name")  # document a model; they shape no output
 
 _RERANK = re.compile(r"^(?P<run>.+)--(?P<reranker>[^@]+)@(?P<depth>\d+)$")
@@ -126,6 +127,11 @@ class Registry:
     @property
     def rerank_jobs(self) -> dict[str, dict]:
         return {n: j for n, j in self.derived.items() if j["kind"] == "rerank"}
+
+    def llm_reranked(self, run: str) -> bool:
+        """A rerank run whose reranker asks an LLM server (rule llm_rerank_run, not rerank_run)."""
+        job = self.derived.get(run)
+        return bool(job) and job["kind"] == "rerank" and self.models[job["reranker"]]["type"] in LLM_RERANKER_TYPES
 
     @property
     def fusion_jobs(self) -> dict[str, dict]:

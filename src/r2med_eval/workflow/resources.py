@@ -170,6 +170,18 @@ def generate_minutes(queries: int, startup_seconds: float, attempt: int = 1) -> 
     return _retry(BASE_MINUTES + queries + startup_seconds / 60.0, attempt)
 
 
+# An LLM reranker's request: a plain answer (a permutation, a yes/no) takes seconds; a reasoning LLM's up to a minute.
+LLM_MINUTES_PER_REQUEST = 0.25
+LLM_REASONING_MINUTES_PER_REQUEST = 1.0
+
+
+def llm_rerank_minutes(requests: int, concurrency: int, reasoning: bool, startup_seconds: float,
+                       attempt: int = 1) -> int:
+    """LLM reranking: ``requests`` answers, ``concurrency`` at a time, plus a vLLM server's start."""
+    per = LLM_REASONING_MINUTES_PER_REQUEST if reasoning else LLM_MINUTES_PER_REQUEST
+    return _retry(BASE_MINUTES + requests * per / max(1, concurrency) + startup_seconds / 60.0, attempt)
+
+
 def light_minutes(input_mb: float, attempt: int = 1) -> int:
     """Parsing, scoring, fusion, gathering: 10 minutes plus 1 per 200 MB read."""
     return _retry(BASE_MINUTES + input_mb / 200, attempt)
@@ -273,6 +285,25 @@ class Resources:
         reranker = self._reranker(wildcards)
         return rerank_minutes(pairs, size_mb(input.corpus) / docs, self._weights(reranker), self.gpu(reranker) > 0,
                               attempt)
+
+    # LLM rerankers: {model} is a rerank run whose reranker asks an LLM server
+    def _rerank_llm(self, wildcards) -> str:
+        return self.models[self._reranker(wildcards)]["llm"]
+
+    def llm_rerank_gpu(self, wildcards) -> int:
+        return int(self._vllm(self._rerank_llm(wildcards)).get("gpus", 0))
+
+    def llm_rerank_runtime(self, wildcards, input, attempt) -> int:
+        from ..llm_rerank import rankgpt_windows
+
+        job = self.reg.derived[wildcards.model]
+        spec = self.models[job["reranker"]]
+        depth = int(job["depth"])
+        per_query = depth if spec["type"] == "llm_pointwise" else len(rankgpt_windows(depth, spec["window"],
+                                                                                      spec["step"]))
+        llm = self._rerank_llm(wildcards)
+        return llm_rerank_minutes(per_query * count_lines(input.queries), self.reg.llm(llm)["generate"]["concurrency"],
+                                  self.reg.reasoning(llm) != "none", self._vllm(llm).get("startup_seconds", 0), attempt)
 
     # parsing, gathering, scoring, fusion
     def light_mem_mb(self, wildcards, input, attempt) -> int:
