@@ -159,7 +159,7 @@ def bm25_paper_search_mem_mb(model_mb: float, attempt: int = 1) -> int:
 # wait in the queue. The downloads are local too (they need the network). tests/test_workflow_resources.py
 # checks the rules files against these tuples.
 LOCAL_LIGHT_RULES = ("score_run", "score_cliniq", "collect_metrics", "fuse_runs", "significance", "leaderboard", "leaderboard_benchmark",
-                     "plot_leaderboard", "plot_rerank_depth", "plot_scatter", "plot_cliniq", "provenance",
+                     "plot_palette", "plot_leaderboard", "plot_rerank_depth", "plot_scatter", "plot_cliniq", "provenance",
                      "r2med_vs_paper", "report_cliniq", "report_index", "link_cliniq_corpus",
                      "import_run", "mteb_export")
 LOCAL_DOWNLOAD_RULES = ("download_task", "download_query_variant", "download_cliniq_annotations", "prefetch_model")
