@@ -119,6 +119,12 @@ def plot_cliniq(sm) -> None:
                            sm.output.query_svg)
 
 
+def plot_cliniq_completion(sm) -> None:
+    from .. import plots
+
+    plots.cliniq_completion(sm.input.rescored, sm.wildcards.benchmark, sm.output.png, sm.output.svg)
+
+
 def provenance(sm) -> None:
     from .. import io, metric_table
     from .. import provenance as prov
@@ -247,6 +253,21 @@ def report_index(sm) -> None:
                                                    paths.fill(paths.TABLE, name=f"cliniq-{b}-by_{g}"))]
         body.append(links(paths.fill(paths.CLINIQ_POOL, benchmark=b)))
         sections.append((f"cliniq-{b}", f"CliniQ tables: {b}", body))
+    for b in spec.get("completion") or ():  # CliniQ's judgment completion: the verdict first
+        done = {(n, e): paths.fill(paths.COMPLETION_FILE, benchmark=b, name=n, ext=e)
+                for n, e in (("verdict", "md"), ("estimates", "md"), ("agreement", "md"), ("rescored", "md"),
+                             ("estimates", "csv"), ("per_query", "csv"), ("agreement", "csv"), ("rescored", "csv"),
+                             ("ranking", "csv"), ("estimates", "tex"), ("agreement", "tex"), ("rescored", "tex"),
+                             ("ranking", "tex"), ("verdict", "json"))}
+        body = [part for n in ("verdict", "estimates", "agreement", "rescored") for part in rendered(done[(n, "md")])]
+        png = paths.fill(paths.PLOT, benchmark=b, name="cliniq_completion", ext="png")
+        if png in files:
+            body.append(h.figure(rel(png), f"{b}: original vs completed multi-patient figures",
+                                 rel(paths.fill(paths.PLOT, benchmark=b, name="cliniq_completion", ext="svg"))))
+        body.append(links(*[f for (n, e), f in done.items() if e != "md"], *[done[(n, "md")] for n in (
+            "verdict", "estimates", "agreement", "rescored")], *[paths.fill(p, benchmark=b) for p in (
+                paths.COMPLETION_SAMPLE, paths.COMPLETION_DESIGN, paths.COMPLETION_LABELS, paths.COMPLETION_JUDGING)]))
+        sections.append((f"completion-{b}", f"CliniQ judgment completion: {b}", body))
     sections.append(("paper", "R2MED: ours against the paper", rendered(paths.R2MED_VS_PAPER) + [
         links(paths.R2MED_VS_PAPER, paths.fill(paths.TABLE, name="r2med_vs_paper"))]))
     prov = read_json(paths.PROVENANCE) if paths.PROVENANCE in files else {"runs": [], "datasets": {}}
