@@ -534,3 +534,49 @@ def judge_cache_keys(cache: Path) -> set:
         except ValueError:  # the torn last line of a kill
             pass
     return keys
+
+
+# ------------------------------------------------------------------ the report: LaTeX, plot, index page
+
+def test_latex_tables_compile_and_fit_a_page_with_one_inch_margins(completed, tmp_path):
+    """Every LaTeX table of the completion, and the re-scored table with long run names, compiled with pdflatex on
+    a letter page with 1-inch margins: no overfull line."""
+    from conftest import check_tex, pdflatex
+
+    long_names = [{**r, "model": m} for r in comp.compare(
+        {"x": {"q": dict.fromkeys(comp.RESCORED_METRICS, 0.45)}}, {"x": {"q": dict.fromkeys(comp.RESCORED_METRICS,
+                                                                                               0.4712)}},
+        {"all": ["q"], "disease": ["q"], "procedure": ["q"], "drug": ["q"]}, 5)
+        for m in ("rrf-bm25-minilm--minilm@100", "bm25+lamer-qwen3-32b")]
+    (tmp_path / "long.tex").write_text(comp.rescored_latex("cliniq", long_names, 5))
+    files = sorted((completed.work / OUT).glob("*.tex")) + [tmp_path / "long.tex"]
+    for f in files:
+        check_tex(f.read_text(), f.name)
+    body = "\n".join(f"\\input{{{f.resolve().as_posix()}}}\n\\clearpage" for f in files)
+    (tmp_path / "doc.tex").write_text("\\documentclass{article}\n\\usepackage[T1]{fontenc}\n"
+                                      "\\usepackage[letterpaper,margin=1in]{geometry}\n\\usepackage{booktabs}\n"
+                                      f"\\begin{{document}}\n{body}\n\\end{{document}}\n")
+    proc = subprocess.run([pdflatex(), "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=tmp_path,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    log = (tmp_path / "doc.log").read_text(errors="replace")
+    assert "Overfull \\hbox" not in log and "Undefined control sequence" not in log, log[-3000:]
+
+
+def test_plot_and_the_section_of_the_index_page(completed, monkeypatch):
+    from r2med_eval.stages import report
+
+    monkeypatch.chdir(completed.work)
+    b = {"benchmark": fx.BENCH}
+    png, svg = (paths.fill(paths.PLOT, **b, name="cliniq_completion", ext=e) for e in ("png", "svg"))
+    report.plot_cliniq_completion(SimpleNamespace(
+        input=SimpleNamespace(rescored=str(OUT / "rescored.csv")), output=SimpleNamespace(png=png, svg=svg),
+        wildcards=SimpleNamespace(**b), params=SimpleNamespace(spec={})))
+    assert Path(png).stat().st_size > 1000 and Path(svg).is_file()
+    files = sorted(str(p) for p in Path("results").rglob("*") if p.is_file() and "completion" in str(p))
+    report.report_index(SimpleNamespace(input=files, output=["results/index.html"], params=SimpleNamespace(
+        spec={"benchmarks": [], "cliniq": [], "completion": [fx.BENCH]})))
+    html = Path("results/index.html").read_text()
+    assert 'id="completion-cliniq-demo"' in html and "Verdict (cliniq-demo)" in html
+    assert "False negatives of CliniQ" in html and "Kendall" in html and "cliniq_completion.png" in html
+    assert "The rule says" not in html  # ids and numbers only

@@ -5,6 +5,9 @@ data/, every file holding it is owner-only, and the terminal output does not hol
 Parts of the probe, one Snakemake run (each part adds its models to PROBE_CONFIG's parts):
 * LLM: LameR generation against a loopback server that echoes its whole prompt (so its answers quote the notes),
   the expansions run through BM25 to the leaderboard.
+* Judge: CliniQ's judgment completion (issue 24) with the same echoing server as its judge: every prompt quotes a
+  chunk, every answer is the prompt (malformed, so re-asked with the repair turn, then counted), and the estimates,
+  re-scoring, verdict, plot and index section are written from ids and numbers only.
 Then a server that is neither loopback nor declared is refused through Snakemake with the policy's one message."""
 import json
 import os
@@ -41,6 +44,9 @@ PARTS = {
     "query_variants": """
   - {benchmark: cliniq-demo, method: lamer, llm: echo, models: [bm25], prompt_task: PMC-Treatment}
 """,
+    "cliniq_completion": """
+  {benchmark: cliniq-demo, llm: echo, queries: 4, sample_per_query: 3, pool_depth: 2, malformed_retries: 1}
+""",
 }
 
 
@@ -75,10 +81,21 @@ def test_planted_word_stays_owner_only_under_resources(probe):
     expected = {"data/NOTEEVENTS.csv", "resources/cliniq/cliniq-demo/cliniq/corpus.jsonl",
                 "resources/cliniq/cliniq-demo/cliniq/llm_cache/lamer--echo.jsonl",
                 "resources/cliniq/cliniq-demo/cliniq/generated/lamer/echo/query_with_hydoc.jsonl",
-                "resources/cliniq/cliniq-demo/cliniq/variants/lamer--echo.jsonl"}
+                "resources/cliniq/cliniq-demo/cliniq/variants/lamer--echo.jsonl",
+                "resources/cliniq/cliniq-demo/completion/judgments.tsv",
+                "resources/cliniq/cliniq-demo/completion/llm_cache/echo.jsonl"}
     assert expected <= holders, sorted(holders)
+    # the judge part bites too: its prompts quoted the chunks, its answers (the echoed prompts) stayed malformed and
+    # were counted; the completion's tables and the index section hold ids and numbers
+    judged = [r for r in server.requests if "Chunk:" in r["messages"][1]["content"]]
+    assert judged and any(PLANTED in r["messages"][1]["content"] for r in judged)
+    judging = json.loads((work / "results/cliniq/cliniq-demo/completion/judging.json").read_text())
+    assert judging["malformed"] == judging["judged"] > 0 and judging["malformed_after_round"] == [judging["judged"]] * 2
+    assert "inconclusive" in (work / "results/cliniq/cliniq-demo/completion/verdict.md").read_text()
+    assert 'id="completion-cliniq-demo"' in (work / "results/index.html").read_text()
     info = json.loads((work / "results/generated/cliniq-demo/cliniq/lamer/echo/generation.json").read_text())
-    assert info["requested"] == len(server.requests) and info["queries"] == 16
+    lamer = [r for r in server.requests if "Chunk:" not in r["messages"][1]["content"]]
+    assert info["requested"] == len(lamer) and info["queries"] == 16
     assert not (work / "results/generated/cliniq-demo/cliniq/lamer/echo/query_with_hydoc.jsonl").exists()
     assert not (work / "results/data/cliniq-demo/cliniq/variants").exists()
 
@@ -124,3 +141,22 @@ def test_a_declaration_reruns_nothing(probe, tmp_path):
     declared.write_text((work / "config.yaml").read_text() + "phi_servers: [llm.mylab.internal, 10.20.0.7]\n")
     proc = snakemake(work, "--configfile", str(declared), "-n", "--cores", "1", "all", config=False)
     assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_an_edited_judge_prompt_plans_the_judging_again_and_nothing_upstream(probe, tmp_path):
+    """The judge's prompt is part of the judging rule's params (its sha256): after an edit the dry run plans the
+    judging and what reads its labels, nothing else (the answers of the other prompts stay in the cache)."""
+    from r2med_eval.cliniq_judge import DEFAULT_PROMPT
+    from test_workflow import planned_jobs
+
+    work, _, _ = probe
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text(DEFAULT_PROMPT.read_text() + "Answer in English.\n")
+    edited = tmp_path / "edited.yaml"
+    text = (work / "config.yaml").read_text()
+    assert "malformed_retries: 1}" in text
+    edited.write_text(text.replace("malformed_retries: 1}", f"malformed_retries: 1, prompt: {prompt}}}"))
+    jobs = planned_jobs(snakemake(work, "--configfile", str(edited), "-n", "--cores", "1", "all",
+                                  config=False).stdout)
+    assert set(jobs) == {"cliniq_completion_judge", "cliniq_completion_estimate", "cliniq_completion_rescore",
+                         "plot_cliniq_completion", "report_index", "all"}, jobs

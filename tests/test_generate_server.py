@@ -3,7 +3,9 @@
 pipeline generates HyDE, query2doc and LameR expansions for the demo; the server is killed mid-way, the run
 stops at once with one message and no expansion file; after a restart only the missing queries are asked again
 (counted in the server's access log and in the cache); the files then flow through BM25 and MiniLM to the
-leaderboard. The server's address and key appear in no file the pipeline writes."""
+leaderboard. The same run completes CliniQ's multi-patient judgments on the CliniQ demo with the tiny model as the
+judge (issue 24): its answers are malformed (random weights), re-asked, counted, and every output of the
+completion is written. The server's address and key appear in no file the pipeline writes."""
 import csv
 import importlib.util
 import json
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import demo_config, snakemake
+from conftest import REPO, demo_config, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -109,7 +111,17 @@ def test_generate_against_a_real_server_resumes_and_reaches_the_leaderboard(tmp_
         "pyrogens such as interleukin-1.\n")}))
     work = tmp_path / "work"
     work.mkdir()
-    config = demo_config() + f"""
+    cliniq = REPO / "data" / "cliniq-demo"
+    config = demo_config().replace("models:\n", f"""  cliniq-demo:
+    layout: cliniq
+    noteevents: {cliniq / 'NOTEEVENTS.csv'}
+    expected_chunks: 203
+    tasks:
+      cliniq: {{path: {cliniq}}}
+models:
+""", 1) + f"""
+cliniq_completion: {{benchmark: cliniq-demo, llm: tiny, queries: 3, sample_per_query: 2, pool_depth: 1,
+                    malformed_retries: 1}}
 llms:
   tiny:
     reasoning: none
@@ -163,9 +175,12 @@ query_variants:
         assert cached(work) == total
         assert server.requests() == total - first
         print(f"answers cached before the kill: {first} of {total}; asked after the restart: {server.requests()}")
-        # 3. the generated files flow through BM25 and MiniLM to the leaderboard (nothing asked again)
+        # 3. the generated files flow through BM25 and MiniLM to the leaderboard (nothing asked again); the judge of
+        # the CliniQ completion asks its own questions
         snakemake(work, "--cores", "1", "all", env=env)
-        assert server.requests() == total - first
+        assert cached(work) == total
+        judging = json.loads((work / "results/cliniq/cliniq-demo/completion/judging.json").read_text())
+        assert server.requests() == total - first + judging["requested"] and judging["requested"] > 0
     finally:
         server.kill()
     with open(work / "results/leaderboard.csv") as handle:
@@ -176,6 +191,15 @@ query_variants:
         assert len(rows) == queries and all(isinstance(r["hy_doc"], str) for r in rows)
     info = json.loads((work / "results/generated/demo/demo/lamer/tiny/generation.json").read_text())
     assert info["queries"] == queries and info["completion_tokens"] > 0
+    # the judgment completion: every output of its estimates, re-scoring and report, malformed answers counted
+    done = work / "results/cliniq/cliniq-demo/completion"
+    for name in ("estimates.csv", "estimates.md", "estimates.tex", "per_query.csv", "agreement.md", "rescored.csv",
+                 "rescored.md", "rescored.tex", "ranking.csv", "ranking.tex", "verdict.md", "verdict.json"):
+        assert (done / name).stat().st_size > 0, name
+    assert (work / "results/plots/cliniq-demo/cliniq_completion.png").is_file()
+    assert judging["judged"] == len((done / "labels.tsv").read_text().splitlines()) - 1
+    assert judging["requested"] == judging["judged"] + judging["malformed_after_round"][0]
+    assert 'id="completion-cliniq-demo"' in (work / "results/index.html").read_text()
     prov = json.loads((work / "results/provenance.json").read_text())
     assert set(prov["generation"]) == {f"demo/demo/{m}/tiny" for m in METHODS}
     for folder in ("results", "logs", "resources", ".snakemake"):

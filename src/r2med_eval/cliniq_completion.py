@@ -421,13 +421,21 @@ def ranking(original: dict, completed: dict, groups: dict[str, list[str]], resam
             low, high, undefined = bootstrap_tau([[original[m][q][metric] for q in queries] for m in models],
                                                  [[completed[m][q][metric] for q in queries] for m in models],
                                                  resamples, seed)
+            strict = sum(1 for i, a in enumerate(models) for b in models[i + 1:] if o[a] != o[b])
             rows.append({"group": group, "metric": metric, "systems": len(models), "queries": len(queries),
-                         "kendall_tau": tau, "ci_low": low, "ci_high": high, "undefined_resamples": undefined,
+                         "strict_pairs": strict, "kendall_tau": tau, "ci_low": low, "ci_high": high, "undefined_resamples": undefined,
                          "flipped_pairs": flipped_pairs(o, c) if queries else []})
     return rows
 
 
 # ------------------------------------------------------------------ the verdict
+
+def label(metric: str) -> str:
+    """A metric's name as the tables print it (``tables.metric_label``; judged@10 too)."""
+    from .tables import metric_label
+
+    return "judged@10" if metric == "judged_at_10" else metric_label(metric)
+
 
 def _pct(x: float, digits: int = 1) -> str:
     return "n/a" if x != x else f"{x * 100:.{digits}f}%"
@@ -444,8 +452,6 @@ def verdict(benchmark: str, info: dict, overall: dict, rescored: list[dict], ran
     it; the benchmark's multi-patient results are called unreliable when any system moves by more than
     ``threshold`` relative points on one of those figures or any ordering flips. Returns {reliable, text, moved,
     flipped}."""
-    from .tables import metric_label
-
     eff = [r for r in rescored if r["group"] == "all" and r["metric"] in EFFECTIVENESS]
     moved = [r for r in eff if r["moved"]]
     flips = {r["metric"]: r["flipped_pairs"] for r in ranks if r["group"] == "all" and r["metric"] in EFFECTIVENESS}
@@ -469,21 +475,23 @@ def verdict(benchmark: str, info: dict, overall: dict, rescored: list[dict], ran
                      "completed judgments equal CliniQ's: the test is inconclusive.")
     if systems < 2:
         parts.append("With a single system there is no ordering to test.")
-    held = [metric_label(m) for m in EFFECTIVENESS if not flips.get(m)]
-    broken = [metric_label(m) for m in EFFECTIVENESS if flips.get(m)]
+    strict = {r["metric"]: r["strict_pairs"] for r in ranks if r["group"] == "all"}
+    held = [m for m in EFFECTIVENESS if not flips.get(m)]
+    broken = [m for m in EFFECTIVENESS if flips.get(m)]
     if systems >= 2:
-        tau_text = "; ".join(f"{metric_label(m)} {_num(taus[m]['kendall_tau'], 2)} "
+        tau_text = "; ".join(f"{label(m)} {_num(taus[m]['kendall_tau'], 2)} "
                              f"[{_num(taus[m]['ci_low'], 2)}, {_num(taus[m]['ci_high'], 2)}]" for m in EFFECTIVENESS)
-        parts.append(f"Kendall's tau between the original and the completed ordering of the {systems} systems "
-                     f"(95% bootstrap interval over queries): {tau_text}.")
+        parts.append(f"Kendall's tau-b between the original and the completed ordering of the {systems} systems "
+                     f"(95% bootstrap interval over queries; n/a where one ordering is all ties): {tau_text}.")
         if held:
-            parts.append(f"The ordering by {', '.join(held)} holds (all {pairs} pairwise conclusions).")
+            parts.append("The ordering by " + ", ".join(f"{label(m)} ({strict[m]} of {pairs} pairs ordered)"
+                                                        for m in held) + " holds: no pair flips.")
         if broken:
-            parts.append("The ordering by " + ", ".join(broken) + " does not: " + "; ".join(
-                f"{a} above {b} by {metric_label(m)} becomes {b} above {a}" for m, a, b in flipped) + ".")
+            parts.append("The ordering by " + ", ".join(label(m) for m in broken) + " does not: " + "; ".join(
+                f"{a} above {b} by {label(m)} becomes {b} above {a}" for m, a, b in flipped) + ".")
     if moved:
         parts.append(f"Systems moving by more than {threshold:g} relative points: " + "; ".join(
-            f"{r['model']} {metric_label(r['metric'])} {_num(r['original'] * 100, 2)} -> "
+            f"{r['model']} {label(r['metric'])} {_num(r['original'] * 100, 2)} -> "
             f"{_num(r['completed'] * 100, 2)} ({r['relative_change']:+.1f}%)" for r in moved) + ".")
     else:
         parts.append(f"No system moves by more than {threshold:g} relative points on MRR, nDCG@10 (either variant) "
@@ -507,7 +515,7 @@ PER_QUERY_COLUMNS = ("query_id", "query_type", "population", "covered", "judged"
                      "rate_low", "rate_high", "missing", "missing_low", "missing_high", "n_eff")
 RESCORED_COLUMNS = ("model", "group", "metric", "queries", "original", "completed", "change", "relative_change",
                     "moved")
-RANKING_COLUMNS = ("group", "metric", "systems", "queries", "kendall_tau", "ci_low", "ci_high",
+RANKING_COLUMNS = ("group", "metric", "systems", "queries", "strict_pairs", "kendall_tau", "ci_low", "ci_high",
                    "undefined_resamples", "flipped", "flipped_pairs")
 
 
@@ -566,7 +574,7 @@ def estimates_markdown(benchmark: str, rows: list[dict], info: dict) -> str:
 
 
 def rescored_markdown(benchmark: str, rescored: list[dict], ranks: list[dict], threshold: float) -> str:
-    from .tables import md_escape, metric_label
+    from .tables import md_escape
 
     models = list(dict.fromkeys(r["model"] for r in rescored))
     groups = list(dict.fromkeys(r["group"] for r in rescored))
@@ -577,7 +585,7 @@ def rescored_markdown(benchmark: str, rescored: list[dict], ranks: list[dict], t
                f"{md_escape(_group_name(g))} {index[(models[0], g, RESCORED_METRICS[0])]['queries']}" for g in groups)
            + ".", ""]
     for metric in RESCORED_METRICS:
-        out += [f"### {md_escape(metric_label(metric))}", "",
+        out += [f"### {md_escape(label(metric))}", "",
                 "| model | " + " | ".join(md_escape(_group_name(g)) for g in groups) + " |",
                 "|---|" + "---:|" * len(groups)]
         for m in models:
@@ -594,7 +602,7 @@ def rescored_markdown(benchmark: str, rescored: list[dict], ranks: list[dict], t
             "|---|---|---:|---|---|"]
     for r in ranks:
         flips = ", ".join(f"{a} > {b} -> {b} > {a}" for a, b in r["flipped_pairs"]) or "none"
-        out.append(f"| {md_escape(_group_name(r['group']))} | {md_escape(metric_label(r['metric']))} | "
+        out.append(f"| {md_escape(_group_name(r['group']))} | {md_escape(label(r['metric']))} | "
                    f"{_num(r['kendall_tau'], 3)} | {_ci(r['ci_low'], r['ci_high'], 1.0, 3)} | {md_escape(flips)} |")
     return "\n".join(out) + "\n"
 
@@ -651,7 +659,7 @@ def estimates_latex(benchmark: str, rows: list[dict]) -> str:
 
 def rescored_latex(benchmark: str, rescored: list[dict], threshold: float) -> str:
     """One table per metric: models as rows, original and completed per group (all and each query type)."""
-    from .tables import latex_table, metric_label, tex_label
+    from .tables import latex_table, tex_label
 
     models = list(dict.fromkeys(r["model"] for r in rescored))
     groups = [g for g in dict.fromkeys(r["group"] for r in rescored) if g != COMPLETED_GROUP]
@@ -670,7 +678,7 @@ def rescored_latex(benchmark: str, rescored: list[dict], threshold: float) -> st
                     marks[(m, len(row) - 1)] = "\u2020"
             rows.append(row)
         counts = ", ".join(f"{g} {index[(models[0], g, metric)]['queries']}" for g in groups)
-        parts.append(latex_table(columns, rows, caption=f"CliniQ multi-patient {metric_label(metric)} x 100 on "
+        parts.append(latex_table(columns, rows, caption=f"CliniQ multi-patient {label(metric)} x 100 on "
                                  f"{benchmark}, with CliniQ's judgments (orig.) and the completed ones (compl.).",
                                  label=tex_label("tab", "cliniq", benchmark, "completion", metric), marks=marks,
                                  bold=False, notes=[f"\u2020: moves by more than {threshold:g} relative points.",
@@ -679,9 +687,9 @@ def rescored_latex(benchmark: str, rescored: list[dict], threshold: float) -> st
 
 
 def ranking_latex(benchmark: str, ranks: list[dict]) -> str:
-    from .tables import metric_label, tex_label
+    from .tables import tex_label
 
-    body = [[metric_label(r["metric"]), _num(r["kendall_tau"], 3), _ci(r["ci_low"], r["ci_high"], 1.0, 3),
+    body = [[label(r["metric"]), _num(r["kendall_tau"], 3), _ci(r["ci_low"], r["ci_high"], 1.0, 3),
              str(len(r["flipped_pairs"]))] for r in ranks if r["group"] == "all"]
     return _tex_table(("Metric", "Kendall's tau", "95% CI", "Flipped pairs"), body,
                       f"CliniQ judgment completion on {benchmark}: Kendall's tau-b between the system orderings with "

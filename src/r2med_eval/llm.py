@@ -22,6 +22,8 @@ and returns an ``Answer`` per id and the ``Usage`` of the batch (requests sent, 
 * **Retries** are for timeouts, HTTP 408, 429 and 5xx only, with exponential backoff (``backoff_seconds``,
   doubling; a 429's Retry-After is honoured) within the deadline. A refused connection, an unknown host, another
   HTTP status, a broken connection or a malformed response stops at once with one message (``LLMError``).
+* **Parsed answers.** ``ask_parsed`` asks a batch, parses every answer and re-asks the malformed ones (the next
+  ``attempt``, optionally with a repair turn), then returns every result, malformed ones included and counted.
 * **Concurrency.** ``concurrency`` requests in flight; the first failure stops the batch (queued requests are
   not sent; the answers that arrive are cached).
 * **Files.** ``private=True`` (a MIMIC-derived benchmark): the cache is owner-only (0600, folder 0700).
