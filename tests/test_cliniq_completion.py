@@ -580,3 +580,46 @@ def test_plot_and_the_section_of_the_index_page(completed, monkeypatch):
     assert 'id="completion-cliniq-demo"' in html and "Verdict (cliniq-demo)" in html
     assert "False negatives of CliniQ" in html and "Kendall" in html and "cliniq_completion.png" in html
     assert "The rule says" not in html  # ids and numbers only
+
+
+# ------------------------------------------------------------------ configuration and the control layer
+
+def test_configuration_checks_and_params(tmp_path):
+    from r2med_eval.errors import ConfigError
+    from r2med_eval.workflow import config
+
+    w = fx.workflow()
+    c = w.registry.completion
+    assert (c["queries"], c["sample_per_query"], c["pool_depth"], c["seed"], c["malformed_retries"],
+            c["move_threshold"], c["human_labels"], c["prompt"]) == (100, 200, 10, 0, 2, 5, None, None)
+    wc = SimpleNamespace(benchmark=fx.BENCH)
+    judge_params = w.params.of("cliniq_completion_judge")(wc)
+    assert judge_params["temperature"] == 0 and "top_p" not in judge_params and "lamer_depth" not in judge_params
+    assert judge_params["prompt_sha256"] == judge.prompt_sha256(judge.DEFAULT_PROMPT)
+    assert "phi_servers" not in repr(judge_params) and str(REPO) not in repr(judge_params)
+    assert w.params.of("cliniq_completion_sample")(wc)["runs"] == list(fx.SYSTEMS)
+    assert w.constraint("completion_benchmark") == r"cliniq\-demo"
+    assert "results/cliniq/cliniq-demo/completion/verdict.md" in w.targets()
+    assert not any(t.startswith("resources/") for t in w.targets())
+    assert fx.workflow(runs=["oracle"]).params.of("cliniq_completion_rescore")(wc)["runs"] == ["oracle"]
+    raw = {"benchmarks": {"demo": {"layout": "r2med", "tasks": {"demo": {"path": str(REPO / "data/demo")}}}},
+           "models": {"bm25": {"type": "bm25_lucene"}}, "llms": {"j": {"generate": {"model": "m"}}}}
+    with pytest.raises(ConfigError, match="not a cliniq benchmark"):
+        config.validate({**raw, "cliniq_completion": {"benchmark": "demo", "llm": "j"}})
+    for change, message in (({"llm": "nope"}, "not an llms entry with generate"),
+                            ({"runs": ["bm25"]}, "not a run of benchmark cliniq-demo"),
+                            ({"queries": "some"}, "queries"), ({"sample_per_query": 0}, "sample_per_query")):
+        with pytest.raises(ConfigError, match=message):
+            fx.workflow(**change)
+    base = fx.workflow().cfg
+    with pytest.raises(ConfigError, match="not among the benchmarks that run"):
+        config.validate({**{k: v for k, v in base.items()}, "benchmarks": {**base["benchmarks"], **raw["benchmarks"]},
+                         "benchmarks_to_run": ["demo"]})
+    for name in fx.SYSTEMS:  # the type: run models' files, checked first
+        (tmp_path / f"runs/cliniq-demo/cliniq/{name}.trec").parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"runs/cliniq-demo/cliniq/{name}.trec").write_text("")
+    config.check_paths(fx.workflow().cfg, base=tmp_path)
+    for key in ("human_labels", "prompt"):
+        cfg = fx.workflow(**{key: str(tmp_path / "absent.tsv")}).cfg
+        with pytest.raises(ConfigError, match=f"cliniq_completion.{key}: file"):
+            config.check_paths(cfg, base=tmp_path)
