@@ -26,6 +26,7 @@ from conftest import REPO
 from llm_fake_server import FakeLLM, rule_label
 from r2med_eval import cliniq
 from r2med_eval import cliniq_completion as comp
+from r2med_eval import cliniq_completion_report as rep
 from r2med_eval import cliniq_judge as judge
 from r2med_eval.cliniq_files import read_cliniq_qrels, read_query_types
 from r2med_eval.errors import InputError
@@ -548,7 +549,7 @@ def test_latex_tables_compile_and_fit_a_page_with_one_inch_margins(completed, tm
                                                                                                0.4712)}},
         {"all": ["q"], "disease": ["q"], "procedure": ["q"], "drug": ["q"]}, 5)
         for m in ("rrf-bm25-minilm--minilm@100", "bm25+lamer-qwen3-32b")]
-    (tmp_path / "long.tex").write_text(comp.rescored_latex("cliniq", long_names, 5))
+    (tmp_path / "long.tex").write_text(rep.rescored_latex("cliniq", long_names, 5))
     files = sorted((completed.work / OUT).glob("*.tex")) + [tmp_path / "long.tex"]
     for f in files:
         check_tex(f.read_text(), f.name)

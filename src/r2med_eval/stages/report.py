@@ -172,8 +172,8 @@ def r2med_vs_paper(sm) -> None:
 
 def report_cliniq(sm) -> None:
     from .. import cliniq, runs
-    from ..cliniq_files import (completeness_markdown, nan_back, read_cliniq_qrels, read_query_types, table_csv,
-                                wide_latex, wide_markdown, wide_tables)
+    from ..cliniq_files import (completeness_markdown, judged_chunks, nan_back, read_cliniq_qrels, read_query_types,
+                                table_csv, wide_latex, wide_markdown, wide_tables)
     from ..io import read_json, read_lines, write_text
     from ..tables import tex_label
 
@@ -190,11 +190,7 @@ def report_cliniq(sm) -> None:
         write_text(md_out, wide_markdown(tables, f"{title} ({bench})") + "\n" + completeness_markdown(models, results))
         write_text(tex_out, wide_latex(tables, f"{title} ({bench})", tex_label("tab", "cliniq", bench, grouping)))
     rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)
-    judged: dict[str, set] = {}
-    for q, c, _ in rows:
-        judged.setdefault(q, set()).add(c)
-    for q, c in irrelevant:
-        judged.setdefault(q, set()).add(c)
+    judged = judged_chunks(rows, irrelevant)
     qtypes = read_query_types(sm.input.query_types)
     position = ({c: i for i, c in enumerate(read_lines(sm.input.ids))} if spec["tie_order"] == "corpus" else None)
     pooled = cliniq.pool({m: runs.read_run(p) for m, p in zip(models, sm.input.runs)}, judged, spec["depth"],

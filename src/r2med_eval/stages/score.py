@@ -88,7 +88,7 @@ def cliniq_completion_sample(sm) -> None:
 
     from .. import cliniq, cliniq_corpus as cc
     from .. import cliniq_completion as comp
-    from ..cliniq_files import read_cliniq_qrels, read_query_types
+    from ..cliniq_files import judged_chunks, read_cliniq_qrels, read_query_types
     from ..io import read_lines, write_text
 
     spec = sm.params.spec
@@ -97,11 +97,7 @@ def cliniq_completion_sample(sm) -> None:
     own, _ = cc.read_qrels(folder, queries)  # CliniQ's own judgments: who carries the code
     coded = comp.coded_admissions(own)
     rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)  # every judgment row, new_judgments included
-    judged: dict[str, set] = {}
-    for q, c, _ in rows:
-        judged.setdefault(q, set()).add(c)
-    for q, c in irrelevant:
-        judged.setdefault(q, set()).add(c)
+    judged = judged_chunks(rows, irrelevant)
     qtypes = read_query_types(sm.input.query_types)
     ids = read_lines(sm.input.ids)
     selected = comp.select_queries(spec["queries"], coded, qtypes)
@@ -198,6 +194,7 @@ def cliniq_completion_estimate(sm) -> None:
     """The false-negative rate (overall, per query type, per match type, per query) with design-based 95%
     intervals, the estimated number of missing relevant chunks, and the judge against the expert labels."""
     from .. import cliniq_completion as comp
+    from .. import cliniq_completion_report as rep
     from ..cliniq_judge import read_human_labels
     from ..io import read_json, write_text
 
@@ -206,19 +203,19 @@ def cliniq_completion_estimate(sm) -> None:
     labels, design, strata = _completion_strata(sm)
     rows, per_query = comp.estimates(strata)
     info = {**spec, "queries": len(design), "llm": read_json(sm.input.info)["llm"]}
-    write_text(sm.output.estimates_csv, comp.csv_text(comp.ESTIMATE_COLUMNS, rows))
-    write_text(sm.output.estimates_md, comp.estimates_markdown(bench, rows, info))
-    write_text(sm.output.estimates_tex, comp.estimates_latex(bench, [r for r in rows if r["measure"] == "relevant"
+    write_text(sm.output.estimates_csv, rep.csv_text(rep.ESTIMATE_COLUMNS, rows))
+    write_text(sm.output.estimates_md, rep.estimates_markdown(bench, rows, info))
+    write_text(sm.output.estimates_tex, rep.estimates_latex(bench, [r for r in rows if r["measure"] == "relevant"
                                                                      or r["scope"] == "all"]))
-    write_text(sm.output.per_query, comp.csv_text(comp.PER_QUERY_COLUMNS, per_query))
+    write_text(sm.output.per_query, rep.csv_text(rep.PER_QUERY_COLUMNS, per_query))
     human = None
     if hasattr(sm.input, "human_labels"):
         human = comp.agreement(labels, read_human_labels(sm.input.human_labels, {d["query_id"] for d in design}
                                                          | {q for q, _ in labels}))
-    write_text(sm.output.agreement_csv, comp.csv_text(("aspect", "n", "agreement", "kappa"),
-                                                      comp.agreement_rows(human)))
-    write_text(sm.output.agreement_md, comp.agreement_markdown(human))
-    write_text(sm.output.agreement_tex, comp.agreement_latex(bench, human))
+    write_text(sm.output.agreement_csv, rep.csv_text(("aspect", "n", "agreement", "kappa"),
+                                                      rep.agreement_rows(human)))
+    write_text(sm.output.agreement_md, rep.agreement_markdown(human))
+    write_text(sm.output.agreement_tex, rep.agreement_latex(bench, human))
     overall = next(r for r in rows if r["scope"] == "all" and r["measure"] == "relevant")
     log.info("false-negative rate %.4f [%.4f, %.4f] over %d of %d population chunks; estimated missing relevant "
              "%.1f [%.1f, %.1f]; found %d; malformed %d", overall["rate"], overall["rate_low"], overall["rate_high"],
@@ -236,6 +233,7 @@ def cliniq_completion_rescore(sm) -> None:
     move and the pairs that flip, and the verdict."""
     from .. import cliniq
     from .. import cliniq_completion as comp
+    from .. import cliniq_completion_report as rep
     from ..cliniq_files import read_cliniq_qrels, read_query_types
     from ..io import read_json, read_lines, write_json, write_text
 
@@ -258,13 +256,13 @@ def cliniq_completion_rescore(sm) -> None:
     ranks = comp.ranking(original, completed, groups, spec["bootstrap"], spec["seed"])
     info = read_json(sm.input.info)
     overall = comp.estimate(strata, "relevant")
-    verdict = comp.verdict(bench, {"llm": info["llm"], "judged": info["judged"], "malformed": info["malformed"],
+    verdict = rep.verdict(bench, {"llm": info["llm"], "judged": info["judged"], "malformed": info["malformed"],
                                    "queries": len(design)}, overall, rescored, ranks, spec["move_threshold"])
-    write_text(sm.output.rescored_csv, comp.csv_text(comp.RESCORED_COLUMNS, rescored))
-    write_text(sm.output.rescored_md, comp.rescored_markdown(bench, rescored, ranks, spec["move_threshold"]))
-    write_text(sm.output.rescored_tex, comp.rescored_latex(bench, rescored, spec["move_threshold"]))
-    write_text(sm.output.ranking_csv, comp.csv_text(comp.RANKING_COLUMNS, comp.ranking_rows(ranks)))
-    write_text(sm.output.ranking_tex, comp.ranking_latex(bench, ranks))
+    write_text(sm.output.rescored_csv, rep.csv_text(rep.RESCORED_COLUMNS, rescored))
+    write_text(sm.output.rescored_md, rep.rescored_markdown(bench, rescored, ranks, spec["move_threshold"]))
+    write_text(sm.output.rescored_tex, rep.rescored_latex(bench, rescored, spec["move_threshold"]))
+    write_text(sm.output.ranking_csv, rep.csv_text(rep.RANKING_COLUMNS, rep.ranking_rows(ranks)))
+    write_text(sm.output.ranking_tex, rep.ranking_latex(bench, ranks))
     write_text(sm.output.verdict_md, f"## Verdict ({bench})\n\n{verdict['text']}\n")
     write_json(sm.output.verdict_json, {"benchmark": bench, "reliable": verdict["reliable"],
                                         "moved": [list(x) for x in verdict["moved"]],
