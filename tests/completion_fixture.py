@@ -71,14 +71,15 @@ def write_run(work: Path, name: str, chunks: dict, queries: dict) -> Path:
     return path
 
 
-def workflow(systems=SYSTEMS, **completion) -> Workflow:
-    """The control layer of a configuration with the runs (type: run models) and the completion block."""
+def workflow(systems=SYSTEMS, judge_settings: dict | None = None, **completion) -> Workflow:
+    """The control layer of a configuration with the runs (type: run models), the judge (``judge_settings`` added to
+    its generate entry) and the completion block."""
     raw = {"benchmarks": {BENCH: {"layout": "cliniq", "noteevents": str(DEMO / "NOTEEVENTS.csv"),
                                   "expected_chunks": 203, "tasks": {TASK: {"path": str(DEMO)}}}},
            "models": {name: {"type": "run", "path": f"runs/{{benchmark}}/{{task}}/{name}.trec"} for name in systems},
            "llms": {"judge": {"reasoning": "none", "generate": {
                "model": "fake-judge", "base_url_env": URL_ENV, "api_key_env": KEY_ENV, "concurrency": 4,
-               "retries": 0, "max_tokens": 256}}},
+               "retries": 0, "max_tokens": 256, **(judge_settings or {})}}},
            "cliniq_completion": {"benchmark": BENCH, "llm": "judge", **completion}}
     return Workflow(config.validate(raw))
 

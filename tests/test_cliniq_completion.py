@@ -624,3 +624,42 @@ def test_configuration_checks_and_params(tmp_path):
         cfg = fx.workflow(**{key: str(tmp_path / "absent.tsv")}).cfg
         with pytest.raises(ConfigError, match=f"cliniq_completion.{key}: file"):
             config.check_paths(cfg, base=tmp_path)
+
+
+def test_bootstrap_interval_of_tau_is_the_percentile_of_tau_over_query_resamples():
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    orig = rng.random((4, 30))
+    comp_ = orig + rng.normal(0, 0.05, (4, 30))
+    low, high, undefined = comp.bootstrap_tau(orig, comp_, 300, seed=11)
+    idx = np.random.default_rng(11).integers(0, 30, (300, 30))
+    taus = [kendall_tau_b(orig[:, i].mean(axis=1), comp_[:, i].mean(axis=1)) for i in idx]
+    assert (low, high) == pytest.approx(tuple(np.quantile(taus, [0.025, 0.975])), abs=1e-12) and undefined == 0
+    assert all(math.isnan(x) for x in comp.bootstrap_tau(orig[:1], comp_[:1], 10, seed=0)[:2])  # one system
+
+
+def test_the_judge_starts_its_vllm_server_inside_the_job_with_an_owner_only_log(tmp_path, monkeypatch):
+    """llms.<judge>.generate.vllm: the judging job starts the server (here the stand-in of llm_fake_server.py, whose
+    answers have no final line: malformed, re-asked, counted) and its output, which may hold prompts, goes to an
+    owner-only file under resources/logs/."""
+    import socket
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(fx.URL_ENV, raising=False)
+    monkeypatch.delenv(fx.KEY_ENV, raising=False)
+    fx.prepare(Path("."))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    vllm = {"enabled": True, "command": [sys.executable, str(REPO / "tests" / "llm_fake_server.py")], "port": port,
+            "startup_seconds": 60}
+    w = fx.workflow(judge_settings={"vllm": vllm}, queries=2, sample_per_query=2, pool_depth=1, malformed_retries=1)
+    assert w.resources.judge_gpu(SimpleNamespace(benchmark=fx.BENCH)) == 1
+    fx.run_stage(w, "cliniq_completion_sample")
+    fx.run_stage(w, "cliniq_completion_judge")
+    log = Path(paths.fill(paths.private_log_file("cliniq_completion_judge", "server"), benchmark=fx.BENCH))
+    assert "fake vllm serving fake-judge" in log.read_text() and stat.S_IMODE(log.stat().st_mode) == 0o600
+    info = json.loads((OUT / "judging.json").read_text())
+    assert info["malformed"] == info["judged"] > 0 and info["malformed_after_round"] == [info["judged"]] * 2
+    assert fx.URL_ENV not in os.environ

@@ -202,6 +202,7 @@ query_variants:
     assert 'id="completion-cliniq-demo"' in (work / "results/index.html").read_text()
     prov = json.loads((work / "results/provenance.json").read_text())
     assert set(prov["generation"]) == {f"demo/demo/{m}/tiny" for m in METHODS}
+    assert prov["judging"]["cliniq-demo"]["requested"] == judging["requested"]
     for folder in ("results", "logs", "resources", ".snakemake"):
         for path in (work / folder).rglob("*"):
             if path.is_file() and path.stat().st_size < 50_000_000:

@@ -150,6 +150,9 @@ def provenance(sm) -> None:
     if generation:  # generated expansion files: the LLM, its sampling, tokens and cost (no server address or key)
         doc["generation"] = {"{benchmark}/{task}/{method}/{llm}".format(**paths.parse(paths.GENERATED_INFO, p)):
                              io.read_json(p) for p in generation}
+    judging = getattr(sm.input, "judging", [])
+    if judging:  # the judge of CliniQ's judgment completion: the same record (model, sampling, prompt hash, counts)
+        doc["judging"] = {paths.parse(paths.COMPLETION_JUDGING, p)["benchmark"]: io.read_json(p) for p in judging}
     io.write_json(sm.output[0], doc)
     log.info("provenance of %d runs; git %s", len(entries), doc["git"])
 

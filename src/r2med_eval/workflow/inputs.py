@@ -229,7 +229,8 @@ class Inputs:
     def provenance(self) -> dict:
         """Metrics and task statistics; each run file is named in its metrics JSON (and hashed from there)."""
         return {"metrics": self.metric_tables(), "stats": self.stats_files(),
-                "generation": [fill(GENERATED_INFO, **g) for g in self.reg.generated_variants()]}
+                "generation": [fill(GENERATED_INFO, **g) for g in self.reg.generated_variants()],
+                "judging": [fill(COMPLETION_JUDGING, benchmark=b) for b in self.reg.completion_benchmark()]}
 
 
     def report_cliniq(self, wildcards) -> dict:
