@@ -40,8 +40,8 @@ def verdict(benchmark: str, info: dict, overall: dict, rescored: list[dict], ran
     pairs = systems * (systems - 1) // 2
     flipped = sorted({(m, a, b) for m, fl in flips.items() for a, b in fl})
     usable = info["judged"] - info["malformed"]
-    parts = [f"On {benchmark}, the judge ({info['llm']}) labelled {usable} of {info['judged']} sampled chunks of "
-             f"uncoded admissions over {info['queries']} queries"
+    parts = [f"On {benchmark}, the judge ({info['llm']}) labelled {usable} of the {info['judged']} unjudged chunks of "
+             f"uncoded admissions it was asked about (the uniform sample and the pool) over {info['queries']} queries"
              + (f" ({info['malformed']} answers stayed malformed after the re-asks and count as unjudged)"
                 if info["malformed"] else "") + "."]
     if overall["covered"]:
