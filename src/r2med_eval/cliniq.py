@@ -233,7 +233,7 @@ def _result(multi, multi_type, single, single_type, condensed, judged10, counts,
                          "by_query_type": by_qtype(judged10, ("judged_at_10",))},
         "counts": {"queries": queries, "judged_queries": judged_queries, "unjudged_queries": len(unjudged),
                    "unjudged_query_ids": unjudged, "single_patient_notes_scored": len(single), **dict(counts)},
-        "per_query": multi,
+        "per_query": [{**m, "judged_at_10": j["judged_at_10"]} for m, j in zip(multi, judged10)],
     }
 
 

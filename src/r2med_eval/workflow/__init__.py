@@ -84,6 +84,7 @@ class Workflow:
             "llm_rerank": [n for n in reg.rerank_jobs if reg.llm_reranked(n)],
             "fusion": list(reg.fusion_jobs),
             "cliniq_benchmark": reg.cliniq_benchmarks,
+            "completion_benchmark": reg.completion_benchmark(),
             "generic_benchmark": [b for b in reg.benchmarks if not reg.is_cliniq(b)],
             "private_benchmark": [b for b in reg.benchmarks if reg.is_private(b)],
             "public_benchmark": [b for b in reg.benchmarks if not reg.is_private(b)],

@@ -125,6 +125,7 @@ def validate(config: dict, config_file: str = "config.yaml", schema: dict | None
     _check_report(cfg, config_file)
     _check_sources(cfg, config_file)
     _check_run_models(cfg, config_file)
+    _check_completion(cfg, config_file)
     return cfg
 
 
@@ -287,6 +288,38 @@ def _check_run_models(cfg: dict, config_file: str) -> None:
             seen[file] = f"{b}/{t}"
 
 
+def _check_completion(cfg: dict, config_file: str) -> None:
+    """cliniq_completion: a cliniq benchmark that runs, an LLM with generate, runs of that benchmark."""
+    comp = cfg.get("cliniq_completion")
+    if not comp:
+        return
+    b, key = comp["benchmark"], "cliniq_completion"
+    bench = cfg["benchmarks"].get(b)
+    if bench is None or bench["layout"] != "cliniq":
+        raise ConfigError(f"{key}.benchmark names {b!r}, which is not a cliniq benchmark in benchmarks.",
+                          path=config_file, fix="name a benchmark with layout: cliniq.")
+    if "completion" in bench["tasks"]:
+        raise ConfigError(f"benchmarks.{b}.tasks: a task named 'completion' collides with the judgment completion's "
+                          f"folder resources/cliniq/{b}/completion.", path=config_file, fix="rename the task.")
+    reg = registry.Registry(cfg)
+    if b not in reg.benchmarks:
+        raise ConfigError(f"{key}.benchmark {b!r} is not among the benchmarks that run.", path=config_file,
+                          fix=f"add it to benchmarks_to_run, or remove {key}.")
+    llm = comp["llm"]
+    if "generate" not in (cfg.get("llms") or {}).get(llm, {}):
+        raise ConfigError(f"{key}.llm names {llm!r}, which is not an llms entry with generate.", path=config_file,
+                          fix=f"add llms.{llm}.generate (model, base_url_env, ...), the judge's server and model.")
+    runs = reg.runs_of(b)
+    for run in comp.get("runs") or ():
+        if run not in runs:
+            raise ConfigError(f"{key}.runs names {run!r}, which is not a run of benchmark {b} "
+                              f"(its runs: {', '.join(runs)}).", path=config_file,
+                              fix="name runs that run on that benchmark, or leave runs out (every run).")
+    if not runs:
+        raise ConfigError(f"{key}: benchmark {b} has no run to pool and re-score.", path=config_file,
+                          fix="select a retriever (models_to_run, enabled).")
+
+
 def _local_tasks(cfg: dict, config_file: str) -> None:
     """A task with ``local:`` alone is the offline copy of an R2MED task: ``source: {hf: R2MED/<Task>}`` with
     ``local``, the task named by ``paper_task`` or by the task's own name."""
@@ -351,6 +384,12 @@ def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None =
     base = base or Path.cwd()
     check_run_files(cfg, config_file, base)
     _check_prompts(cfg, config_file, base)
+    comp = cfg.get("cliniq_completion")
+    for key, what in (("human_labels", "a TSV of query_id, chunk_id, label"),
+                      ("prompt", "a text file with {QUERY}, {QUERY_TYPE} and {CHUNK}")):
+        if comp and comp[key] and not _exists(comp[key], base, "file"):
+            raise ConfigError(f"cliniq_completion.{key}: file {shown(comp[key])} not found.", path=config_file,
+                              fix=f"point it at {what}, or set it to null.")
     for bname in registry.Registry(cfg).benchmarks:
         bench = cfg["benchmarks"][bname]
         if bench["layout"] == "cliniq":

@@ -10,6 +10,8 @@ from .paths import (BENCHMARK_LEADERBOARD, BM25_PAPER_FIT, BM25_PAPER_QUERY_TOKE
                     METRICS, METRICS_TABLE, MODEL_MANIFEST, MTEB_EXPORT, PALETTE, PER_QUERY, PLOT, PRIVATE_GENERATED,
                     PRIVATE_VARIANT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, RUN_LINEAGE, SIGNIFICANCE,
                     STATS, TABLE, VARIANT, benchmark_file, bm25_float, fill)
+from .paths import (CLINIQ_CHUNKS, COMPLETION_DESIGN, COMPLETION_FILE, COMPLETION_JUDGING,
+                    COMPLETION_LABELS, COMPLETION_SAMPLE)
 from .registry import ENCODER_TYPES, Registry, job_inputs
 
 
@@ -244,7 +246,8 @@ class Inputs:
         return {"metrics": self.metric_tables(), "stats": self.stats_files(),
                 "generation": [fill(GENERATED_INFO, **g) for g in self.reg.generated_variants()],
                 "llm_rerank": [fill(RUN_LINEAGE, benchmark=b, task=t, model=r) for b, t, r in self.reg.run_tasks()
-                               if self.reg.llm_reranked(r)]}
+                               if self.reg.llm_reranked(r)],
+                "judging": [fill(COMPLETION_JUDGING, benchmark=b) for b in self.reg.completion_benchmark()]}
 
 
     def report_cliniq(self, wildcards) -> dict:
@@ -255,6 +258,50 @@ class Inputs:
                 "runs": [fill(RUN, **w, model=m) for m in models],
                 "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w),
                 "ids": fill(CHUNK_IDS, **w)}
+
+    # CliniQ's judgment completion
+    def _completion_task(self, benchmark: str) -> dict:
+        return {"benchmark": benchmark, "task": self.reg.cliniq_task(benchmark)}
+
+    def _completion_runs(self, benchmark: str) -> list[str]:
+        w = self._completion_task(benchmark)
+        return [fill(RUN, **w, model=m) for m in self.reg.completion_runs()]
+
+    def _completion_design(self, benchmark: str) -> dict:
+        return {"sample": fill(COMPLETION_SAMPLE, benchmark=benchmark),
+                "design": fill(COMPLETION_DESIGN, benchmark=benchmark),
+                "labels": fill(COMPLETION_LABELS, benchmark=benchmark),
+                "info": fill(COMPLETION_JUDGING, benchmark=benchmark)}
+
+    def cliniq_completion_sample(self, wildcards) -> dict:
+        """CliniQ's own judgment files (who carries a query's code), every judgment row, the chunk ids and the runs
+        whose top chunks form the pool."""
+        from ..cliniq_corpus import QUERY_TYPES as TYPES
+
+        b = wildcards.benchmark
+        w = self._completion_task(b)
+        folder = self.cfg["benchmarks"][b]["tasks"][w["task"]]["path"]
+        return {"annotations": [f"{folder}/queries_{t}.jsonl" for t in TYPES] + [f"{folder}/qrels_{t}.tsv"
+                                                                                  for t in TYPES],
+                "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w),
+                "ids": fill(CHUNK_IDS, **w), "runs": self._completion_runs(b)}
+
+    def cliniq_completion_judge(self, wildcards) -> dict:
+        w = self._completion_task(wildcards.benchmark)
+        return {"sample": fill(COMPLETION_SAMPLE, benchmark=wildcards.benchmark), "queries": fill(QUERIES, **w),
+                "chunks": fill(CLINIQ_CHUNKS, **w)}
+
+    def cliniq_completion_estimate(self, wildcards) -> dict:
+        out = self._completion_design(wildcards.benchmark)
+        if self.reg.completion["human_labels"]:
+            out["human_labels"] = self.reg.completion["human_labels"]
+        return out
+
+    def cliniq_completion_rescore(self, wildcards) -> dict:
+        w = self._completion_task(wildcards.benchmark)
+        return {**self._completion_design(wildcards.benchmark), "cliniq_qrels": fill(CLINIQ_QRELS, **w),
+                "query_types": fill(QUERY_TYPES, **w), "ids": fill(CHUNK_IDS, **w),
+                "runs": self._completion_runs(wildcards.benchmark)}
 
     def mteb_reference(self) -> list[str]:
         """The MTEB result files of leaderboard.mteb_reference (their edits rerun the leaderboard)."""
@@ -314,6 +361,24 @@ def cliniq_targets(reg: Registry) -> list[str]:
     return out
 
 
+COMPLETION_FILES = {"estimates": ("csv", "md", "tex"), "per_query": ("csv",), "agreement": ("csv", "md", "tex"),
+                    "rescored": ("csv", "md", "tex"), "ranking": ("csv", "tex"), "verdict": ("md", "json")}
+
+
+def completion_targets(reg: Registry) -> list[str]:
+    """CliniQ's judgment completion, when configured: the design, the labels, every table and the plot (the
+    owner-only table of the judge's rationale is the judging rule's output, not a target: the index links
+    results/ only)."""
+    out = []
+    for b in reg.completion_benchmark():
+        out += [fill(p, benchmark=b) for p in (COMPLETION_SAMPLE, COMPLETION_DESIGN, COMPLETION_LABELS,
+                                               COMPLETION_JUDGING)]
+        out += [fill(COMPLETION_FILE, benchmark=b, name=n, ext=e) for n, exts in COMPLETION_FILES.items()
+                for e in exts]
+        out += [fill(PLOT, benchmark=b, name="cliniq_completion", ext=e) for e in ("png", "svg")]
+    return out
+
+
 def prefetch_targets(reg: Registry) -> list[str]:
     """Everything a configuration downloads, for ``snakemake prefetch`` on a machine with network: each Hub
     model's snapshot manifest, each source task's download and its query variants, CliniQ's annotations."""
@@ -339,7 +404,7 @@ def mteb_targets(reg: Registry) -> list[str]:
 
 def all_targets(reg: Registry) -> list[str]:
     return ([fill(LEADERBOARD, ext=e) for e in ("csv", "md")] + [R2MED_VS_PAPER, fill(TABLE, name="r2med_vs_paper")]
-            + report_targets(reg) + cliniq_targets(reg) + mteb_targets(reg) + [INDEX_PAGE])
+            + report_targets(reg) + cliniq_targets(reg) + completion_targets(reg) + mteb_targets(reg) + [INDEX_PAGE])
 
 
 def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> list[tuple[str, str]]:

@@ -93,7 +93,7 @@ class Params:
         self.code = code or CodeIndex()
         self.made: list = []  # every params function handed out (rules/common.smk tells Snakemake their arguments)
         self._code_files: dict[str, str | None] = {}  # python model -> sha256 of its factory's file
-        self._prompts: dict[str, str] = {}  # prompt template file -> sha256
+        self._file_sha256: dict[str, str] = {}  # prompt template file -> sha256 (LLM rerankers, the CliniQ judge)
 
     def of(self, rule: str):
         """The params function of a rule: its projection of the configuration and its code hash."""
@@ -306,13 +306,18 @@ class Params:
 
     def prompt_sha256(self, model: str) -> str:
         """sha256 of a pointwise LLM reranker's prompt template: an edit asks again."""
-        from ..io import sha256_file
         from .inputs import prompt_file
 
-        path = prompt_file(self.cfg["models"][model])
-        if path not in self._prompts:
-            self._prompts[path] = sha256_file(path)
-        return self._prompts[path]
+        return self._sha256(prompt_file(self.cfg["models"][model]))
+
+    def _sha256(self, path) -> str:
+        """sha256 of a prompt file, read once per planning."""
+        from ..io import sha256_file
+
+        key = str(path)
+        if key not in self._file_sha256:
+            self._file_sha256[key] = sha256_file(path)
+        return self._file_sha256[key]
 
     def fuse_runs(self, wildcards) -> dict:
         job = self.reg.derived[wildcards.model]
@@ -429,4 +434,36 @@ class Params:
                 "tie_order": self.cfg["benchmarks"][wildcards.benchmark]["tie_order"]}
 
     def report_index(self, wildcards) -> dict:
-        return {"benchmarks": list(self.reg.benchmarks), "cliniq": list(self.reg.cliniq_benchmarks)}
+        return {"benchmarks": list(self.reg.benchmarks), "cliniq": list(self.reg.cliniq_benchmarks),
+                "completion": self.reg.completion_benchmark()}
+
+    # ------------------------------------------------------------ CliniQ's judgment completion
+
+    def cliniq_completion_sample(self, wildcards) -> dict:
+        c = self.reg.completion
+        return {**_pick(c, ("queries", "sample_per_query", "pool_depth", "seed")), "runs": self.reg.completion_runs(),
+                "tie_order": self.cfg["benchmarks"][wildcards.benchmark]["tie_order"]}
+
+    def cliniq_completion_judge(self, wildcards) -> dict:
+        """The judge: its LLM's client settings at temperature 0 (top_p unset), its reasoning format, the prompt
+        (the configured file, or None for the shipped one) and the sha256 of the prompt's text, so that an edit of
+        the prompt reruns the judging and only it asks again (every other answer stays in the cache)."""
+        from ..cliniq_judge import prompt_path
+
+        c = self.reg.completion
+        settings = dict(self.reg.llm(c["llm"])["generate"])
+        for key in ("examples", "lamer_retriever", "lamer_depth", "lamer_words", "top_p"):
+            settings.pop(key, None)
+        settings["temperature"] = 0
+        return {"llm": c["llm"], **settings, "reasoning": self.reg.reasoning(c["llm"]), "prompt": c["prompt"],
+                "prompt_sha256": self._sha256(prompt_path(c["prompt"])), "malformed_retries": c["malformed_retries"]}
+
+    def cliniq_completion_estimate(self, wildcards) -> dict:
+        """What the tables say of the design (the design itself reaches the job as its input files)."""
+        c = self.reg.completion
+        return {**_pick(c, ("sample_per_query", "pool_depth", "seed")), "runs": len(self.reg.completion_runs())}
+
+    def cliniq_completion_rescore(self, wildcards) -> dict:
+        c = self.reg.completion
+        return {"runs": self.reg.completion_runs(), "tie_order": self.cfg["benchmarks"][wildcards.benchmark]["tie_order"],
+                "move_threshold": c["move_threshold"], "bootstrap": self.cfg["report"]["bootstrap"], "seed": c["seed"]}

@@ -75,6 +75,17 @@ PER_QUERY = "results/per_query/{benchmark}/{task}/{model}.tsv"
 CLINIQ_METRICS = "results/cliniq/{benchmark}/{task}/{model}.json"
 CLINIQ_TABLE = "results/cliniq/{benchmark}/by_{grouping}.{ext}"
 CLINIQ_POOL = "results/cliniq/{benchmark}/pool.tsv"
+# CliniQ's judgment completion (cliniq_completion): the design, the judge's labels and counts, the tables (ids and
+# numbers only); what quotes the notes (the judge's rationale, its answers' cache) under PRIVATE_COMPLETION_ROOT
+COMPLETION = "results/cliniq/{benchmark}/completion"
+COMPLETION_SAMPLE = COMPLETION + "/sample.tsv"
+COMPLETION_DESIGN = COMPLETION + "/design.tsv"
+COMPLETION_LABELS = COMPLETION + "/labels.tsv"
+COMPLETION_JUDGING = COMPLETION + "/judging.json"
+COMPLETION_FILE = COMPLETION + "/{name}.{ext}"  # estimates, per_query, agreement, rescored, ranking, verdict
+PRIVATE_COMPLETION_ROOT = "resources/cliniq/{benchmark}"
+PRIVATE_JUDGMENTS = PRIVATE_COMPLETION_ROOT + "/completion/judgments.tsv"
+PRIVATE_JUDGE_CACHE = PRIVATE_COMPLETION_ROOT + "/completion/llm_cache/{llm}.jsonl"
 
 LEADERBOARD = "results/leaderboard.{ext}"
 BENCHMARK_LEADERBOARD = "results/leaderboards/{benchmark}.{ext}"
@@ -132,6 +143,11 @@ JOB_KEYS = {
     "provenance": "provenance",
     "r2med_vs_paper": "r2med_vs_paper",
     "report_cliniq": "{benchmark}",
+    "cliniq_completion_sample": "{benchmark}",
+    "cliniq_completion_judge": "{benchmark}",
+    "cliniq_completion_estimate": "{benchmark}",
+    "cliniq_completion_rescore": "{benchmark}",
+    "plot_cliniq_completion": "{benchmark}",
     "report_index": "index",
     "mteb_export": "mteb_export",
 }

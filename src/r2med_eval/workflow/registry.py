@@ -204,6 +204,22 @@ class Registry:
     def cliniq_task(self, benchmark: str) -> str:
         return next(iter(self.cfg["benchmarks"][benchmark]["tasks"]))
 
+    @property
+    def completion(self) -> dict | None:
+        """The ``cliniq_completion`` block (defaults filled), or None when the judgment completion is off."""
+        return self.cfg.get("cliniq_completion")
+
+    def completion_benchmark(self) -> list[str]:
+        """The benchmark whose judgments are completed, as a list (empty when off)."""
+        return [self.completion["benchmark"]] if self.completion else []
+
+    def completion_runs(self) -> list[str]:
+        """The runs whose top ``pool_depth`` form the pool and that are re-scored: ``runs``, else every run of the
+        benchmark."""
+        if not self.completion:
+            return []
+        return list(self.completion.get("runs") or self.runs_of(self.completion["benchmark"]))
+
     def source_tasks(self) -> list[tuple[str, str]]:
         return [(b, t) for b, t in self.tasks if "source" in self.cfg["benchmarks"][b]["tasks"][t]]
 

@@ -161,7 +161,8 @@ def bm25_paper_search_mem_mb(model_mb: float, attempt: int = 1) -> int:
 LOCAL_LIGHT_RULES = ("score_run", "score_cliniq", "collect_metrics", "fuse_runs", "significance", "leaderboard", "leaderboard_benchmark",
                      "plot_palette", "plot_leaderboard", "plot_rerank_depth", "plot_scatter", "plot_cliniq", "provenance",
                      "r2med_vs_paper", "report_cliniq", "report_index", "link_cliniq_corpus",
-                     "import_run", "mteb_export")
+                     "import_run", "mteb_export", "cliniq_completion_sample", "cliniq_completion_estimate",
+                     "cliniq_completion_rescore", "plot_cliniq_completion")
 LOCAL_DOWNLOAD_RULES = ("download_task", "download_query_variant", "download_cliniq_annotations", "prefetch_model")
 
 
@@ -250,6 +251,15 @@ class Resources:
     def generate_runtime(self, wildcards, input, attempt) -> int:
         return generate_minutes(count_lines(input.queries), self._vllm(wildcards.llm).get("startup_seconds", 0),
                                 attempt)
+
+    # the judge of CliniQ's judgment completion ({benchmark} is its benchmark): generation's formula, counting 20
+    # judgments of one chunk each as one query's generation
+    def judge_gpu(self, wildcards) -> int:
+        return int(self._vllm(self.reg.completion["llm"]).get("gpus", 0))
+
+    def judge_runtime(self, wildcards, input, attempt) -> int:
+        return generate_minutes(count_lines(input.sample) // 20, self._vllm(self.reg.completion["llm"]).get(
+            "startup_seconds", 0), attempt)
 
     # index and search
     def lucene_index_mem_mb(self, wildcards, input, attempt) -> int:
