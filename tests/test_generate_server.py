@@ -98,8 +98,10 @@ class Server:
 
 
 def cached(work: Path) -> int:
+    """Answers in the generation caches (resources/llm_cache/<benchmark>/<task>/<method>--<llm>.jsonl; the LLM
+    rerankers' caches lie under .../rerank/)."""
     root = work / "resources" / "llm_cache"
-    return sum(len(p.read_text().splitlines()) for p in root.rglob("*.jsonl")) if root.exists() else 0
+    return sum(len(p.read_text().splitlines()) for p in root.glob("*/*/*--*.jsonl")) if root.exists() else 0
 
 
 @pytest.mark.skipif(_missing() is not None, reason=f"transformers serve needs {_missing()} "

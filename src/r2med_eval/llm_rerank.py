@@ -45,7 +45,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .gar import split_reasoning
-from .llm import Answer, Usage
+from .llm import Answer, Usage, ask_parsed
 
 log = logging.getLogger(__name__)
 
@@ -279,26 +279,17 @@ def pointwise(client, queries: dict[str, str], tops: dict[str, list[str]], texts
     words = (words[0].lower(), words[1].lower())
     pairs = {f"({q}, {d})": (q, d) for q in sorted(tops) for d in tops[q]}
     head = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    messages = {rid: head + [{"role": "user", "content": fill_template(
+        template, queries[q], cut_words(texts[d], passage_words))}] for rid, (q, d) in pairs.items()}
 
-    def ask(rids, attempt):
-        requests = {rid: client.request(head + [{"role": "user", "content": fill_template(
-            template, queries[pairs[rid][0]], cut_words(texts[pairs[rid][1]], passage_words))}],
-            top_logprobs=top_logprobs, attempt=attempt, **sampling) for rid in rids}
-        return client.ask(requests)
+    def parse(answer):
+        score, kind = judge(answer, words, reasoning)
+        if kind == "unparsed":
+            raise ValueError(kind)
+        return score, kind
 
-    results: dict[str, tuple[float | None, str]] = {}
-    usage, pending = Usage(), list(pairs)
-    for attempt in range(reasks + 1):
-        answers, used = ask(pending, attempt)
-        usage += used
-        for rid in pending:
-            results[rid] = judge(answers[rid], words, reasoning)
-        pending = [rid for rid in pending if results[rid][1] == "unparsed"]
-        if not pending:
-            break
-        if attempt < reasks:
-            log.info("%d answers named neither %r nor %r: asking again (attempt %d)", len(pending), *words,
-                     attempt + 2)
+    parsed, usage, _ = ask_parsed(client, messages, parse, retries=reasks, top_logprobs=top_logprobs, **sampling)
+    results = {rid: (None, "unparsed") if p.value is None else p.value for rid, p in parsed.items()}
     counts = dict.fromkeys(("logprobs", "logprobs_bound", "label", "unparsed"), 0)
     scores: dict[str, dict[str, float]] = {q: {} for q in tops}
     for rid, (q, d) in pairs.items():
