@@ -4,7 +4,7 @@ For each model family this builds a randomly initialised model of the architectu
 uses (BERT, T5 encoder, GPT-NeoX, Gemma, Mistral) with a tokenizer trained here, saves it, and compares:
 
 * ours: the registry entry (prompts, pooling, truncation, EOS, pairs) run through the pipeline's own code,
-  ``dense.encode_corpus_shard`` / ``dense.gather`` / ``dense.encode_queries`` / ``dense.search``;
+  ``dense_encode.encode_corpus_shard`` / ``embeddings.gather`` / ``dense_encode.encode_queries`` / ``dense_search.search``;
 * R2MED: an independent transcription, written here from reading R2MED's src/utils.py at 62b7074
   (FlagDRESModel.encode "Base" and "BMR", its pooling methods, HighScaleModel, BiEncoderModel, InstructorModel),
   followed by the cos_sim scoring of eval_retrieval.py (BEIR DenseRetrievalExactSearch).
@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from conftest import make_r2med
-from r2med_eval import datasets, dense
+from r2med_eval import datasets, dense_encode, dense_models, dense_search, embeddings
 from r2med_eval.workflow.config import with_defaults
 
 torch = pytest.importorskip("torch")
@@ -228,11 +228,11 @@ def entry_spec(name: str, path: Path, **over) -> dict:
 def ours(task_dir: Path, tmp: Path, spec: dict, name: str):
     """Document and query embeddings and the run, by the pipeline's own functions."""
     tmp.mkdir(parents=True, exist_ok=True)
-    dense.encode_corpus_shard(task_dir / "corpus.jsonl", tmp / "s.npz", spec, name, TASK, 0, 1)
-    dense.gather([tmp / "s.npz"], task_dir / "corpus.jsonl", tmp / "c.npy", tmp / "c.ids")
-    dense.encode_queries(task_dir / "queries.jsonl", tmp / "q.npy", tmp / "q.ids", spec, name, TASK)
+    dense_encode.encode_corpus_shard(task_dir / "corpus.jsonl", tmp / "s.npz", spec, name, TASK, 0, 1)
+    embeddings.gather([tmp / "s.npz"], task_dir / "corpus.jsonl", tmp / "c.npy", tmp / "c.ids")
+    dense_encode.encode_queries(task_dir / "queries.jsonl", tmp / "q.npy", tmp / "q.ids", spec, name, TASK)
     d, q = np.load(tmp / "c.npy"), np.load(tmp / "q.npy")
-    run, _ = dense.search(d, [f"d{i}" for i in range(len(DOCS))], q, [f"q{i}" for i in range(len(QUERIES))],
+    run, _ = dense_search.search(d, [f"d{i}" for i in range(len(DOCS))], q, [f"q{i}" for i in range(len(QUERIES))],
                           k=len(DOCS))
     ranking = [[int(doc[1:]) for doc in run[f"q{i}"]] for i in range(len(QUERIES))]
     return d, q, ranking
@@ -320,7 +320,7 @@ def test_e5_sfr_end_with_eos_after_truncation(task_dir, tmp_path, name, tokenize
 def test_every_text_ends_with_eos_within_max_length(tmp_path):
     """The old way (EOS appended as text, then truncation) lost the EOS of every long text."""
     path = _causal_dir(tmp_path / "m", "gpt_neox", 5)
-    model = dense.load_encoder(entry_spec("bmretriever-410m", path), "bmr", "doc")
+    model = dense_models.load_encoder(entry_spec("bmretriever-410m", path), "bmr", "doc")
     eos = model.tokenizer.eos_token_id
     features = model[0].preprocess(DOCS, prompt="Represent this passage\npassage: ")
     ids, mask = features["input_ids"], features["attention_mask"]
@@ -420,8 +420,8 @@ def test_pool_prompt_false_leaves_the_prompt_out_of_the_mean(task_dir, tmp_path,
     incl, _, _ = ours(task_dir, tmp_path / "incl", with_defaults("dense", {**base, "pool_prompt": True}), "m")
     assert np.abs(excl - incl).max() > 1e-3
 
-    model = dense.load_encoder(with_defaults("dense", base), "m", "doc")
-    path = dense.resolve_source(base["source"], "m")[0]
+    model = dense_models.load_encoder(with_defaults("dense", base), "m", "doc")
+    path = dense_models.resolve_source(base["source"], "m")[0]
     tokenizer, encoder = model.tokenizer, transformers.AutoModel.from_pretrained(path).eval()
     prompt = base["doc_prompt"]
     n_prompt = len(tokenizer(prompt)["input_ids"]) - 1  # without the trailing [SEP]
@@ -539,7 +539,7 @@ def test_nv_embed_calls_the_checkpoints_own_encode(task_dir, tmp_path):
     from r2med_eval.errors import InputError
 
     with pytest.raises(InputError, match="trust_remote_code"):
-        dense.load_encoder({**spec, "trust_remote_code": False}, "nv-embed-v2", "query")
+        dense_models.load_encoder({**spec, "trust_remote_code": False}, "nv-embed-v2", "query")
 
 
 @pytest.mark.parametrize("method", ["hyde", "lamer"])
@@ -553,7 +553,7 @@ def test_nv_embed_query_variant_encodes_the_rewrite_with_the_instruction(tmp_pat
     assert spec["hydoc_prompt"] == "query"
     rows = [{"id": f"q{i}", "text": t, "hy_doc": DOCS[-1 - i]} for i, t in enumerate(QUERIES)]
     write_jsonl(tmp_path / "v.jsonl", rows)
-    dense.encode_query_variant(tmp_path / "v.jsonl", tmp_path / "e.npy", tmp_path / "i.txt", spec, "nv", TASK,
+    dense_encode.encode_query_variant(tmp_path / "v.jsonl", tmp_path / "e.npy", tmp_path / "i.txt", spec, "nv", TASK,
                                method)
     instr = spec["query_prompt"]
     base = r2med_nv_embed(path, instr, [r["text"] for r in rows], max_length=32)

