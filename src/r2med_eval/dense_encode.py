@@ -122,16 +122,17 @@ def encode_queries(queries_path, out_npy, out_ids, spec: dict, model_name: str, 
     ids = list(queries)
     prompt = prompt_for(spec, task, "query")
     model = load_encoder(spec, model_name, "query", task)
-    result = _encode_in_order(model, [queries[q] for q in ids], spec, "queries:", prompt)
+    result = _encode_in_order(model, [queries[q] for q in ids], spec, bool(spec["normalize"]), "queries:", prompt)
     with atomic_path(out_npy, suffix=".npy") as tmp:
         with open(tmp, "wb") as handle:
             np.save(handle, result.astype(np.float32))
     write_text(out_ids, "\n".join(ids) + "\n")
 
 
-def _encode_in_order(model, texts: list[str], spec: dict, label: str, prompt: str = "") -> np.ndarray:
+def _encode_in_order(model, texts: list[str], spec: dict, normalize: bool, label: str,
+                     prompt: str = "") -> np.ndarray:
     plan = batch_plan(texts, int(spec["batch_size"]))
-    emb = encode_batches(model, texts, plan, normalize=bool(spec["normalize"]), label=label, prompt=prompt)
+    emb = encode_batches(model, texts, plan, normalize=normalize, label=label, prompt=prompt)
     result = np.zeros_like(emb)
     result[np.array([i for b in plan for i in b], dtype=np.int64)] = emb
     return result
@@ -140,22 +141,38 @@ def _encode_in_order(model, texts: list[str], spec: dict, label: str, prompt: st
 def encode_query_variant(variant_path, out_npy, out_ids, spec: dict, model_name: str, task: str, method: str,
                          threads: int = 1, reasoning: str = "none") -> None:
     """Query embeddings for a generation-augmented variant, combined as R2MED's dense code does
-    (``gar.dense_inputs``; the hypothetical document takes the query prompt when ``hydoc_prompt: query``)."""
+    (``gar.dense_inputs``; the hypothetical document takes the query prompt when ``hydoc_prompt: query``).
+
+    Two texts per query (HyDE, LameR, any method with a reasoning LLM) are averaged as ``hydoc_average`` says:
+    ``normalized``, each vector L2-normalised first (R2MED's wrappers that normalise: bge, e5, SFR, INSTRUCTOR,
+    GritLM, NV-Embed); ``raw``, the vectors as the encoder returns them before the entry's normalisation
+    (R2MED's contriever, BMRetriever and MedCPT wrappers). The average is L2-normalised when ``normalize`` is set
+    (R2MED's cosine scoring does the same to the query vector)."""
     from . import gar
     from .io import atomic_path, iter_jsonl, write_text
 
     _set_threads(threads)
     rows = [obj for _, obj in iter_jsonl(variant_path)]
     ids = [r["id"] for r in rows]
-    model = load_encoder(spec, model_name, "query", task)
     prompt = prompt_for(spec, task, "query")
     doc_prompt = prompt if spec.get("hydoc_prompt") == "query" else ""  # mteb entries: MTEB's prompts
     pairs = [gar.dense_inputs(method, r["text"], r["hy_doc"], reasoning) for r in rows]
     if all(h is None for _, h in pairs):
-        emb = _encode_in_order(model, [q for q, _ in pairs], spec, f"{method}:", prompt)
+        model = load_encoder(spec, model_name, "query", task)
+        emb = _encode_in_order(model, [q for q, _ in pairs], spec, bool(spec["normalize"]), f"{method}:", prompt)
     else:
-        base = _encode_in_order(model, [q for q, _ in pairs], spec, "queries:", prompt)
-        hyp = _encode_in_order(model, [h for _, h in pairs], spec, f"{method} documents:", doc_prompt)
+        each = spec.get("hydoc_average", "normalized") == "normalized"
+        model = load_encoder({**spec, "normalize": each}, model_name, "query", task)
+        log.info("query variant %s: the query's and the hypothetical document's vectors averaged %s", method,
+                 "each L2-normalised" if each else "as the encoder returns them (raw)")
+        base = _encode_in_order(model, [q for q, _ in pairs], spec, each, "queries:", prompt)
+        hyp = _encode_in_order(model, [h for _, h in pairs], spec, each, f"{method} documents:", doc_prompt)
+        empty = sum(1 for _, h in pairs if h == "")
+        if empty:
+            zero = int(np.count_nonzero(~hyp.any(axis=1)))
+            log.warning("%d of %d hypothetical documents are empty; encoded as the empty text (%d of their vectors "
+                        "are zero, so those queries keep their own vector). R2MED's GritLM wrapper gives NaN there "
+                        "instead (docs/models.md)", empty, len(pairs), zero)
         emb = (base + hyp) / 2
         if spec["normalize"]:
             norms = np.linalg.norm(emb, axis=1, keepdims=True)

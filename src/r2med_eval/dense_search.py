@@ -145,3 +145,53 @@ def search(corpus_emb: np.ndarray, doc_ids: list[str], query_emb: np.ndarray, qu
         run[qid] = dict(pairs[:k])
     log.info("searched %d queries over %d documents: %s", len(query_ids), len(doc_ids), info)
     return run, info
+
+
+# ------------------------------------------------------------------ CliniQ's eval.py ranking
+
+def sklearn_normalize(x: np.ndarray) -> np.ndarray:
+    """``sklearn.preprocessing.normalize(x)`` (L2, rows) as ``cosine_similarity`` calls it on a dense array: a copy,
+    row norms by ``einsum`` and ``sqrt``, norms below 10 machine epsilons replaced by 1, division in place."""
+    x = np.array(x, copy=True)
+    norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+    norms[norms < 10 * np.finfo(norms.dtype).eps] = 1.0
+    x /= norms[:, None]
+    return x
+
+
+def numpy_sort_info() -> dict:
+    """What decides ``np.argsort``'s order of equal values: numpy's version and the SIMD extensions its sorting
+    dispatches on (x86-simd-sort / Highway on AVX2 and AVX-512 machines)."""
+    info = {"numpy": np.__version__}
+    try:
+        from numpy._core import _multiarray_umath as umath
+
+        info["simd"] = list(umath.__cpu_baseline__) + [k for k in umath.__cpu_dispatch__
+                                                      if umath.__cpu_features__.get(k)]
+    except (ImportError, AttributeError):  # a numpy without these introspection names
+        info["simd"] = None
+    return info
+
+
+def evalpy_search(corpus_emb: np.ndarray, doc_ids: list[str], query_emb: np.ndarray, query_ids: list[str],
+                  k: int) -> tuple[dict, dict]:
+    """Each query's top ``k`` as CliniQ's ``eval.py`` ranks the corpus: ``similarities =
+    cosine_similarity([q_emb], corpus_embeds)[0]`` (scikit-learn: both sides L2-normalised as ``sklearn_normalize``
+    does, then ``X @ Y.T``; float32 when both are float32, else float64), ranked by ``np.argsort(-similarities)``
+    with numpy's default sort kind, which does not keep equal values in corpus order. Returns (run, info); each
+    query's dict is in that order, which ``runs.write_run(keep_order=True)`` writes as it is."""
+    start = time.perf_counter()
+    dtype = np.float32 if corpus_emb.dtype == np.float32 and query_emb.dtype == np.float32 else np.float64
+    corpus = sklearn_normalize(np.asarray(corpus_emb, dtype=dtype))
+    queries = np.asarray(query_emb, dtype=dtype)
+    k = min(int(k), len(doc_ids))
+    run: dict[str, dict[str, float]] = {}
+    for qi, qid in enumerate(query_ids):
+        sims = (sklearn_normalize(queries[qi:qi + 1]) @ corpus.T)[0]
+        order = np.argsort(-sims)[:k]
+        run[qid] = {doc_ids[j]: float(s) for j, s in zip(order.tolist(), sims[order].tolist())}
+    info = {"kind": "evalpy", "search_seconds": round(time.perf_counter() - start, 4), "queries": len(query_ids),
+            "documents": len(doc_ids), "dtype": np.dtype(dtype).name, **numpy_sort_info()}
+    log.info("ranked %d queries over %d documents as CliniQ's eval.py does (cosine, np.argsort): %s",
+             len(query_ids), len(doc_ids), info)
+    return run, info

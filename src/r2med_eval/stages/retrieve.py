@@ -43,9 +43,13 @@ def retrieve_dense(sm) -> None:
     top_k = spec["top_k"] or len(doc_ids)  # None: the whole corpus
     if spec["top_k"] is None:
         log.info("ranking the whole corpus (%d documents) for every query", len(doc_ids))
-    run, info = dense_search.search(corpus_emb, doc_ids, query_emb, query_ids, top_k, spec["index"],
-                                    threads=sm.threads)
-    runs.write_run(run, sm.output.run, tag=sm.wildcards.model, query_order=sorted(run))
+    if spec.get("ranking") == "evalpy":  # a CliniQ benchmark: eval.py's cosine and np.argsort order, kept as it is
+        run, info = dense_search.evalpy_search(corpus_emb, doc_ids, query_emb, query_ids, top_k)
+        runs.write_run(run, sm.output.run, tag=sm.wildcards.model, query_order=sorted(run), keep_order=True)
+    else:
+        run, info = dense_search.search(corpus_emb, doc_ids, query_emb, query_ids, top_k, spec["index"],
+                                        threads=sm.threads)
+        runs.write_run(run, sm.output.run, tag=sm.wildcards.model, query_order=sorted(run))
     io.write_json(sm.output.info, info)
 
 
