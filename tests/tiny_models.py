@@ -21,6 +21,18 @@ def word_level(special: list[str], template: str | None, unk: str, texts):
     return tok
 
 
+def vary_norms(model):
+    """Random gains and shifts in every normalisation layer: freshly initialised (LayerNorm/RMSNorm with gain 1)
+    every token's final state would have the same norm, which hides whether vectors are normalised."""
+    for module in model.modules():
+        if "Norm" in type(module).__name__:
+            if getattr(module, "weight", None) is not None:
+                module.weight.data.normal_(1.0, 0.5)
+            if getattr(module, "bias", None) is not None:
+                module.bias.data.normal_(0.0, 0.5)
+    return model
+
+
 def fast(tok, **special):
     return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, **special)
 
@@ -33,12 +45,12 @@ def bert_dir(root: Path, seed: int, texts) -> Path:
     wp.train_from_iterator(list(texts), vocab_size=400, min_frequency=1)
     root.mkdir(parents=True, exist_ok=True)
     wp.save_model(str(root))
-    tokenizer = transformers.BertTokenizerFast(vocab_file=str(root / "vocab.txt"), do_lower_case=True)
+    tokenizer = transformers.BertTokenizerFast(vocab=str(root / "vocab.txt"), do_lower_case=True)  # (vocab_file: all [UNK] in transformers 5)
     torch.manual_seed(seed)
     config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
                                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                                     type_vocab_size=2)
-    transformers.BertModel(config).eval().save_pretrained(root)
+                                     type_vocab_size=2, initializer_range=0.1)
+    vary_norms(transformers.BertModel(config)).eval().save_pretrained(root)
     tokenizer.save_pretrained(root)
     return root
 
@@ -69,7 +81,7 @@ def causal_dir(root: Path, kind: str, seed: int, texts, *, add_eos: bool = False
                                             intermediate_size=64, max_position_embeddings=64)
         cls = transformers.MistralModel
     torch.manual_seed(seed)
-    cls(config).eval().save_pretrained(root)
+    vary_norms(cls(config)).eval().save_pretrained(root)
     tok.save_pretrained(root)
     return root
 
@@ -86,7 +98,7 @@ def instructor_dir(root: Path, seed: int, texts) -> Path:
     torch.manual_seed(seed)
     config = transformers.T5Config(vocab_size=tok.vocab_size, d_model=32, d_kv=16, d_ff=64, num_layers=2,
                                    num_heads=2, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
-    transformers.T5EncoderModel(config).eval().save_pretrained(hf)
+    vary_norms(transformers.T5EncoderModel(config)).eval().save_pretrained(hf)
     tok.save_pretrained(hf)
     transformer = Transformer(str(hf))
     transformer.max_seq_length = 512

@@ -168,11 +168,14 @@ def encode_query_variant(variant_path, out_npy, out_ids, spec: dict, model_name:
         base = _encode_in_order(model, [q for q, _ in pairs], spec, each, "queries:", prompt)
         hyp = _encode_in_order(model, [h for _, h in pairs], spec, each, f"{method} documents:", doc_prompt)
         empty = sum(1 for _, h in pairs if h == "")
-        if empty:
-            zero = int(np.count_nonzero(~hyp.any(axis=1)))
-            log.warning("%d of %d hypothetical documents are empty; encoded as the empty text (%d of their vectors "
-                        "are zero, so those queries keep their own vector). R2MED's GritLM wrapper gives NaN there "
-                        "instead (docs/models.md)", empty, len(pairs), zero)
+        zero = int(np.count_nonzero(~hyp.any(axis=1)))
+        if zero:
+            log.warning("%d of %d hypothetical documents encode to a zero vector (%d are empty: with the prompt "
+                        "left out of the pooling nothing is left), so those queries keep their own vector. R2MED's "
+                        "GritLM wrapper gives NaN there, and BEIR then scores every document -1 (docs/models.md)",
+                        zero, len(pairs), empty)
+        elif empty:
+            log.info("%d of %d hypothetical documents are empty, encoded as the empty text", empty, len(pairs))
         emb = (base + hyp) / 2
         if spec["normalize"]:
             norms = np.linalg.norm(emb, axis=1, keepdims=True)

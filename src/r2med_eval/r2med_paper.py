@@ -57,7 +57,7 @@ def _fmt(v) -> str:
 def compare(metric_files, stats_files, keys: dict, tasks: dict, table=None, empty_hydocs: dict | None = None) -> dict:
     """Rows of the comparison and the statistics checks. ``empty_hydocs``: ``"<run> <benchmark>/<task>"`` ->
     (empty hypothetical documents, queries) for the runs of a model whose R2MED wrapper encodes an empty one as
-    NaN (GritLM): a compared row with any is flagged, whatever the difference."""
+    NaN (GritLM): a row with any is flagged, whatever the difference and whether the paper has the row."""
     empty_hydocs = empty_hydocs or {}
     table = read_paper_table() if table is None else table
     checks = []
@@ -99,13 +99,13 @@ def compare(metric_files, stats_files, keys: dict, tasks: dict, table=None, empt
                     if m["model"] == "medcpt-official":
                         reasons[0] = None
                     row["note"] = " ".join(r for r in reasons if r) or "no known reason"
-                empty, total = empty_hydocs.get(f"{m['model']} {where}", (0, 0))
-                if empty:
-                    row["flag"] = True
-                    row["note"] = (f"{empty} of {total} hypothetical documents are empty: R2MED's {info['key'][1]} "
-                                   "wrapper encodes them as NaN and BEIR then scores every document of those queries "
-                                   "-1 (their top 100 is torch.topk's choice among equal scores); here those queries "
-                                   "keep their own vector (config/r2med_models.yaml). " + row["note"]).strip()
+        empty, total = empty_hydocs.get(f"{m['model']} {where}", (0, 0))
+        if empty:  # whether or not the paper has the row: R2MED's code would not give this run
+            row["flag"] = True
+            row["note"] = (f"{empty} of {total} hypothetical documents are empty: R2MED's GritLM wrapper encodes "
+                           "them as NaN and BEIR then scores every document of those queries -1 (their top 100 is "
+                           "torch.topk's choice among equal scores); here those queries keep their own vector "
+                           "(config/r2med_models.yaml). " + row["note"]).strip()
         rows.append(row)
     return {"rows": rows, "checks": checks}
 
