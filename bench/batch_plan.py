@@ -13,9 +13,10 @@ queries three ways per dtype and compares each with the pipeline's plan at the s
 * ``r2med``: longest first in batches of --batch-size x --gpus, queries in file order in batches of that size;
 * ``corpus-order``: corpus and queries in file order at --batch-size.
 
-Prints one JSON object: per dtype and way, the largest absolute difference of the L2-normalised embeddings from
-the pipeline's, how many queries' top-10 (exact inner product) differ, and nDCG@10. ``--data`` defaults to the
-demo (data/demo) when the pool is absent; ``--limit`` keeps the first N documents (a CPU-time bound).
+Prints one JSON object (each dtype's lines also to stderr as they are done): per dtype and way, the largest
+absolute difference of the L2-normalised embeddings from the pipeline's, how many queries' top-10 (exact inner
+product) differ, and nDCG@10. ``--data`` defaults to the demo (data/demo) when the pool is absent; ``--limit``
+keeps the first N documents (a CPU-time bound).
 """
 from __future__ import annotations
 
@@ -65,11 +66,12 @@ def main() -> None:
         return [order[i:i + size] for i in range(0, len(order), size)]
 
     big = args.batch_size * args.gpus
+    b = args.batch_size
     plans = {
-        "pipeline": (dense_encode.batch_plan(texts, args.batch_size), dense_encode.batch_plan(queries, args.batch_size)),
+        "pipeline": (dense_encode.batch_plan(texts, b), dense_encode.batch_plan(queries, b)),
         "r2med": (cut(sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True), big),
                   cut(list(range(len(queries))), big)),
-        "corpus-order": (cut(list(range(len(texts))), args.batch_size), cut(list(range(len(queries))), args.batch_size)),
+        "corpus-order": (cut(list(range(len(texts))), b), cut(list(range(len(queries))), b)),
     }
 
     def encode(model, items, plan):
@@ -94,6 +96,7 @@ def main() -> None:
                 "max_abs_diff_queries": float(np.abs(embs[way][1] - embs["pipeline"][1]).max()),
                 "queries_top10_changed": sum(list(runs[way][q]) != list(runs["pipeline"][q]) for q in qids),
                 "ndcg_at_10": round(ndcg, 4)}
+            print(json.dumps({f"{dtype} {way}": results[f"{dtype} {way}"]}), file=sys.stderr, flush=True)
     print(json.dumps({"documents": len(ids), "queries": len(qids), "batch_size": args.batch_size,
                       "r2med_batch_size": big, "results": results}, indent=1))
 

@@ -62,7 +62,7 @@ def main() -> None:
     qemb = model.encode(queries, batch_size=args.batch_size, normalize_embeddings=True)
     ids = [str(i) for i in range(len(texts))]
     run, info = dense_search.search(restored, ids, qemb, [str(i) for i in range(len(queries))], k=1000,
-                             threads=args.threads)
+                                    threads=args.threads)
     print(json.dumps({
         "passages": len(texts), "threads": args.threads, "batch_size": args.batch_size,
         "bare_passages_per_s": round(len(texts) / bare_s, 1),

