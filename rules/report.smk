@@ -276,6 +276,7 @@ rule r2med_vs_paper:
     input:
         metrics=W.inputs.metric_tables(),
         stats=W.inputs.stats_files(),
+        variants=W.inputs.empty_hydoc_variants(),
     output:
         md=paths.R2MED_VS_PAPER,
         tex=paths.fill(paths.TABLE, name="r2med_vs_paper"),

@@ -91,7 +91,7 @@ def cross_encoder_scorer(spec: dict, name: str):
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from .dense import load_model, pick_device, resolve_source
+    from .dense_models import load_model, pick_device, resolve_source
 
     source, revision = resolve_source(spec["source"], name)
     device = pick_device(spec["device"])
@@ -139,7 +139,7 @@ def rankllama_scorer(spec: dict, name: str):
     from peft import PeftModel
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from .dense import load_model, pick_device, resolve_source
+    from .dense_models import load_model, pick_device, resolve_source
 
     adapter, adapter_rev = resolve_source(spec["source"], name)
     base, base_rev = resolve_source(spec["base_source"], name)
@@ -171,7 +171,7 @@ def rankllama_scorer(spec: dict, name: str):
 def cached_embedding_scorer(emb_path, ids_path, query_emb_path, query_ids_path, corpus_path):
     """Bi-encoder re-scoring from the model's cached corpus and query embeddings (no re-encoding):
     the score is the same inner product the dense retriever uses."""
-    from .dense import load_corpus_embeddings
+    from .embeddings import load_corpus_embeddings
     from .io import read_lines
 
     qemb = np.load(query_emb_path)

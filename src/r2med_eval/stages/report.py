@@ -184,11 +184,18 @@ def provenance(sm) -> None:
 
 
 def r2med_vs_paper(sm) -> None:
-    from .. import r2med_paper
+    from .. import gar, r2med_paper
+    from ..workflow import paths
 
     p = sm.params.spec
+    empty = {}  # "run benchmark/task" -> (empty hypothetical documents, queries), for R2MED's NaN case (GritLM)
+    for path in sm.input.variants:
+        w = paths.parse(paths.VARIANT, path)
+        for run, v in p["empty_hydoc"].items():
+            if (v["benchmark"], v["method"], v["llm"]) == (w["benchmark"], w["method"], w["llm"]):
+                empty[f"{run} {w['benchmark']}/{w['task']}"] = gar.count_empty_hydocs(path, v["method"], v["reasoning"])
     result = r2med_paper.write_report(list(sm.input.metrics), list(sm.input.stats), p["keys"], p["tasks"], sm.output.md,
-                                      tex_target=sm.output.tex)
+                                      tex_target=sm.output.tex, empty_hydocs=empty)
     flagged = [r for r in result["rows"] if r["flag"]]
     for c in result["checks"]:
         if not c["match"]:
@@ -224,9 +231,10 @@ def report_cliniq(sm) -> None:
     rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)
     judged = judged_chunks(rows, irrelevant)
     qtypes = read_query_types(sm.input.query_types)
-    position = ({c: i for i, c in enumerate(read_lines(sm.input.ids))} if spec["tie_order"] == "corpus" else None)
+    orders = spec["tie_orders"]  # the runs' tie orders: evalpy and corpus, or all corpus, or all doc_id
+    position = ({c: i for i, c in enumerate(read_lines(sm.input.ids))} if "corpus" in orders.values() else None)
     pooled = cliniq.pool({m: runs.read_run(p) for m, p in zip(models, sm.input.runs)}, judged, spec["depth"],
-                         queries=qtypes, position=position)
+                         queries=qtypes, position=position, in_order={m for m, o in orders.items() if o == "evalpy"})
     lines = ["query_id\tchunk_id\tquery_type\tbest_rank\tn_systems\tsystems"]
     lines += [f"{p['query_id']}\t{p['chunk_id']}\t{qtypes[p['query_id']]}\t{p['best_rank']}\t{len(p['systems'])}\t"
               f"{','.join(p['systems'])}" for p in pooled]

@@ -57,8 +57,9 @@ def score_cliniq(sm) -> None:
     result = cliniq.evaluate_ranked(ranked, rows, qtypes, ids, irrelevant)
     c = result["counts"]
     depth = ranked.depth()
-    log.info("ranking: score descending, equal scores by %s", "corpus order (as eval.py)" if tie_order == "corpus"
-             else "chunk id")
+    log.info("ranking: score descending, equal scores %s", {
+        "evalpy": "in the run file's order (a dense run: eval.py's np.argsort order)",
+        "corpus": "in corpus order (eval.py's scoring with a stable argsort)", "doc_id": "by chunk id"}[tie_order])
     if c.get("unranked_chunks"):
         log.warning("single-patient: %d chunks of scored notes are not in the run (depth %d); they are ranked after "
                     "the retrieved ones in chunk order. For eval.py's exact figures rank the whole corpus "

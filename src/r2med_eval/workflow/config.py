@@ -188,7 +188,7 @@ def _check_variants(cfg: dict, config_file: str) -> None:
 
 
 def _check_backends(cfg: dict, config_file: str) -> None:
-    from ..dense import backend_problem
+    from ..dense_models import backend_problem
 
     for name, spec in cfg["models"].items():
         problem = backend_problem(spec) if spec.get("type") == "dense" else None

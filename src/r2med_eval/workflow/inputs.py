@@ -221,6 +221,15 @@ class Inputs:
         scored = dict.fromkeys(b for b, _, _ in self.reg.run_tasks())
         return [fill(METRICS_TABLE, benchmark=b) for b in scored]
 
+    def empty_hydoc_variants(self) -> list[str]:
+        """The expansion files of the runs whose paper comparison counts empty hypothetical documents."""
+        files: dict[str, None] = {}
+        for v in self.reg.empty_hydoc_runs().values():
+            for b, t in self.reg.tasks:
+                if b == v["benchmark"]:
+                    files[fill(VARIANT, benchmark=b, task=t, method=v["method"], llm=v["llm"])] = None
+        return list(files)
+
     def benchmark_metric_table(self, wildcards) -> list[str]:
         return [fill(METRICS_TABLE, benchmark=wildcards.benchmark)]
 

@@ -40,6 +40,7 @@ MODEL_KEYS = {
               "query_prompt": "encode_queries encode_query_variant",
               "embedding_dtype": "gather_embeddings encode_corpus",
               "hydoc_prompt": "encode_query_variant r2med_vs_paper",
+              "hydoc_average": "encode_query_variant r2med_vs_paper",
               "shards": _SHARDS, "top_k": "retrieve_dense", "index": "retrieve_dense"},
     "run": {"type": "-", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
             "path": "- (the filled file is import_run's input: editing the file reruns its branch)",
@@ -70,10 +71,11 @@ MODEL_KEYS.update({
     "python": {"type": _ENCODE, "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
                **{k: _ENCODE for k in ("factory", "kwargs", "python_path", "normalize", "batch_size", "device")},
                "doc_prompt": "encode_corpus_shard encode_corpus", "query_prompt": "encode_queries encode_query_variant",
-               "hydoc_prompt": "encode_query_variant r2med_vs_paper", **_SEARCH},
+               "hydoc_prompt": "encode_query_variant r2med_vs_paper",
+               "hydoc_average": "encode_query_variant r2med_vs_paper", **_SEARCH},
     "mteb": {"type": _ENCODE, "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
              **{k: _ENCODE for k in ("name", "revision", "mteb_tasks", "normalize", "batch_size", "device")},
-             **_SEARCH},
+             "hydoc_average": "encode_query_variant r2med_vs_paper", **_SEARCH},
 })
 PYTHON_KEYS = ("type", "factory", "kwargs", "python_path", "normalize", "batch_size", "device")
 MTEB_KEYS = ("type", "name", "revision", "normalize", "batch_size", "device")
@@ -237,7 +239,7 @@ class Params:
     def encode_query_variant(self, wildcards) -> dict:
         spec = self.cfg["models"][wildcards.model]
         # an mteb entry has no hydoc_prompt: MTEB's own prompts apply to both texts
-        return {**self._encoder(wildcards, QUERY_SIDE, "query"), **_pick(spec, ("hydoc_prompt",)),
+        return {**self._encoder(wildcards, QUERY_SIDE, "query"), **_pick(spec, ("hydoc_prompt", "hydoc_average")),
                 "reasoning": self.reg.reasoning(wildcards.llm)}
 
     def gather_embeddings(self, wildcards) -> dict:
@@ -272,9 +274,15 @@ class Params:
                 **self._variant(wildcards.model)}
 
     def retrieve_dense(self, wildcards) -> dict:
+        """The search; on a CliniQ benchmark with ``tie_order: evalpy``, ``ranking: evalpy`` (eval.py's cosine and
+        np.argsort order, written as it is)."""
         spec = self.cfg["models"][self.reg.model_of(wildcards.model)]
         index = spec["index"]
-        return {**self._top_k(wildcards.benchmark, spec), "index": _pick(index, INDEX_KEYS[index["kind"]])}
+        out = {**self._top_k(wildcards.benchmark, spec), "index": _pick(index, INDEX_KEYS[index["kind"]])}
+        if self.reg.is_cliniq(wildcards.benchmark) and \
+                self.reg.cliniq_tie_order(wildcards.benchmark, wildcards.model) == "evalpy":
+            out["ranking"] = "evalpy"
+        return out
 
     def import_run(self, wildcards) -> dict:
         """A type: run model: how absent queries are treated (the file itself is the rule's input)."""
@@ -325,7 +333,7 @@ class Params:
         return _pick(job, keys)
 
     def score_cliniq(self, wildcards) -> dict:
-        return {"tie_order": self._cliniq(wildcards.benchmark)["tie_order"]}
+        return {"tie_order": self.reg.cliniq_tie_order(wildcards.benchmark, wildcards.model)}
 
     def score_run(self, wildcards) -> dict:
         """BEIR's ignore_identical_ids per benchmark; official: as R2MED's code, dense runs yes, BM25 no."""
@@ -426,12 +434,13 @@ class Params:
             p = paper_task(self.cfg["benchmarks"][b]["tasks"][t])
             if p:
                 tasks[f"{b}/{t}"] = p
-        return {"keys": {r: self.reg.paper_key(r) for r in runs}, "tasks": tasks}
+        return {"keys": {r: self.reg.paper_key(r) for r in runs}, "tasks": tasks,
+                "empty_hydoc": self.reg.empty_hydoc_runs()}
 
     def report_cliniq(self, wildcards) -> dict:
-        return {"models": self.reg.runs_of(wildcards.benchmark),
-                "depth": self.cfg["benchmarks"][wildcards.benchmark]["pool_depth"],
-                "tie_order": self.cfg["benchmarks"][wildcards.benchmark]["tie_order"]}
+        models = self.reg.runs_of(wildcards.benchmark)
+        return {"models": models, "depth": self.cfg["benchmarks"][wildcards.benchmark]["pool_depth"],
+                "tie_orders": {m: self.reg.cliniq_tie_order(wildcards.benchmark, m) for m in models}}
 
     def report_index(self, wildcards) -> dict:
         return {"benchmarks": list(self.reg.benchmarks), "cliniq": list(self.reg.cliniq_benchmarks),

@@ -158,6 +158,16 @@ class Registry:
         """First-stage run names of the given retriever types, query-variant runs included."""
         return [r for r in self.retrievers + list(self.variants) if self.models[self.model_of(r)]["type"] in mtypes]
 
+    def cliniq_tie_order(self, benchmark: str, run: str) -> str:
+        """How equal scores of a run on a CliniQ benchmark are ranked when it is scored: the benchmark's
+        ``tie_order``; ``evalpy`` (the default) means eval.py's own order for the runs searched over cached
+        embeddings (rule retrieve_dense writes them in that order) and the corpus order for every other run."""
+        order = self.cfg["benchmarks"][benchmark]["tie_order"]
+        if order != "evalpy":
+            return order
+        searched = run in self.retriever_runs(*ENCODER_TYPES)
+        return "evalpy" if searched else "corpus"
+
     def encoders(self) -> list[str]:
         """Models whose embeddings are needed (dense, python, mteb): retrievers and dense re-scorers."""
         names = [m for m in self.retrievers if self.models[m]["type"] in ENCODER_TYPES]
@@ -311,7 +321,7 @@ class Registry:
 
     def gar_differences(self, variant: dict) -> list[str]:
         """Why a query-variant run is not R2MED's setting of the same (model, method, llm) row: empty when it is."""
-        from ..gar import R2MED_HYDOC_PROMPT, reasoning_format
+        from ..gar import R2MED_HYDOC_AVERAGE, R2MED_HYDOC_PROMPT, reasoning_format
 
         out = []
         llm, model = variant["llm"], self.models[variant["model"]]
@@ -326,7 +336,23 @@ class Registry:
             if model["hydoc_prompt"] != want:
                 out.append(f"the hypothetical document is encoded with hydoc_prompt {model['hydoc_prompt']!r}; "
                            f"R2MED's {model.get('paper_name')} wrapper uses {want!r}")
+            want = R2MED_HYDOC_AVERAGE.get(model.get("paper_name"), "normalized")
+            if model["hydoc_average"] != want:
+                out.append(f"the query's and the hypothetical document's vectors are averaged {model['hydoc_average']}"
+                           f"; R2MED's {model.get('paper_name')} wrapper averages them {want}")
         return out
+
+    def empty_hydoc_runs(self) -> dict[str, dict]:
+        """Query-variant runs of a dense model named after an R2MED retriever whose encode gives NaN for an empty
+        hypothetical document (``gar.R2MED_EMPTY_HYDOC_NAN``, GritLM), on a selected benchmark:
+        run -> {benchmark, method, llm, reasoning}. Their paper comparison counts the empty documents."""
+        from ..gar import R2MED_EMPTY_HYDOC_NAN
+
+        return {run: {"benchmark": v["benchmark"], "method": v["method"], "llm": v["llm"],
+                      "reasoning": self.reasoning(v["llm"])}
+                for run, v in self.variants.items()
+                if v["benchmark"] in self.benchmarks and self.models[v["model"]]["type"] == "dense"
+                and self.models[v["model"]].get("paper_name") in R2MED_EMPTY_HYDOC_NAN}
 
     def paper_key(self, run: str) -> dict:
         """{key: the row of R2MED's published table a run is compared with (without the task), or None;
