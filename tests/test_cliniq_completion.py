@@ -543,7 +543,7 @@ def judge_cache_keys(cache: Path) -> set:
 def test_latex_tables_compile_and_fit_a_page_with_one_inch_margins(completed, tmp_path):
     """Every LaTeX table of the completion, and the re-scored table with long run names, compiled with pdflatex on
     a letter page with 1-inch margins: no overfull line."""
-    from conftest import check_tex, pdflatex
+    from conftest import check_tex, compile_tex
 
     long_names = [{**r, "model": m} for r in comp.compare(
         {"x": {"q": dict.fromkeys(comp.RESCORED_METRICS, 0.45)}}, {"x": {"q": dict.fromkeys(comp.RESCORED_METRICS,
@@ -554,15 +554,7 @@ def test_latex_tables_compile_and_fit_a_page_with_one_inch_margins(completed, tm
     files = sorted((completed.work / OUT).glob("*.tex")) + [tmp_path / "long.tex"]
     for f in files:
         check_tex(f.read_text(), f.name)
-    body = "\n".join(f"\\input{{{f.resolve().as_posix()}}}\n\\clearpage" for f in files)
-    (tmp_path / "doc.tex").write_text("\\documentclass{article}\n\\usepackage[T1]{fontenc}\n"
-                                      "\\usepackage[letterpaper,margin=1in]{geometry}\n\\usepackage{booktabs}\n"
-                                      f"\\begin{{document}}\n{body}\n\\end{{document}}\n")
-    proc = subprocess.run([pdflatex(), "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=tmp_path,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    log = (tmp_path / "doc.log").read_text(errors="replace")
-    assert "Overfull \\hbox" not in log and "Undefined control sequence" not in log, log[-3000:]
+    compile_tex(files, tmp_path / "latex")  # fails on any overfull box at 1-inch margins
 
 
 def test_plot_and_the_section_of_the_index_page(completed, monkeypatch):

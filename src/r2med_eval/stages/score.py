@@ -105,7 +105,7 @@ def cliniq_completion_sample(sm) -> None:
     qtypes = read_query_types(sm.input.query_types)
     ids = read_lines(sm.input.ids)
     selected = comp.select_queries(spec["queries"], coded, qtypes)
-    tops = {name: comp.top_chunks(cliniq.read_ranked_run(path, ids, spec["tie_order"]), selected, spec["pool_depth"])
+    tops = {name: comp.top_chunks(cliniq.read_ranked_run(path, ids, spec["tie_orders"][name]), selected, spec["pool_depth"])
             for name, path in zip(spec["runs"], sm.input.runs)}
     sample, design = comp.design(selected, qtypes, coded, ids, judged, tops, spec["sample_per_query"], spec["seed"])
     write_text(sm.output.sample, comp.table_text(comp.SAMPLE_HEADER, sample))
@@ -250,7 +250,7 @@ def cliniq_completion_rescore(sm) -> None:
     full_rows, full_irrelevant, added = comp.completed_judgments(rows, irrelevant, labels)
     original, completed = {}, {}
     for name, path in zip(spec["runs"], sm.input.runs):
-        ranked = cliniq.read_ranked_run(path, ids, spec["tie_order"])
+        ranked = cliniq.read_ranked_run(path, ids, spec["tie_orders"][name])
         original[name] = comp.per_query_values(cliniq.evaluate_ranked(ranked, rows, qtypes, ids, irrelevant))
         completed[name] = comp.per_query_values(cliniq.evaluate_ranked(ranked, full_rows, qtypes, ids,
                                                                        full_irrelevant))

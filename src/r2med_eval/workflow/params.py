@@ -440,7 +440,7 @@ class Params:
     def report_cliniq(self, wildcards) -> dict:
         models = self.reg.runs_of(wildcards.benchmark)
         return {"models": models, "depth": self.cfg["benchmarks"][wildcards.benchmark]["pool_depth"],
-                "tie_orders": {m: self.reg.cliniq_tie_order(wildcards.benchmark, m) for m in models}}
+                "tie_orders": self._tie_orders(wildcards.benchmark, models)}
 
     def report_index(self, wildcards) -> dict:
         return {"benchmarks": list(self.reg.benchmarks), "cliniq": list(self.reg.cliniq_benchmarks),
@@ -451,7 +451,11 @@ class Params:
     def cliniq_completion_sample(self, wildcards) -> dict:
         c = self.reg.completion
         return {**_pick(c, ("queries", "sample_per_query", "pool_depth", "seed")), "runs": self.reg.completion_runs(),
-                "tie_order": self.cfg["benchmarks"][wildcards.benchmark]["tie_order"]}
+                "tie_orders": self._tie_orders(wildcards.benchmark, self.reg.completion_runs())}
+
+    def _tie_orders(self, benchmark: str, runs) -> dict:
+        """Each run's order of equal scores as score_cliniq ranks it (``Registry.cliniq_tie_order``)."""
+        return {m: self.reg.cliniq_tie_order(benchmark, m) for m in runs}
 
     def cliniq_completion_judge(self, wildcards) -> dict:
         """The judge: its LLM's client settings at temperature 0 (top_p unset), its reasoning format, the prompt
@@ -474,5 +478,6 @@ class Params:
 
     def cliniq_completion_rescore(self, wildcards) -> dict:
         c = self.reg.completion
-        return {"runs": self.reg.completion_runs(), "tie_order": self.cfg["benchmarks"][wildcards.benchmark]["tie_order"],
+        return {"runs": self.reg.completion_runs(),
+                "tie_orders": self._tie_orders(wildcards.benchmark, self.reg.completion_runs()),
                 "move_threshold": c["move_threshold"], "bootstrap": self.cfg["report"]["bootstrap"], "seed": c["seed"]}
