@@ -231,7 +231,7 @@ query_variants:
     assert 'id="completion-cliniq-demo"' in (work / "results/index.html").read_text()
     prov = json.loads((work / "results/provenance.json").read_text())
     assert set(prov["generation"]) == {f"demo/demo/{m}/tiny" for m in METHODS}
-    assert set(prov["llm_rerank"]) == {f"demo/demo/{r}" for r in reranked}
+    assert set(prov["llm_rerank"]) == {f"{where}/{r}" for r in reranked for where in ("demo/demo", "cliniq-demo/cliniq")}
     assert prov["judging"]["cliniq-demo"]["requested"] == judging["requested"]
     for folder in ("results", "logs", "resources", ".snakemake"):
         for path in (work / folder).rglob("*"):

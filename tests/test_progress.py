@@ -114,4 +114,4 @@ def test_job_label_and_code_hash():
     for rule in ("encode_corpus", "rerank_run", "lucene_index", "score_cliniq"):
         files = code.closure(rule)[1]
         assert "src/r2med_eval/progress.py" not in files, rule
-    assert "src/r2med_eval/dense.py" in code.closure("encode_corpus")[1]
+    assert "src/r2med_eval/dense_encode.py" in code.closure("encode_corpus")[1]
