@@ -4,12 +4,12 @@ VENV ?= .venv
 CORES ?= 8
 BIN := $(VENV)/bin
 
-.PHONY: all setup run test lint clean
+.PHONY: all setup run test lint readme clean
 all: run
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.lock requirements.txt
+$(VENV)/.installed: requirements.lock requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install torch==2.13.0
@@ -25,6 +25,9 @@ test: setup
 
 lint: setup
 	$(BIN)/snakemake --lint
+
+readme: setup
+	$(BIN)/python .ci/readme_table.py
 
 clean:
 	rm -rf results logs benchmarks .snakemake

@@ -23,11 +23,14 @@ def check_config_file(path):
 
 def load_workflow(raw):
     """Schema validation and defaults before any job runs; one message naming the key on failure. The garbage
-    collector's thresholds are raised for this planning process (r2med_eval.workflow.tune_gc).
+    collector's thresholds are raised for this planning process (r2med_eval.workflow.tune_gc). Only the planning
+    process checks mteb models against MTEB's registry (a job's process skips it).
     """
     tune_gc()
     try:
-        loaded = Workflow.load(raw, workflow.configfiles)
+        loaded = Workflow.load(
+            raw, workflow.configfiles, planning=workflow.is_main_process
+        )
     except ConfigError as exc:
         raise WorkflowError(f"r2med-eval: {exc}") from None
     note = loaded.skipped_note()

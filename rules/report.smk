@@ -90,9 +90,25 @@ rule leaderboard_benchmark:
         "../scripts/leaderboard_benchmark.py"
 
 
+rule plot_palette:
+    output:
+        update(paths.partial(paths.PALETTE)),
+    log:
+        paths.log_file("plot_palette"),
+    benchmark:
+        paths.benchmark_file("plot_palette")
+    localrule: True
+    conda:
+        "../envs/core.yaml"
+    params:
+        spec=W.params.of("plot_palette"),
+    script:
+        "../scripts/plot_palette.py"
+
+
 rule plot_leaderboard:
     input:
-        W.inputs.benchmark_metric_table,
+        unpack(W.inputs.benchmark_figure),
     output:
         by_task_png=report(
             paths.partial(paths.PLOT, name="by_task", ext="png"),
@@ -125,7 +141,7 @@ rule plot_leaderboard:
 
 rule plot_rerank_depth:
     input:
-        W.inputs.benchmark_metric_table,
+        unpack(W.inputs.benchmark_figure),
     output:
         png=report(
             paths.partial(paths.PLOT, name="rerank_depth", ext="png"),

@@ -172,15 +172,87 @@ def pdflatex() -> str:
 
 
 def compile_tex(tex_files, workdir: Path) -> str:
-    """Compile the table files in one article with booktabs (pdflatex, halting on the first error); returns
-    the log."""
+    """Compile the table files in one article with booktabs on US letter with 1-inch margins (a 6.5 x 9 in text
+    block, the narrowest common one-column page), halting on the first error; fails on any overfull box or
+    float too large for the page. Returns the log."""
     workdir.mkdir(parents=True, exist_ok=True)
     body = "\n".join(f"\\input{{{Path(p).resolve().as_posix()}}}\n\\clearpage" for p in tex_files)
-    (workdir / "doc.tex").write_text("\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n"
-                                     f"\\begin{{document}}\n{body}\n\\end{{document}}\n")
+    (workdir / "doc.tex").write_text("\\documentclass[letterpaper]{article}\n\\usepackage[margin=1in]{geometry}\n"
+                                     "\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n"
+                                     f"\\begin{{document}}\n\\typeout{{text block \\the\\textwidth}}\n{body}\n\\end{{document}}\n")
     proc = subprocess.run([pdflatex(), "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=workdir,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     assert proc.returncode == 0 and (workdir / "doc.pdf").is_file(), proc.stdout[-4000:]
     log = (workdir / "doc.log").read_text(errors="replace")
     assert "Undefined control sequence" not in log and "Missing character" not in log, log[-4000:]
+    too_big = [line for line in log.splitlines() if line.startswith(("Overfull \\", "LaTeX Warning: Float too large"))]
+    assert not too_big, "tables do not fit a page with 1-inch margins:\n" + "\n".join(too_big)
+    assert "text block 469.75" in log, "the page geometry was not applied"
     return log
+
+
+# ---------------------------------------------------------------- the full R2MED matrix, synthetic (report at scale)
+
+R2MED_TASK_NAMES = ["Biology", "Bioinformatics", "Medical-Sciences", "MedXpertQA-Exam", "MedQA-Diag", "PMC-Treatment",
+                    "PMC-Clinical", "IIYi-Clinical"]
+_RETRIEVERS = ["bm25", "bm25-paper", "contriever-msmarco", "bge-large-en-v1.5", "e5-mistral-7b-instruct",
+               "SFR-Embedding-Mistral", "bmretriever-410m", "bmretriever-2b", "bmretriever-7b", "instructor-large",
+               "instructor-xl", "gritlm-7b", "nv-embed-v2", "medcpt-official", "medcpt"]
+_RERANKERS = ["bge-reranker-v2-m3", "monobert-large", "rankllama-7b"]
+
+
+def full_matrix_runs() -> tuple[list[str], dict]:
+    """About 60 run names of the full R2MED configuration (issue 28): 15 retrievers, 3 rerankers at depths 10 and
+    100 over 3 runs, 15 query-variant runs, fusions; and the rerank lineage {run: {run, reranker, depth}}."""
+    runs = list(_RETRIEVERS)
+    variants = [f"{m}+{meth}-{llm}" for m in ("bm25", "nv-embed-v2", "e5-mistral-7b-instruct")
+                for meth, llm in (("hyde", "gpt4"), ("hyde", "qwen-72b"), ("query2doc", "gpt4"), ("lamer", "qwen-7b"),
+                                  ("hyde", "r1-qwen-32b"))]
+    runs += variants
+    lineage = {}
+    for first in ("bm25", "nv-embed-v2", "e5-mistral-7b-instruct+hyde-gpt4"):
+        for reranker in _RERANKERS:
+            for depth in (10, 100):
+                name = f"{first}--{reranker}@{depth}"
+                lineage[name] = {"run": first, "reranker": reranker, "depth": depth}
+                runs.append(name)
+    runs += [f"{method}-bm25-{dense}" for method in ("rrf", "combsum") for dense in
+             ("nv-embed-v2", "e5-mistral-7b-instruct", "gritlm-7b", "bmretriever-7b", "SFR-Embedding-Mistral",
+              "medcpt-official")]
+    return runs, lineage
+
+
+def full_matrix_table(seed: int = 0) -> dict:
+    """{run: {("r2med", task): nDCG@10}} for every run of ``full_matrix_runs`` on the eight tasks."""
+    import random
+
+    rng = random.Random(seed)
+    runs, _ = full_matrix_runs()
+    return {r: {("r2med", t): round(rng.uniform(0.02, 0.6), 5) for t in R2MED_TASK_NAMES} for r in runs}
+
+
+def svg_run_colours(path) -> dict[str, set]:
+    """{run: {(fill colour, hatched)}} of every element a plot drew for a run, read back from the SVG: the groups
+    with the id ``run_<k>_<quoted run>`` (r2med_eval.plots.run_gid) and the fill of what they hold; a hatched
+    bar's fill is a pattern, whose background rectangle holds the colour. Read with ElementTree, no plotting code."""
+    import re
+    import xml.etree.ElementTree as ET
+    from urllib.parse import unquote
+
+    root = ET.parse(path).getroot()
+    patterns = {p.get("id"): p.find("{http://www.w3.org/2000/svg}rect").get("fill").lower()
+                for p in root.iter("{http://www.w3.org/2000/svg}pattern")}
+    out: dict[str, set] = {}
+    for group in root.iter("{http://www.w3.org/2000/svg}g"):
+        m = re.match(r"^run_\d+_(.+)$", group.get("id") or "")
+        if not m:
+            continue
+        for el in group.iter():
+            fill = re.search(r"fill:\s*([^;]+)", el.get("style") or "")
+            if not fill or fill.group(1).strip() == "none":
+                continue
+            value = fill.group(1).strip()
+            url = re.match(r"url\(#(.+)\)", value)
+            out.setdefault(unquote(m.group(1)), set()).add((patterns[url.group(1)] if url else value.lower(),
+                                                            bool(url)))
+    return out

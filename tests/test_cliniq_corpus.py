@@ -147,9 +147,12 @@ def test_chunk_corpus_writes_owner_only_and_lists_absent_ids(tmp_path, caplog):
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["100_0", "100_1"]
 
 
-def test_missing_noteevents_says_how_to_get_mimic(tmp_path):
-    with pytest.raises(InputError, match=r"physionet.org/content/mimiciii.*noteevents"):
+def test_placeholder_noteevents_says_how_to_get_mimic_and_a_missing_file_says_so(tmp_path):
+    with pytest.raises(InputError, match=r"placeholder .*physionet.org/content/mimiciii.*noteevents"):
+        cc.read_discharge_notes("/path/to/mimic-iii-clinical-database-1.4/NOTEEVENTS.csv.gz", ["1"])
+    with pytest.raises(InputError, match=r"NOTEEVENTS.csv.gz' does not exist\. Fix: check the file name") as err:
         cc.read_discharge_notes(tmp_path / "NOTEEVENTS.csv.gz", ["1"])
+    assert "physionet" not in str(err.value)
 
 
 def test_truncated_csv_inside_a_quoted_text_stops(tmp_path):

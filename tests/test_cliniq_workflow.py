@@ -12,7 +12,7 @@ import yaml
 from conftest import REPO, snakemake, workflow_dir
 from r2med_eval import cliniq_corpus as cc
 from r2med_eval.workflow import config as r2config
-from r2med_eval.errors import ConfigError
+from r2med_eval.errors import ConfigError, InputError
 from test_workflow import planned_jobs
 
 DEMO = REPO / "data" / "cliniq-demo"
@@ -181,10 +181,44 @@ def _cfg(tmp_path, **bench):
     return r2config.validate(raw)
 
 
-def test_missing_noteevents_stops_before_any_job_with_physionet_advice(tmp_path):
-    cfg = _cfg(tmp_path, noteevents=str(tmp_path / "NOTEEVENTS.csv.gz"))
-    with pytest.raises(ConfigError, match=r"benchmarks.cliniq-demo.noteevents: .*physionet.org/content/mimiciii"):
-        r2config.check_paths(cfg)
+def test_noteevents_placeholder_folder_and_missing_file_each_have_their_message(tmp_path):
+    """Issue 26: only the placeholder (or no path) gets the PhysioNet paragraph; a folder names the file in it, a
+    mistyped name the closest file, a missing folder itself."""
+    mimic = tmp_path / "mimic-iii"
+    mimic.mkdir()
+    (mimic / "NOTEEVENTS.csv.gz").write_bytes(b"")
+    (mimic / "ADMISSIONS.csv.gz").write_bytes(b"")
+    (tmp_path / "empty").mkdir()
+    prefix = "config.yaml: benchmarks.cliniq-demo.noteevents: "
+
+    def message(notes):
+        with pytest.raises(ConfigError) as err:
+            r2config.check_paths(_cfg(tmp_path, noteevents=notes), base=tmp_path)
+        return str(err.value)
+
+    placeholder = "/path/to/mimic-iii-clinical-database-1.4/NOTEEVENTS.csv.gz"
+    assert message(placeholder) == (f"{prefix}the MIMIC-III NOTEEVENTS file is still the placeholder "
+                                    f"'{placeholder}'. Fix: {cc.MIMIC_ACCESS}")
+    assert message("") == f"{prefix}the MIMIC-III NOTEEVENTS file is not set. Fix: {cc.MIMIC_ACCESS}"
+    assert message("mimic-iii") == (f"{prefix}'mimic-iii' is a folder, not the NOTEEVENTS file. Fix: set it to the "
+                                    "file in that folder, 'mimic-iii/NOTEEVENTS.csv.gz'.")
+    assert message("empty") == (f"{prefix}'empty' is a folder, not the NOTEEVENTS file. Fix: set it to the "
+                                "NOTEEVENTS.csv.gz (or .csv) file itself; this folder holds neither.")
+    assert message("mimic-iii/NOTEVENTS.csv.gz") == (
+        f"{prefix}'mimic-iii/NOTEVENTS.csv.gz' does not exist. Fix: set it to 'mimic-iii/NOTEEVENTS.csv.gz', the "
+        "closest name in that folder.")
+    assert message("mimic-iii/notes.txt") == (
+        f"{prefix}'mimic-iii/notes.txt' does not exist. Fix: check the file name; its folder "
+        f"'{mimic}' holds no file of a similar name.")
+    assert message("mimic-ii/NOTEEVENTS.csv.gz") == (
+        f"{prefix}'mimic-ii/NOTEEVENTS.csv.gz' does not exist, nor does its folder '{tmp_path / 'mimic-ii'}'. Fix: "
+        "check the path (a relative path is relative to the working directory).")
+    for given in ("mimic-iii/NOTEVENTS.csv.gz", "mimic-iii", placeholder):
+        assert "physionet" not in message(given) or given == placeholder
+    r2config.check_paths(_cfg(tmp_path, noteevents="mimic-iii/NOTEEVENTS.csv.gz"), base=tmp_path)
+    # the job's reader says the same when the file went away after planning
+    with pytest.raises(InputError, match=f"^'{mimic}' is a folder, not the NOTEEVENTS file"):
+        cc.read_discharge_notes(mimic, ["1"])
 
 
 def test_cliniq_config_checks(tmp_path):

@@ -223,3 +223,83 @@ def test_a_message_never_prints_more_than_a_few_hundred_characters_of_a_value(tm
         with pytest.raises(ConfigError, match=pattern) as err:
             config.check_paths(check(cfg), base=REPO)
         assert len(str(err.value)) < 700, str(err.value)[:1000]
+
+
+def _message(mutate) -> str:
+    cfg = copy.deepcopy(BASE)
+    mutate(cfg)
+    with pytest.raises(ConfigError) as err:
+        checked = check(cfg)
+        config.check_paths(checked, base=REPO)
+        config.check_mteb_models(checked)
+    return str(err.value)
+
+
+FIX = "Fix: see schemas/config.schema.yaml and docs/configuration.md."
+
+
+def test_did_you_mean_for_keys_types_and_names():
+    """Issue 26: a misspelt key, type or name gets MTEB-style "did you mean" (difflib), in one bounded message."""
+    assert _message(lambda c: c["models"]["bm25"].update(k3=1.0)) == (
+        "config.yaml: unknown key 'models.bm25.k3'; did you mean 'k1'? (allowed here: b, description, enabled, k1, "
+        f"paper_name, top_k, type). {FIX}")
+    assert _message(lambda c: c.update(modles={})) == (
+        "config.yaml: unknown key 'modles'; did you mean 'models'? (allowed here: benchmarks, benchmarks_to_run, "
+        f"fusion, leaderboard, llms, models, models_to_run, phi_servers, query_variants, report, rerank). {FIX}")
+    assert _message(lambda c: c["models"]["bm25"].update(type="bm25_lucen")) == (
+        "config.yaml: models.bm25.type: 'bm25_lucen' is not one of 'bm25_lucene', 'dense', 'cross_encoder', "
+        f"'bm25_paper', 'rankllama', 'run', 'python', 'mteb'; did you mean 'bm25_lucene'? {FIX}")
+    assert _message(lambda c: c.update(models_to_run=["bm52"])) == (
+        "config.yaml: models_to_run names 'bm52', which is not in models; did you mean 'bm25'? (known: bm25, "
+        "bm25-paper, minilm). Fix: add 'bm52' to models or remove it from models_to_run.")
+    assert _message(lambda c: c["fusion"]["rrf-bm25-minilm"].update(runs=["bm25", "minlm"])) == (
+        "config.yaml: fusion.rrf-bm25-minilm.runs names 'minlm', which is not a configured run; did you mean "
+        "'minilm'? (known: bm25, bm25+hyde-handwritten, bm25--minilm@100, bm25-paper, minilm, "
+        "minilm+hyde-handwritten). Fix: name retrievers in models or derived runs.")
+    assert _message(lambda c: c.update(report={"baseline": "bm25-papr"})).startswith(
+        "config.yaml: report.baseline names 'bm25-papr', which is not a configured run; did you mean 'bm25-paper'? ")
+    # nothing close: no guess
+    assert "did you mean" not in _message(lambda c: c.update(models_to_run=["splade"]))
+
+
+def test_name_lists_in_messages_are_bounded():
+    many = {f"bm25-{i:03d}": {"type": "bm25_lucene"} for i in range(500)}
+    text = _message(lambda c: (c["models"].update(many), c.update(models_to_run=["bm25-9999"])))
+    first = ", ".join(["bm25"] + [f"bm25-{i:03d}" for i in range(19)])
+    assert text == (f"config.yaml: models_to_run names 'bm25-9999', which is not in models; did you mean 'bm25-499'? "
+                    f"(known: {first}, ... (503 in all)). Fix: add 'bm25-9999' to models or remove it from "
+                    "models_to_run.")
+
+
+MTEB_TASKS = {"demo": "R2MEDBiologyRetrieval", "cliniq": "R2MEDBiologyRetrieval"}
+
+
+def test_mteb_names_revisions_and_tasks_are_checked_while_planning():
+    """Issue 26: MTEB's registry (offline) knows the name, revision and task; MTEB's own suggestion is passed on."""
+    pytest.importorskip("mteb")
+
+    def mteb_model(**spec):
+        return lambda c: c["models"].update(e5={"type": "mteb", "mteb_tasks": MTEB_TASKS, **spec})
+
+    assert _message(mteb_model(name="intfloat/multilingual-e5-smal")) == (
+        "config.yaml: models.e5: MTEB does not know the model 'intfloat/multilingual-e5-smal' (Model "
+        "'intfloat/multilingual-e5-smal' not found in MTEB registry. Did you mean: 'intfloat/multilingual-e5-small' "
+        "or intfloat/multilingual-e5-base?). Fix: set models.e5.name to a model in MTEB's registry "
+        "(mteb.get_model_meta), or use type: dense with source: {hf: <repo>} for a sentence-transformers model MTEB "
+        "does not list.")
+    assert _message(mteb_model(name="intfloat/multilingual-e5-small", revision="main")) == (
+        "config.yaml: models.e5: MTEB does not know the model 'intfloat/multilingual-e5-small' at revision 'main' "
+        "(Model revision main not found for model intfloat/multilingual-e5-small. Expected "
+        "fd1525a9fd15316a2d503bf26ab031a61d056e98.). Fix: remove models.e5.revision to use the revision MTEB pins, "
+        "or set it to that one.")
+    tasks = {**MTEB_TASKS, "demo": "R2MEDBiologyRetrival"}
+    assert _message(lambda c: c["models"].update(e5={"type": "mteb", "name": "intfloat/multilingual-e5-small",
+                                                     "mteb_tasks": tasks})) == (
+        "config.yaml: models.e5: MTEB does not know the task 'R2MEDBiologyRetrival' ('R2MEDBiologyRetrival' not "
+        "found. Did you mean: 'R2MEDBiologyRetrieval'?). Fix: set models.e5.mteb_tasks to MTEB retrieval task names.")
+    # a known name at MTEB's revision passes; a model that is not selected is not checked
+    cfg = copy.deepcopy(BASE)
+    cfg["models"]["e5"] = {"type": "mteb", "name": "intfloat/multilingual-e5-small", "mteb_tasks": MTEB_TASKS,
+                           "revision": "fd1525a9fd15316a2d503bf26ab031a61d056e98"}
+    cfg["models"]["off"] = {"type": "mteb", "name": "no/such-model", "enabled": False, "mteb_tasks": MTEB_TASKS}
+    config.check_mteb_models(check(cfg))

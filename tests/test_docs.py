@@ -15,6 +15,8 @@ of a block preceded by ``<!-- network-only -->``, is only counted. Every other c
 * ``pytest`` over named files: the files exist.
 * ``python bench/<script>.py ...``: ``--help`` exits 0 and lists every option the command uses (or the
   file compiles, for a script without argparse).
+* ``r2med-eval <command> ...`` (or ``python -m r2med_eval``): ``r2med-eval <command> --help`` exits 0 and lists
+  every option the command uses (``run`` passes the others to Snakemake, whose ``--help`` must list them).
 * anything else: an entry of ALLOWED below, with its reason.
 
 Run alone: ``.venv/bin/python -m pytest tests/test_docs.py -q``.
@@ -175,7 +177,7 @@ def allowed_key(cmd: Command):
 
 
 def classify(cmd: Command) -> str:
-    """network-only | allowed | snakemake | make | ci | pytest | bench | unknown"""
+    """network-only | allowed | snakemake | make | ci | pytest | bench | cli | unknown"""
     if cmd.network_only:
         return "network-only"
     if allowed_key(cmd):
@@ -193,6 +195,8 @@ def classify(cmd: Command) -> str:
         return "pytest"
     if is_python(argv[0]) and len(argv) > 1 and argv[1].startswith("bench/"):
         return "bench"
+    if argv[0] == "r2med-eval" or (is_python(argv[0]) and argv[1:3] == ["-m", "r2med_eval"]):
+        return "cli"
     return "unknown"
 
 
@@ -352,6 +356,24 @@ def test_bench_command(cmd):
     assert proc.returncode == 0, f"{cmd.id}: {cmd.argv[1]} --help failed:\n{proc.stderr[-3000:]}"
     for option in (a.split("=")[0] for a in cmd.argv[2:] if a.startswith("--")):
         assert option in proc.stdout, f"{cmd.id}: {cmd.argv[1]} has no option {option}"
+
+
+# ------------------------------------------------------------------------------------------------ cli
+
+
+@pytest.mark.parametrize("cmd", by_kind("cli"), ids=ids(by_kind("cli")))
+def test_cli_command(cmd):
+    words = cmd.argv[1:] if cmd.argv[0] == "r2med-eval" else cmd.argv[3:]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([sys.executable, "-m", "r2med_eval", words[0], "--help"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 0, f"{cmd.id}: r2med-eval {words[0]} --help failed:\n{proc.stderr[-3000:]}"
+    helps = proc.stdout
+    if words[0] == "run":
+        helps += subprocess.run([sys.executable, "-m", "snakemake", "--help"], capture_output=True, text=True,
+                                timeout=120).stdout
+    for option in (a.split("=")[0] for a in words[1:] if a.startswith("-")):
+        assert re.search(rf"(^|[\s,\[]){re.escape(option)}\b", helps), f"{cmd.id}: r2med-eval {words[0]} has no option {option}"
 
 
 def test_allowed_commands_name_existing_files():

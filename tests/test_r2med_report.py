@@ -80,9 +80,12 @@ def test_report_flags_differences_with_known_reasons(tmp_path):
     assert rows[("Biology", "medcpt-official")]["flag"] is False  # 0.0215 vs 0.02146: within 0.005
     assert rows[("demo", "bm25-paper")]["note"] == "not an R2MED task"
     md = r2med_paper.to_markdown(result)
-    assert "| r/Biology | Biology | medcpt | 0.1000 | 0.0215 | +0.0785 | **> 0.005** |" in md
-    only_demo = r2med_paper.to_markdown(r2med_paper.compare(files[3:], [], keys, {}))
-    assert "No paper numbers apply" in only_demo
+    assert "| r/Biology | Biology | medcpt | 10.00 | 2.15 | +7.85 | **> 0.5** |" in md  # x 100, as every table
+    assert "| demo/demo |" not in md  # only the comparable rows, the others counted once with the reason
+    assert "- 1 (run, task) pair on demo/demo: not an R2MED task" in md
+    only_demo = r2med_paper.compare(files[3:], [], keys, {})
+    assert "No comparable runs: 1 (run, task) pair, none with a published number" in r2med_paper.to_markdown(only_demo)
+    assert "begin{table}" not in r2med_paper.to_latex(only_demo)
 
 
 def official_means(run, qrels, k_values=(1, 10, 25, 50, 100)):

@@ -10,10 +10,10 @@ import pytest
 import scipy.stats
 import yaml
 
-from conftest import REPO
+from conftest import R2MED_TASK_NAMES, REPO, full_matrix_runs, full_matrix_table, svg_run_colours
 from r2med_eval.workflow import config, inputs
 from r2med_eval.workflow.registry import Registry
-from r2med_eval import htmlreport, leaderboard, metrics, plots, provenance, significance, stats
+from r2med_eval import htmlreport, leaderboard, metrics, palette, plots, provenance, significance, stats
 from r2med_eval.errors import ConfigError, InputError
 
 RNG = np.random.default_rng(20250514)
@@ -251,8 +251,9 @@ def test_cliniq_plots_from_the_long_format(tmp_path):
     src.write_text(CLINIQ_CSV)
     rows = plots.read_cliniq(src)
     assert len(rows) == 10 and rows[0]["value"] == 0.41 and rows[-1]["n_queries"] == 120
-    plots.cliniq_breakdown(src, "query_type", "cliniq", tmp_path / "a.png", tmp_path / "a.svg")
-    plots.cliniq_breakdown(src, "query_type", "cliniq", tmp_path / "b.png", tmp_path / "b.svg")
+    styles = palette.assign(["bm25", "minilm"])
+    plots.cliniq_breakdown(src, "query_type", "cliniq", tmp_path / "a.png", tmp_path / "a.svg", styles)
+    plots.cliniq_breakdown(src, "query_type", "cliniq", tmp_path / "b.png", tmp_path / "b.svg", styles)
     assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     svg = (tmp_path / "a.svg").read_text()
     assert "<svg" in svg and "<dc:date>" not in svg
@@ -273,20 +274,112 @@ def test_leaderboard_plots_are_deterministic(tmp_path):
     lineage = {"bm25--ce@10": {"run": "bm25", "reranker": "ce", "depth": 10},
                "bm25--ce@100": {"run": "bm25", "reranker": "ce", "depth": 100},
                "absent--ce@10": {"run": "absent", "reranker": "ce", "depth": 10}}
+    styles = palette.assign(list(table))
+    ci = {("a", "bm25"): (0.2, 0.4, 25), ("b", "bm25"): (0.4, 0.6, 25)}
     for i in (1, 2):
-        plots.by_task(table, "r2", "ndcg_at_10", tmp_path / f"t{i}.png", tmp_path / f"t{i}.svg")
+        plots.by_task(table, "r2", "ndcg_at_10", tmp_path / f"t{i}.png", tmp_path / f"t{i}.svg", styles, ci)
         plots.heatmap(table, "r2", "ndcg_at_10", tmp_path / f"h{i}.png", tmp_path / f"h{i}.svg")
-        assert plots.rerank_depth(table, "r2", "ndcg_at_10", tmp_path / f"r{i}.png", tmp_path / f"r{i}.svg", lineage)
+        assert plots.rerank_depth(table, "r2", "ndcg_at_10", tmp_path / f"r{i}.png", tmp_path / f"r{i}.svg", lineage,
+                                  styles)
     for name in ("t", "h", "r"):
         for ext in ("png", "svg"):
             assert (tmp_path / f"{name}1.{ext}").read_bytes() == (tmp_path / f"{name}2.{ext}").read_bytes()
     assert plots.rerank_groups(lineage)[("bm25", "ce")] == {10: "bm25--ce@10", 100: "bm25--ce@100"}
     assert not plots.rerank_depth({"bm25": {("r2", "a"): 0.3}}, "r2", "ndcg_at_10", tmp_path / "n.png",
-                                  tmp_path / "n.svg", lineage)
+                                  tmp_path / "n.svg", lineage, styles)
     assert not (tmp_path / "n.png").exists()
     counts = plots.scatter({"a": ({"q1": 0.2, "q2": 0.5, "q3": 0.1}, {"q1": 0.3, "q2": 0.5})}, "x", "y", "r2",
                            "ndcg_at_10", tmp_path / "s.png", tmp_path / "s.svg")
     assert counts == {"queries": 2, "a_better": 0, "b_better": 1, "ties": 1, "only_one": 1}
+
+
+# ---------------------------------------------------------------- one style per run, figures at scale
+
+
+def test_palette_keeps_styles_when_runs_come_and_go(tmp_path):
+    runs = ["bm25", "minilm", "bm25--minilm@100", "rrf-bm25-minilm"]
+    first = palette.assign(runs)
+    assert [s.colour for s in first.values()] == list(palette.COLOURS[:4])
+    assert len({(s.colour, s.marker) for s in palette.assign([f"r{i}" for i in range(90)]).values()}) == 90
+    # a model added in the middle of the configuration: the others keep theirs, it takes the first free one
+    grown = palette.assign(["bm25", "e5", "minilm", "bm25--minilm@100", "rrf-bm25-minilm"], first)
+    assert {r: grown[r] for r in runs} == first and grown["e5"] == palette.style(4)
+    # one removed frees its style for the next new run; an edited colour is kept
+    path = tmp_path / "palette.tsv"
+    palette.write(path, grown)
+    path.write_text(path.read_text().replace(palette.COLOURS[0], "#123456"))
+    again = palette.assign(["bm25", "e5", "rrf-bm25-minilm", "new"], palette.read(path))
+    assert again["bm25"].colour == "#123456" and again["new"] == palette.style(0)  # the colours bm25 and minilm left
+    assert again["rrf-bm25-minilm"] == first["rrf-bm25-minilm"]
+    assert palette.assign(runs) == first  # from scratch: configuration order, the same file
+    # a run shared by benchmarks takes its place among all runs, the same style in each; a taken place: the first free
+    shared = palette.assign(["bm25", "bm25--minilm@100"], preferred={"bm25": 0, "bm25--minilm@100": 5})
+    assert shared["bm25--minilm@100"] == palette.style(5)
+    assert palette.assign(["bm25", "e5"], {"bm25": palette.style(5)}, preferred={"e5": 5})["e5"] == palette.style(0)
+    path.write_text("run\tcolour\tmarker\thatch\nbm25\tblue\to\tnone\n")
+    with pytest.raises(InputError, match=r"palette.tsv, line 2: colour 'blue' of bm25 is not #RRGGBB"):
+        palette.read(path)
+    with pytest.raises(InputError, match="no style for x in the palette"):
+        palette.styles_of(first, ["bm25", "x"])
+
+
+def test_each_run_has_one_style_in_every_plot_of_the_full_matrix(tmp_path):
+    """60 runs x 8 tasks: every figure drawing runs gives each run its palette colour (and hatch) and no other,
+    read back from the SVGs; every figure fits the width of a one-column page."""
+    from PIL import Image
+
+    runs, lineage = full_matrix_runs()
+    table = full_matrix_table()
+    styles = palette.assign(runs)
+    ci = {(t, r): (v[("r2med", t)] * 0.8, v[("r2med", t)] * 1.2, 100) for r, v in table.items()
+          for t in R2MED_TASK_NAMES}
+    plots.by_task(table, "r2med", "ndcg_at_10", tmp_path / "t.png", tmp_path / "t.svg", styles, ci)
+    plots.heatmap(table, "r2med", "ndcg_at_10", tmp_path / "h.png", tmp_path / "h.svg")
+    assert plots.rerank_depth(table, "r2med", "ndcg_at_10", tmp_path / "r.png", tmp_path / "r.svg", lineage, styles)
+    cliniq = tmp_path / "by_match_type.csv"
+    cliniq.write_text("model,setting,group,metric,value,n_queries\n" + "".join(
+        f"{m},{s},{g},{met},{(i + j) % 10 / 10},7\n" for i, m in enumerate(runs[:24])
+        for s, mets in (("single", ("mrr", "ndcg", "map")), ("multi", ("mrr", "ndcg_at_10")))
+        for met in mets for j, g in enumerate(("all", "abbreviation", "hyponym", "implication", "string", "synonym"))))
+    plots.cliniq_breakdown(cliniq, "match_type", "cliniq", tmp_path / "c.png", tmp_path / "c.svg", styles)
+    drawn = {name: svg_run_colours(tmp_path / f"{name}.svg") for name in ("t", "r", "c")}
+    assert set(drawn["t"]) == set(runs)
+    assert set(drawn["r"]) == set(lineage) | {j["run"] for j in lineage.values()}
+    assert set(drawn["c"]) == set(runs[:24])
+    for name, colours in drawn.items():
+        for run, seen in colours.items():
+            want = (styles[run].colour.lower(), styles[run].hatch != "none")
+            assert seen == {want} if name != "r" else {c for c, _ in seen} == {want[0]}, (name, run, seen)
+    for name in ("t", "h", "r", "c"):
+        width, height = Image.open(tmp_path / f"{name}.png").size
+        assert width <= plots.PAGE_WIDTH_IN * plots.DPI, (name, width)
+    # the by-task figure lists the runs in the leaderboard's order
+    order = [r[0] for r in leaderboard.build_benchmark(table, "r2med")[1]]
+    ids = [m for m in (line.split('"')[1] for line in (tmp_path / "t.svg").read_text().splitlines()
+                       if line.strip().startswith('<g id="run_'))]
+    first_panel = [i.split("_", 2)[2] for i in ids[:len(runs)]]
+    assert [x.replace("%2B", "+").replace("%40", "@") for x in first_panel] == order
+
+
+def test_axes_start_at_zero_and_intervals_are_drawn(tmp_path, monkeypatch):
+    seen = []
+    check = plots.check_panels
+    monkeypatch.setattr(plots, "check_panels", lambda fig: (seen.append(fig), check(fig)))
+    table = {"bm25": {("d", "t"): 0.456}, "bm25--ce@100": {("d", "t"): 0.585}, "dense": {("d", "t"): 0.60}}
+    lineage = {"bm25--ce@100": {"run": "bm25", "reranker": "ce", "depth": 100}}
+    ci = {("t", "bm25"): (0.36, 0.54, 25), ("t", "bm25--ce@100"): (0.49, 0.67, 25), ("t", "dense"): (0.5, 0.7, 25)}
+    styles = palette.assign(list(table))
+    plots.rerank_depth(table, "d", "ndcg_at_10", tmp_path / "r.png", tmp_path / "r.svg", lineage, styles, ci)
+    ax = seen[-1].axes[0]
+    assert ax.get_ylim()[0] == 0  # not a zoomed axis that makes +12.9 look like a tenfold change
+    assert "no rerank, 45.6" in ax.get_title() and any(t.get_text() == "+12.9" for t in ax.texts)
+    bars = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
+    assert len(bars) == 2  # the two runs' 95% intervals
+    plots.by_task(table, "d", "ndcg_at_10", tmp_path / "t.png", tmp_path / "t.svg", styles, ci)
+    ax = seen[-1].axes[0]
+    assert ax.get_xlim()[0] == 0 and "(n=25)" in ax.get_title()
+    whiskers, = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
+    assert sorted(round(float(seg[0][0]), 2) for seg in whiskers.lines[2][0].get_segments()) == [36.0, 49.0, 50.0]
 
 
 # ---------------------------------------------------------------- provenance

@@ -139,12 +139,48 @@ class Links(HTMLParser):
             self.sections.append(attrs["id"])
 
 
+CLINIQ_RUNS = ("bm25", "bm25-paper", "minilm", "bm25--minilm@100", "rrf-bm25-minilm")
+MATCH_TYPES = (("all", 74, 15), ("abbreviation", 11, 9), ("hyponym", 9, 7), ("implication", 24, 14),
+               ("string", 17, 12), ("synonym", 19, 10))
+QUERY_TYPES = (("all", 74, 15), ("disease", 31, 6), ("drug", 21, 5), ("procedure", 22, 4))
+
+
+def cliniq_rows(groups):
+    """CliniQ's long rows (cliniq.table_rows) for the demo's five runs: every metric of both settings."""
+    return [{"model": m, "setting": s, "group": g, "metric": met, "value": round(0.3 + 0.1 * i + 0.01 * j, 4),
+             "n_queries": ns if s == "single" else nm}
+            for i, m in enumerate(CLINIQ_RUNS)
+            for s, mets in (("single", ("mrr", "ndcg", "map")), ("multi", ("mrr", "ndcg_at_10", "ndcg_at_10_cliniq",
+                                                                            "recall_at_100")))
+            for met in mets for j, (g, ns, nm) in enumerate(groups)]
+
+
+MEASURE = """<script>
+window.addEventListener("load", () => {
+  const out = [...document.images].map(i => {
+    const r = i.getBoundingClientRect();
+    return {src: i.getAttribute("src"), x: r.left + scrollX, y: r.top + scrollY, w: r.width, h: r.height};
+  });
+  const pre = document.createElement("pre");
+  pre.id = "layout";
+  pre.textContent = JSON.stringify({images: out, page: document.documentElement.scrollHeight,
+                                    width: document.documentElement.scrollWidth});
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
 def test_index_page_in_headless_chromium(tmp_path, monkeypatch):
-    """results/index.html (the report_index stage on a small results tree): every link and image resolves to a
-    file beside it, the tables are rendered with their marks, nothing is fetched from elsewhere."""
+    """results/index.html (the report_index stage on a small results tree with an R2MED-layout and a CliniQ
+    benchmark): every link and image resolves to a file beside it, the tables are rendered with their marks,
+    nothing is fetched from elsewhere; the figures are shown at their printed size (1 in = 96 CSS px, their text
+    at 6.5 pt and more), the CliniQ grids beside their tables, none wider than a 1000 px window."""
     import json
     from types import SimpleNamespace
 
+    from PIL import Image
+
+    from r2med_eval import cliniq_files, cliniq_tables, palette
     from r2med_eval.stages import report
 
     binary = chromium()
@@ -166,36 +202,76 @@ def test_index_page_in_headless_chromium(tmp_path, monkeypatch):
                       significance=marks, legend=significance.legend(0.05, "bm25", 10000),
                       tex_path=res / "tables" / "leaderboard.tex")
     table = leaderboard.collect(files)
+    styles = palette.assign(list(MODELS))
+    palette.write(res / "plots" / "r2med" / "palette.tsv", styles)
+    ci = {(t, m): (v - 0.05, v + 0.05, 40) for m, vs in MODELS.items() for t, v in zip(("hard", "easy"), vs)
+          if v is not None}
     plots.by_task(table, "r2med", "ndcg_at_10", res / "plots" / "r2med" / "by_task.png",
-                  res / "plots" / "r2med" / "by_task.svg")
+                  res / "plots" / "r2med" / "by_task.svg", styles, ci)
+    cliniq_styles = palette.assign(list(CLINIQ_RUNS))
+    palette.write(res / "plots" / "cliniq-demo" / "palette.tsv", cliniq_styles)
+    for grouping, groups in (("match_type", MATCH_TYPES), ("query_type", QUERY_TYPES)):
+        rows = cliniq_rows(groups)
+        folder = res / "cliniq" / "cliniq-demo"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"by_{grouping}.csv").write_text(cliniq_files.table_csv(rows))
+        (folder / f"by_{grouping}.md").write_text(cliniq_tables.wide_markdown(cliniq_tables.wide_tables(rows),
+                                                                             f"CliniQ by {grouping}"))
+        plots.cliniq_breakdown(folder / f"by_{grouping}.csv", grouping, "cliniq-demo",
+                               res / "plots" / "cliniq-demo" / f"cliniq_by_{grouping}.png",
+                               res / "plots" / "cliniq-demo" / f"cliniq_by_{grouping}.svg", cliniq_styles)
     (res / "provenance.json").write_text(json.dumps({"runs": [{}] * 9, "datasets": {"r2med/hard": {}}}))
-    (res / "r2med_vs_paper.md").write_text("# R2MED\n\nNo paper numbers apply.\n")
+    (res / "r2med_vs_paper.md").write_text("# R2MED\n\nNo comparable runs.\n")
+    (res / "tables" / "r2med_vs_paper.tex").write_text("% No table: no comparable runs.\n")
     monkeypatch.chdir(work)
     inputs = sorted(str(p.relative_to(work)) for p in res.rglob("*") if p.is_file())
     sm = SimpleNamespace(input=inputs, output=["results/index.html"],
-                         params=SimpleNamespace(spec={"benchmarks": ["r2med"], "cliniq": []}))
+                         params=SimpleNamespace(spec={"benchmarks": ["r2med", "cliniq-demo"],
+                                                      "cliniq": ["cliniq-demo"]}))
     report.report_index(sm)
     index = res / "index.html"
     html = index.read_text()
     assert "<script" not in html and "http://" not in html and "https://" not in html  # opens offline
+    assert '<a href="tables/r2med_vs_paper.tex">' not in html.split('id="files"')[0]  # no table, no link to one
 
     dom = run_chromium(binary, tmp_path, "--dump-dom", index.as_uri())
     links = Links()
     links.feed(dom)
-    assert links.sections == ["leaderboard", "benchmark-r2med", "significance", "paper", "provenance", "files"]
+    assert links.sections == ["leaderboard", "benchmark-r2med", "benchmark-cliniq-demo", "significance",
+                              "cliniq-cliniq-demo", "paper", "provenance", "files"]
     local = [h for h in links.hrefs if not h.startswith("#")]
     assert {h for h in links.hrefs if h.startswith("#")} == {f"#{s}" for s in links.sections}
     for target in local + links.images:
         assert (res / target).is_file(), target
     assert {str(p.relative_to(res)) for p in res.rglob("*") if p.is_file() and p.name != "index.html"} <= set(local)
-    assert links.images == ["plots/r2med/by_task.png"]
+    cliniq_figures = ["plots/cliniq-demo/cliniq_by_match_type.png", "plots/cliniq-demo/cliniq_by_query_type.png"]
+    assert links.images == ["plots/r2med/by_task.png", *cliniq_figures]
     assert "<strong>55.00</strong>" in dom and "<strong>45.00</strong>*\u2020" in dom and "<p>* paired t-test" in dom
 
+    # the layout Chromium gives the page in a 1000 px window, measured by a script in a copy of it
+    measured = res / "index-measure.html"
+    measured.write_text(html.replace("</body>", MEASURE + "</body>"))
+    window = ["--window-size=1000,7000", "--hide-scrollbars", "--virtual-time-budget=5000"]
+    dom = run_chromium(binary, tmp_path, "--dump-dom", *window, measured.as_uri())
+    layout = json.loads(dom.split('<pre id="layout">')[1].split("</pre>")[0].replace("&quot;", '"'))
+    assert layout["width"] <= 1000  # nothing wider than the window
+    placed = {i["src"]: i for i in layout["images"]}
+    for src in links.images:
+        px_w, px_h = Image.open(res / src).size
+        printed = px_w * 96 / plots.DPI  # CSS px at the figure's printed size
+        assert abs(placed[src]["w"] - 2 - printed) <= 1, (src, placed[src], printed)  # not a thumbnail (2: border)
+        assert placed[src]["w"] <= 1000 - 2 * 32 and placed[src]["h"] > 100
+    # the CliniQ figures as Chromium paints them: cut out of a screenshot of the whole page, for a person to look at
     shot = tmp_path / "index.png"
-    run_chromium(binary, tmp_path, f"--screenshot={shot}", "--window-size=1000,1400", "--hide-scrollbars",
-                 index.as_uri())
-    from PIL import Image
-
+    assert layout["page"] < 7000
+    run_chromium(binary, tmp_path, f"--screenshot={shot}", *window, index.as_uri())
     image = Image.open(shot).convert("RGB")
     colours = image.getcolors(maxcolors=1 << 20)
-    assert colours is not None and len(colours) > 50  # tables and the plot were drawn
+    assert colours is not None and len(colours) > 50  # tables and the plots were drawn
+    for n, src in enumerate(cliniq_figures):
+        box = placed[src]
+        crop = image.crop((int(box["x"]), int(box["y"]), int(box["x"] + box["w"]), int(box["y"] + box["h"])))
+        crop.save(tmp_path / f"cliniq-{n}.png")
+        inks = crop.getcolors(maxcolors=1 << 20)
+        assert inks is not None and len(inks) > 20  # painted, not an empty box
+        assert {c for _, c in inks} & {tuple(int(cliniq_styles["bm25"].colour[k:k + 2], 16) for k in (1, 3, 5))}

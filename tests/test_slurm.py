@@ -88,9 +88,9 @@ def run_env() -> dict:
     return env
 
 
-def snakemake_env(work, *args, check=True, timeout=1800):
+def snakemake_env(work, *args, check=True, timeout=1800, extra_env=None):
     old = dict(os.environ)
-    os.environ.update(run_env())
+    os.environ.update({**run_env(), **(extra_env or {})})
     try:
         return snakemake(work, *args, check=check, timeout=timeout)
     finally:
@@ -128,7 +128,8 @@ def local_run(tmp_path_factory):
 def slurm_run(slurm, tmp_path_factory):
     work = workflow_dir(tmp_path_factory.mktemp("slurm"), CONFIG)
     start = time.perf_counter()
-    proc = snakemake_env(work, *slurm_args(), "all")
+    # progress every 0.5 s: the jobs' lines must reach their SLURM output files (sbatch --export=ALL passes it on)
+    proc = snakemake_env(work, *slurm_args(), "all", extra_env={"R2MED_EVAL_PROGRESS_SECONDS": "0.5"})
     print(f"SLURM demo run: {time.perf_counter() - start:.1f} s wall")
     return work, proc.stdout
 
@@ -177,6 +178,18 @@ def test_every_job_ran_on_slurm_with_data_derived_resources(slurm_run):
         assert "JobState=COMPLETED" in info
     index_job = scontrol_job(jobs["lucene_index"][0])
     assert f"NumCPUs={THREADS}" in index_job  # the rule's threads (4, capped by --max-threads)
+
+
+def test_progress_lines_reach_the_slurm_job_output(slurm_run):
+    """Issue 26: a job's progress lines (job, counts, rate, ETA) are in its SLURM output file, not only in its log."""
+    work, _ = slurm_run
+    logs = sorted((work / ".snakemake" / "slurm_logs" / "rule_encode_corpus_shard").rglob("*.log"))
+    assert len(logs) == 2
+    for log in logs:
+        lines = re.findall(r"^r2med-eval \[encode_corpus_shard demo/demo/minilm/\d+/2\] (.*)$", log.read_text(),
+                           flags=re.M)
+        assert len(lines) >= 2, log.read_text()[-3000:]
+        assert re.fullmatch(r"finished after \d+s", lines[-1]), lines
 
 
 def test_nonexistent_partition_stops_with_slurms_message(slurm, tmp_path):

@@ -8,10 +8,10 @@ files are still parsed (``check_tex``).
 import json
 
 import pytest
-from conftest import check_tex, compile_tex
+from conftest import R2MED_TASK_NAMES, check_tex, compile_tex, full_matrix_runs, full_matrix_table
 from markdown_it import MarkdownIt
 
-from r2med_eval import cliniq_files, leaderboard, plots, r2med_paper, significance, tables
+from r2med_eval import cliniq_files, cliniq_tables, leaderboard, palette, plots, r2med_paper, significance, tables
 
 # two benchmarks, r2med with two tasks; hyde runs on r2med only, "half" on one r2med task only
 VALUES = {("r2med", "a", "bm25"): 0.30, ("r2med", "b", "bm25"): 0.50, ("cliniq", "c", "bm25"): 0.60,
@@ -96,7 +96,7 @@ CLINIQ_ROWS = [
 
 
 def test_cliniq_wide_tables():
-    wide = cliniq_files.wide_tables(CLINIQ_ROWS)
+    wide = cliniq_tables.wide_tables(CLINIQ_ROWS)
     assert [t["title"] for t in wide] == ["MRR", "nDCG", "MAP and Recall@100", "nDCG@10, standard"]
     mrr = wide[0]
     assert mrr["columns"] == [("Single-patient (MRR)", "all"), ("Single-patient (MRR)", "string"),
@@ -105,11 +105,11 @@ def test_cliniq_wide_tables():
     assert mrr["dropped"] == ["single-patient synonym"]  # nothing scored: left out, said so
     assert [r[0] for r in mrr["rows"]] == ["bm25", "dense"] and len(mrr["rows"][0]) == 6
     assert wide[1]["columns"][2] == ("Multi-patient (nDCG@10 (CliniQ))", "all")
-    md = cliniq_files.wide_markdown(wide, "CliniQ by match type (demo)")
+    md = cliniq_tables.wide_markdown(wide, "CliniQ by match type (demo)")
     html = MarkdownIt("commonmark").enable("table").render(md)
     assert "single: string (n=8)</th>" in html and "multi: synonym (n=4)</th>" in html
     assert "Not shown (nothing scored): single-patient synonym." in md
-    tex = cliniq_files.wide_latex(wide, "CliniQ by match type (demo)", "tab:cliniq")
+    tex = cliniq_tables.wide_latex(wide, "CliniQ by match type (demo)", "tab:cliniq")
     check_tex(tex, "cliniq.tex")
     assert r"\multicolumn{2}{c}{Single-patient (MRR)} & \multicolumn{3}{c}{Multi-patient (MRR)}" in tex
     assert tex.count(r"\begin{table}") == 4
@@ -126,17 +126,95 @@ def paper_result():
 def test_paper_comparison_latex_and_mismatch():
     tex = r2med_paper.to_latex(paper_result())
     check_tex(tex, "r2med_vs_paper.tex")
-    assert r"bm25-paper (r2med/Biology) & 90.00 & 19.76 & 70.24 \\" in tex and "not comparable" in tex
+    assert r"Biology & bm25-paper & 90.00 & 19.76 & +70.24 \\" in tex and "not comparable" in tex  # x 100
     md = r2med_paper.to_markdown(paper_result())
     assert "**Not comparable:** r2med/Biology does not hold the paper's dataset" in md
+    assert "| r2med/Biology | Biology | bm25-paper | 90.00 | 19.76 | +70.24 | **> 0.5** | x |" in md
+
+
+def test_paper_comparison_without_comparable_runs_writes_no_table():
+    rows = [{"benchmark": b, "task": t, "model": m, "paper_task": None, "ours": 0.5, "theirs": None, "diff": None,
+             "flag": False, "note": "not an R2MED task", "source": ""}
+            for b, t in (("demo", "demo"), ("cliniq-demo", "cliniq")) for m in ("bm25", "minilm", "rrf")]
+    rows.append({**rows[0], "benchmark": "r", "task": "Biology", "paper_task": "Biology", "model": "mine",
+                 "note": "no paper_name (or not a published configuration)"})
+    result = {"rows": rows, "checks": []}
+    tex = r2med_paper.to_latex(result)
+    assert r"\begin{table}" not in tex and tex.startswith("% ") and "7 (run, task) pairs" in tex
+    md = r2med_paper.to_markdown(result)
+    assert "|" not in md  # no table, not even a header
+    assert "No comparable runs: 7 (run, task) pairs, none with a published number" in md
+    assert ("- 6 (run, task) pairs on cliniq-demo/cliniq, demo/demo: not an R2MED task" in md
+            and "- 1 (run, task) pair: no paper_name (or not a published configuration): mine." in md)
+
+
+# ---------------------------------------------------------------- every table fits a page, at the full matrix's size
+
+MATCH_TYPES = ("all", "abbreviation", "hyponym", "implication", "string", "synonym")
+
+
+def scale_tables(root):
+    """The LaTeX tables of the full R2MED matrix (60 runs x 8 tasks, marks on a third of the cells, CliniQ
+    beside it), CliniQ's six match types for 20 runs, and the paper comparison of every (run, task) pair."""
+    root.mkdir(parents=True, exist_ok=True)
+    runs, _ = full_matrix_runs()
+    table = full_matrix_table()
+    for r in runs[:20]:
+        table[r][("cliniq", "cliniq")] = table[r][("r2med", "Biology")] / 2
+    marks = {("r2med", t): {r: "*\u2020" for r in runs[i % 3::3]} for i, t in enumerate(R2MED_TASK_NAMES)}
+    header, rows = leaderboard.build(table)
+    (root / "leaderboard.tex").write_text(leaderboard.to_latex(header, rows, "ndcg_at_10",
+                                                               leaderboard.column_marks(header, marks), LEGEND))
+    bheader, brows = leaderboard.build_benchmark(table, "r2med")
+    tex_header = ["model"] + [f"r2med/{t}" for t in bheader[1:]]
+    (root / "leaderboard-r2med.tex").write_text(leaderboard.to_latex(
+        tex_header, brows, "ndcg_at_10", leaderboard.column_marks(bheader, marks, benchmark="r2med"), LEGEND,
+        label="tab:leaderboard:r2med", notes=["Queries compared per task: " + ", ".join(
+            f"{t} {n}" for t, n in zip(R2MED_TASK_NAMES, (103, 77, 88, 97, 118, 150, 114, 129))) + "."]))
+    cliniq = [{"model": m, "setting": s, "group": g, "metric": met, "value": (i * 7 + j) % 100 / 100, "n_queries": 10}
+              for i, m in enumerate(runs[:20]) for s, mets in (("single", ("mrr", "ndcg", "map")),
+                                                               ("multi", ("mrr", "ndcg_at_10", "ndcg_at_10_cliniq",
+                                                                          "recall_at_100")))
+              for met in mets for j, g in enumerate(MATCH_TYPES)]
+    (root / "cliniq.tex").write_text(cliniq_tables.wide_latex(cliniq_tables.wide_tables(cliniq),
+                                                             "CliniQ by match type (cliniq)", "tab:cliniq"))
+    paper = [{"benchmark": "r2med", "task": t, "model": r, "paper_task": t, "ours": v[("r2med", t)],
+              "theirs": 0.2, "diff": v[("r2med", t)] - 0.2, "flag": True, "note": "", "source": ""}
+             for r, v in table.items() for t in R2MED_TASK_NAMES]
+    (root / "paper.tex").write_text(r2med_paper.to_latex({"rows": paper, "checks": []}))
+    files = [root / n for n in ("leaderboard.tex", "leaderboard-r2med.tex", "cliniq.tex", "paper.tex")]
+    for f in files:
+        check_tex(f.read_text(), f.name)
+    return files
+
+
+def test_tables_at_scale_split_and_shorten_to_fit(tmp_path):
+    leader, bench, cliniq, paper = (f.read_text() for f in scale_tables(tmp_path))
+    # 60 rows do not fit one page: split into parts of at most a page each, every run once per column part
+    assert "Part 1 of" in bench and "Continued: part 2 of" in bench and r"\label{tab:leaderboard:r2med:part2}" in bench
+    runs, _ = full_matrix_runs()
+    for tex in (leader, bench):
+        seen = {r: tex.count(f"\n{tables.tex_escape(r)} & ") for r in runs}
+        assert min(seen.values()) >= 1 and len(set(seen.values())) == 1, seen  # each run once per column part
+    # long task names are stacked or shortened, and every short form is spelt out
+    assert r"\shortstack{" in bench or "Abbreviations:" in bench
+    for short in ("abbr.", "impl."):
+        assert f"{short} = " in cliniq
+    assert paper.count(r"\begin{table}") >= 8  # 480 (run, task) pairs over several pages
 
 
 def test_every_table_compiles_with_pdflatex(board, tmp_path):
+    """CI's check that every table fits a one-column page with 1-inch margins: pdflatex reports no overfull box
+    and no float too large, for the small tables and for the full matrix's."""
     out, bench = board
-    wide = cliniq_files.wide_tables(CLINIQ_ROWS)
-    (tmp_path / "cliniq.tex").write_text(cliniq_files.wide_latex(wide, "CliniQ", "tab:cliniq"))
+    wide = cliniq_tables.wide_tables(CLINIQ_ROWS)
+    (tmp_path / "cliniq.tex").write_text(cliniq_tables.wide_latex(wide, "CliniQ", "tab:cliniq"))
     (tmp_path / "paper.tex").write_text(r2med_paper.to_latex(paper_result()))
-    log = compile_tex([out["tex"], bench["tex"], tmp_path / "cliniq.tex", tmp_path / "paper.tex"], tmp_path / "latex")
+    for path in (out["tex"], bench["tex"]):
+        assert "\n\\small\n" in path.read_text()  # a small table keeps the larger size
+    scale = scale_tables(tmp_path / "scale")
+    log = compile_tex([out["tex"], bench["tex"], tmp_path / "cliniq.tex", tmp_path / "paper.tex", *scale],
+                      tmp_path / "latex")
     assert "Output written on doc.pdf" in log
 
 
@@ -158,7 +236,8 @@ def test_cliniq_plot_panels_all_have_data(tmp_path, monkeypatch):
     seen = []
     check = plots.check_panels
     monkeypatch.setattr(plots, "check_panels", lambda fig: (seen.append(fig), check(fig)))
-    plots.cliniq_breakdown(path, "match_type", "demo", tmp_path / "m.png", tmp_path / "m.svg")
+    plots.cliniq_breakdown(path, "match_type", "demo", tmp_path / "m.png", tmp_path / "m.svg",
+                           palette.assign(["bm25", "dense"]))
     fig = seen[0]
     titles = sorted(ax.get_title() for ax in fig.axes)
     assert titles == sorted(["single-patient: MRR", "single-patient: nDCG", "single-patient: MAP",
@@ -166,7 +245,7 @@ def test_cliniq_plot_panels_all_have_data(tmp_path, monkeypatch):
                              "multi-patient: Recall@100"])  # 7 panels, not 2 x 7 with 5 empty
     assert all(plots.panel_points(ax) > 0 for ax in fig.axes)
     single = next(ax for ax in fig.axes if ax.get_title() == "single-patient: MRR")
-    assert [t.get_text() for t in single.get_xticklabels()] == ["all (n=20)", "string (n=8)"]  # synonym: none
+    assert [t.get_text() for t in single.get_xticklabels()] == ["all\n(n=20)", "string\n(n=8)"]  # synonym: none
     assert all(abs(p.get_height()) > 1 for p in single.patches)  # x 100
 
 

@@ -298,3 +298,30 @@ def test_a_bad_output_on_a_mimic_benchmark_is_one_line_too(tmp_path, monkeypatch
 
 
 # The end-to-end probe with a planted word and this quoting encoder is part of tests/test_confidentiality.py's run.
+
+
+def test_a_mimic_job_still_shows_its_progress_on_the_terminal(tmp_path, monkeypatch, capfd):
+    """Issue 26's progress lines (ids and counts) reach the terminal from a job whose file descriptors 1 and 2 point
+    to the owner-only log: the heartbeat writes to a copy of the terminal taken before."""
+    import time as _time
+
+    from r2med_eval.progress import Progress
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("R2MED_EVAL_PROGRESS_SECONDS", "0.05")
+
+    def job_body(sm):
+        with Progress("encoding", 4, "texts", logging.getLogger("r2med_eval.stages")) as progress:
+            for _ in range(4):
+                _time.sleep(0.1)
+                progress.update()
+        print(f"debug: {SECRET}")
+        raise KeyError(SECRET)
+
+    shown = run_job(encode_job(tmp_path, "cliniq", "good"), job_body, capfd, monkeypatch)
+    beats = [line for line in shown.splitlines() if line.startswith("r2med-eval [encode_corpus b/t/bad] ")]
+    assert len(beats) >= 3 and beats[-1].startswith("r2med-eval [encode_corpus b/t/bad] failed after"), shown
+    assert any("texts" in line for line in beats), beats
+    assert SECRET not in shown
+    full = Path("resources/job_logs/encode_corpus/b/t/bad.log").read_text()
+    assert "r2med-eval [encode_corpus" not in full and f"debug: {SECRET}" in full

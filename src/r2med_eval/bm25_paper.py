@@ -42,6 +42,8 @@ from itertools import chain, count
 
 import numpy as np
 
+from .progress import Progress
+
 log = logging.getLogger(__name__)
 
 MARKER = "qqrtwomedevalqq"  # a token no analyzer changes, used to join texts into one Java call
@@ -103,12 +105,20 @@ class LuceneAnalyzer:
         return batches
 
     def _map(self, fn, batches: list[list[str]], threads: int) -> list:
-        if threads > 1 and len(batches) > 1:
-            from concurrent.futures import ThreadPoolExecutor
+        out = []
+        with Progress("Lucene analysis", sum(map(len, batches)), "texts", log) as progress:
+            if threads > 1 and len(batches) > 1:
+                from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(threads) as pool:
-                return list(pool.map(fn, batches))
-        return [fn(b) for b in batches]
+                with ThreadPoolExecutor(threads) as pool:
+                    for batch, result in zip(batches, pool.map(fn, batches)):
+                        out.append(result)
+                        progress.update(len(batch))
+            else:
+                for batch in batches:
+                    out.append(fn(batch))
+                    progress.update(len(batch))
+        return out
 
     def analyze(self, texts, threads: int = 1) -> list[list[str]]:
         """Tokens of every text, equal to ``[analyze_one(t) for t in texts]``. With ``threads`` > 1 the batches
@@ -445,6 +455,7 @@ class BM25Paper:
         out = []
         k = min(k, self.n_docs)
         acc = np.zeros(self.n_docs, dtype=np.float32)
+        progress = Progress("BM25 search", len(query_tokens), "queries", log)
         for toks in query_tokens:
             idx, val = self.score_query(toks, acc)
             keep = val != 0
@@ -462,6 +473,8 @@ class BM25Paper:
                 idx = np.concatenate([idx, zeros])
                 val = np.concatenate([val, np.zeros(len(zeros), dtype=np.float32)])
             out.append((idx, val))
+            progress.update()
+        progress.finish()
         return out
 
     # ------------------------------------------------------------------ cache

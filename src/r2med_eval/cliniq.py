@@ -28,10 +28,14 @@ skip when what remains is all relevant; else score the same three.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 
 from .cliniq_corpus import MATCH_TYPES, QUERY_TYPES
+from .progress import Progress, phase
+
+log = logging.getLogger(__name__)
 
 MIN_NOTE_CHUNKS = 5
 MULTI_METRICS = ("mrr", "ndcg_at_10", "ndcg_at_10_cliniq", "recall_at_100")
@@ -364,6 +368,7 @@ def read_ranked_run(path, chunk_ids: list[str], tie_order: str = "corpus") -> Ra
     from .runs import read_run
 
     _check_tie_order(tie_order)
+    phase("reading the run")
     names = ["qid", "q0", "doc", "rank", "score", "tag"]
     dict_type = pa.dictionary(pa.int32(), pa.string())
     try:
@@ -469,6 +474,7 @@ def evaluate_ranked(ranked: RankedRun, rows, query_types: dict[str, str], chunk_
     condensed, judged10 = [], []
     counts = defaultdict(int)
     unjudged = sorted(q for q in query_types if q not in judged_rows)
+    progress = Progress("CliniQ scoring", len(judged_rows), "queries", log)
     for q in sorted(judged_rows):
         qtype = query_types[q]
         r = ranked.ranking(q)
@@ -514,6 +520,8 @@ def evaluate_ranked(ranked: RankedRun, rows, query_types: dict[str, str], chunk_
         for typ, items in per_type.items():
             single_type[typ].extend(items)
         pos[r] = unranked
+        progress.update()
+    progress.finish()
 
     return _result(multi, multi_type, single, single_type, condensed, judged10, counts,
                    queries=len(query_types), judged_queries=len(judged_rows), unjudged=unjudged)

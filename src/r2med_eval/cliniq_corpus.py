@@ -25,8 +25,10 @@ import sys
 from collections import deque
 from pathlib import Path
 
+from .bounds import shown
 from .errors import InputError
 from .io import atomic_path, iter_jsonl, sha256_file
+from .progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,38 @@ MIMIC_ACCESS = ("CliniQ's corpus is rebuilt from MIMIC-III v1.4, which needs cre
                 "https://physionet.org/content/mimiciii/1.4/ and download NOTEEVENTS.csv.gz; then set "
                 "benchmarks.<name>.noteevents in your config (e.g. config/cliniq.yaml) to its path "
                 "(.csv or .csv.gz).")
+
+PLACEHOLDER = "/path/to/"  # config/cliniq.yaml's noteevents until the user sets theirs
+NOTE_FILES = ("NOTEEVENTS.csv.gz", "NOTEEVENTS.csv")
+
+
+def noteevents_problem(path, base: Path | None = None) -> tuple[str, str] | None:
+    """Why ``path`` (relative to ``base``) is not a NOTEEVENTS file: (problem, fix), or None when it is a file.
+    Each case has its own message: not set or still the placeholder (then how to get MIMIC-III), a folder (the
+    file in it, if it holds one), a missing file (the closest name in its folder, or the missing folder)."""
+    from .errors import close_names
+
+    if not path or str(path).startswith(PLACEHOLDER):
+        what = "is not set" if not path else f"is still the placeholder {shown(str(path))}"
+        return f"the MIMIC-III NOTEEVENTS file {what}.", MIMIC_ACCESS
+    given = Path(path).expanduser()
+    full = given if given.is_absolute() or base is None else Path(base) / given
+    if full.is_dir():
+        inside = [full / n for n in NOTE_FILES if (full / n).is_file()]
+        fix = (f"set it to the file in that folder, {shown(str(given / inside[0].name))}." if inside else
+               "set it to the NOTEEVENTS.csv.gz (or .csv) file itself; this folder holds neither.")
+        return f"{shown(str(path))} is a folder, not the NOTEEVENTS file.", fix
+    if full.is_file():
+        return None
+    parent = full.parent
+    if not parent.is_dir():
+        return (f"{shown(str(path))} does not exist, nor does its folder {shown(str(parent))}.",
+                "check the path (a relative path is relative to the working directory).")
+    close = close_names(full.name, [p.name for p in parent.iterdir() if p.is_file()], n=1)
+    fix = (f"set it to {shown(str(given.parent / close[0]))}, the closest name in that folder." if close else
+           f"check the file name; its folder {shown(str(parent))} holds no file of a similar name.")
+    return f"{shown(str(path))} does not exist.", fix
+
 
 _BRACKETS = re.compile(r"\[.*?\]")
 _NEWLINE = re.compile(r"\n")
@@ -142,9 +176,10 @@ def _open_text(path):
 
 def read_discharge_notes(path, hadm_ids) -> tuple[dict[str, str], dict]:
     """HADM_ID -> TEXT of the first ``Discharge summary`` row of each listed HADM_ID, in file order."""
+    problem = noteevents_problem(path)
+    if problem:
+        raise InputError(problem[0], fix=problem[1])
     path = Path(path)
-    if not path.is_file():
-        raise InputError("MIMIC-III NOTEEVENTS file not found.", path=path, fix=MIMIC_ACCESS)
     wanted = set(hadm_ids)
     notes: dict[str, str] = {}
     stats = {"rows": 0, "discharge_rows": 0, "discharge_duplicate_rows_skipped": 0,
@@ -172,9 +207,12 @@ def read_discharge_notes(path, hadm_ids) -> tuple[dict[str, str], dict]:
                             ",".join(NOTE_HEADER))
             i_hadm, i_cat, i_text = (header.index(c) for c in NEEDED_COLUMNS)
             width = len(header)
+            progress = Progress("reading NOTEEVENTS", None, "rows", log)
             for row in reader:
                 if not row:
                     continue
+                if stats["rows"] - progress.done >= 10_000:
+                    progress.update(stats["rows"] - progress.done)
                 if len(row) != width:
                     raise InputError(
                         f"a row with {len(row)} fields where the header has {width}: the file is truncated or "
@@ -197,6 +235,8 @@ def read_discharge_notes(path, hadm_ids) -> tuple[dict[str, str], dict]:
                     stats["missing_text_as_nan"].append(hadm)
                     text = "nan"
                 notes[hadm] = text
+            progress.update(stats["rows"] - progress.done)
+            progress.finish()
     except csv.Error as exc:
         raise InputError(f"the CSV ends or breaks inside a quoted field ({exc}): the file is truncated or corrupt.",
                          path=path, line=getattr(reader, "line_num", None),

@@ -365,6 +365,60 @@ def read_qrels(path) -> dict[str, dict[str, int]]:
     return qrels
 
 
+def _read_qrels_trec(path, duplicates: str, dups: list) -> tuple[dict, dict]:
+    qrels: dict[str, dict[str, int]] = {}
+    seen: dict = {}
+    for lineno, parts in _split_lines(path):
+        if len(parts) != 4:
+            raise InputError(f"expected 4 columns (qid iter docid grade), found {len(parts)}.", path=path,
+                             line=lineno, fix="write TREC qrels lines.")
+        _add_judgment(qrels, seen, parts[0], parts[2], _grade(parts[3], path, lineno), path, lineno, duplicates,
+                      dups)
+    return qrels, seen
+
+
+def _split_lines(path):
+    with open(path, "rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError("bytes that are not UTF-8.", path=path, line=lineno,
+                                 fix="re-encode the file as UTF-8.") from None
+            if line.split():
+                yield lineno, line.lstrip("\ufeff").split()
+
+
+def read_any_qrels(path, split: str = "test", duplicates: str = "error") -> dict[str, dict[str, int]]:
+    """Judgments in any layout the pipeline reads, told apart by their content: R2MED's ``qrels.jsonl``
+    ({q_id, p_id, score}), BEIR's ``qrels/<split>.tsv`` (``query-id<TAB>corpus-id<TAB>score``, header optional)
+    and TREC qrels (``qid iter docid grade``, the pipeline's ``results/data/.../qrels.tsv``); a folder in R2MED's
+    or BEIR's layout (or the pipeline's task folder) is read for its qrels file. Validated as ``prepare_task``
+    does (integer grades; duplicates by ``duplicates``: error, max, first or last)."""
+    path = Path(path)
+    if path.is_dir():
+        found = [p for p in (path / "qrels.jsonl", path / "qrels" / f"{split}.tsv", path / "qrels.tsv") if p.is_file()]
+        if not found:
+            raise InputError(f"the folder holds no judgments (qrels.jsonl, qrels/{split}.tsv or qrels.tsv).",
+                             path=path, fix="name the qrels file, or a task folder in R2MED's or BEIR's layout.")
+        path = found[0]
+    if not path.is_file():
+        raise InputError("qrels file not found.", path=path, fix="check the path.")
+    if duplicates not in DUPLICATE_POLICIES:
+        raise ValueError(f"duplicates must be one of {DUPLICATE_POLICIES}")
+    dups: list = []
+    first = next(_split_lines(path), (None, []))[1]
+    if path.suffix == ".jsonl" or (first and first[0].startswith("{")):
+        qrels = _read_qrels_r2med(path, duplicates, dups)[0]
+    elif len(first) == 4:
+        qrels = _read_qrels_trec(path, duplicates, dups)[0]
+    else:
+        qrels = _read_qrels_beir(path, duplicates, dups)[0]
+    if dups:
+        log.info("%s: %d duplicate judgments merged (%s)", path, len(dups), duplicates)
+    return qrels
+
+
 def read_corpus(path) -> dict[str, dict]:
     return {obj["id"]: {"title": obj.get("title", ""), "text": obj["text"]} for _, obj in iter_jsonl(path)}
 

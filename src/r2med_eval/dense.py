@@ -20,6 +20,7 @@ import numpy as np
 
 from .datasets import doc_contents, read_corpus, read_queries
 from .errors import InputError
+from .progress import phase
 
 log = logging.getLogger(__name__)
 
@@ -311,6 +312,7 @@ def load_encoder(spec: dict, model_name: str, side: str = "doc", task: str | Non
     """A SentenceTransformer for one side ("query" or "doc") of a model entry (a ``CheckpointEncoder`` for
     ``encode_with: checkpoint``); for a ``python`` or ``mteb`` entry the adapter of ``r2med_eval.encoders``
     (same ``encode`` call), which may use the task."""
+    phase(f"loading the {side} encoder of {model_name}")
     if spec.get("type") in ("python", "mteb"):
         from . import encoders
 
@@ -578,6 +580,7 @@ def gather(shard_files, corpus_path, out_npy, out_ids, storage: str = "float32",
 def _write_gathered(ids: list[str], parts, out_npy, out_ids, storage: str, out_info) -> dict:
     from .io import atomic_path, write_text
 
+    phase(f"gathering {len(parts)} shards of {len(ids)} documents")
     rows = np.concatenate([p["rows"] for p in parts])
     dims = {p["emb"].shape[1] for p in parts if p["emb"].size}
     if len(dims) != 1:
@@ -794,6 +797,7 @@ def search(corpus_emb: np.ndarray, doc_ids: list[str], query_emb: np.ndarray, qu
     faiss.omp_set_num_threads(max(1, threads))
     index_spec = index_spec or {"kind": "flat"}
     k_eff = min(len(doc_ids), k + max(10, k // 10))
+    phase(f"searching {len(query_ids)} queries over {len(doc_ids)} documents ({index_spec['kind']})")
     start = time.perf_counter()
     if index_spec["kind"] == "flat":
         built = time.perf_counter()

@@ -22,3 +22,29 @@ class InputError(ValueError):
 
 class ConfigError(InputError):
     """config.yaml does not match the schema or names something that does not exist."""
+
+
+def close_names(word: str, choices, n: int = 1) -> list[str]:
+    """The names of ``choices`` closest to ``word`` (difflib, case ignored), best first; [] when none is close."""
+    import difflib
+
+    lowered: dict[str, str] = {}
+    for name in sorted({str(c) for c in choices}):
+        lowered.setdefault(name.lower(), name)
+    return [lowered[c] for c in difflib.get_close_matches(str(word).lower(), list(lowered), n=n, cutoff=0.5)]
+
+
+def did_you_mean(word: str, choices, n: int = 1) -> str:
+    """``did you mean 'x'?`` (or ``'x' or 'y'``) for the names of ``choices`` closest to ``word``, or "" when none
+    is close."""
+    close = close_names(word, choices, n)
+    return "did you mean " + " or ".join(map(repr, close)) + "?" if close else ""
+
+
+def name_list(names, limit: int = 20) -> str:
+    """``a, b, c`` for at most ``limit`` names, then ``... (N in all)``: a message stays short for a registry of
+    thousands of runs."""
+    names = [str(n) for n in names]
+    if len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join(names[:limit]) + f", ... ({len(names)} in all)"

@@ -1,5 +1,6 @@
 """Where a ``type: python`` model's code lies and which MTEB task an ``mteb`` model encodes a task with, read
-without importing the user's module or mteb (the control layer and the provenance use it)."""
+without importing the user's module or mteb (the control layer and the provenance use it); ``mteb_problem``
+(which imports mteb) checks an ``mteb`` model's name, revision and tasks against MTEB's registry."""
 
 from __future__ import annotations
 
@@ -38,3 +39,27 @@ def mteb_task_name(spec: dict, task: str, paper_task: str | None) -> str | None:
     if named:
         return named
     return MTEB_R2MED.format(paper_task.replace("-", "")) if paper_task else None
+
+
+def mteb_problem(name: str, revision: str | None, tasks=()) -> tuple[str, str] | None:
+    """Whether MTEB knows model ``name`` at ``revision`` and the MTEB ``tasks``, from MTEB's own registry offline
+    (``mteb.get_model_meta``, ``mteb.get_task``): None, or (the problem in MTEB's own words with its suggestion,
+    the key to fix: ``name``, ``revision`` or ``mteb_tasks``). Imports mteb (seconds)."""
+    import mteb
+
+    def words(exc: BaseException) -> str:
+        text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+        return text.removeprefix("KeyError: ").strip()
+
+    try:
+        mteb.get_model_meta(name, revision)
+    except KeyError as exc:  # an unknown name; MTEB suggests close ones
+        return f"MTEB does not know the model {name!r} ({words(exc)})", "name"
+    except ValueError as exc:  # a known name at a revision MTEB does not pin
+        return f"MTEB does not know the model {name!r} at revision {revision!r} ({words(exc)})", "revision"
+    for task in tasks:
+        try:
+            mteb.get_task(task)
+        except KeyError as exc:
+            return f"MTEB does not know the task {task!r} ({words(exc)})", "mteb_tasks"
+    return None

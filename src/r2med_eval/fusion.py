@@ -59,3 +59,20 @@ def linear(runs: list[dict], weights: list[float], how: str = "minmax", depth: i
             out[did] = total
         fused[qid] = out
     return fused
+
+
+METHODS = ("rrf", "minmax", "zscore")
+
+
+def fuse(runs: list[dict], method: str = "rrf", k: int = 60, weights: list[float] | None = None,
+         depth: int | None = None) -> dict:
+    """The fused run of rule ``fuse_runs``: ``rrf`` (constant ``k``), or ``minmax`` / ``zscore`` linear fusion with
+    ``weights`` (equal by default); ``depth``: only the top ``depth`` of each run."""
+    if method == "rrf":
+        return rrf(runs, k=int(k), depth=depth)
+    if method not in METHODS:
+        raise ValueError(f"unknown fusion method {method!r} (one of {', '.join(METHODS)})")
+    weights = list(weights) if weights else [1.0] * len(runs)
+    if len(weights) != len(runs):
+        raise ValueError(f"{len(weights)} weights for {len(runs)} runs")
+    return linear(runs, weights, how=method, depth=depth)

@@ -8,7 +8,7 @@ from html import escape
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em; color: #222; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 2em; }
-table { border-collapse: collapse; margin: 1em 0; }
+table { border-collapse: collapse; margin: 1em 0; display: block; max-width: 100%; overflow-x: auto; }
 caption { caption-side: top; text-align: left; font-weight: 600; padding-bottom: .4em; }
 th, td { border: 1px solid #ccc; padding: .3em .7em; }
 th { background: #f0f0f0; }
@@ -19,8 +19,8 @@ td.missing { color: #999; }
 sup.sig { color: #a33; }
 p.legend, p.note { font-size: .9em; color: #444; max-width: 60em; }
 h3 { font-size: 1.05em; } h4 { font-size: 1em; }
-figure { display: inline-block; margin: .5em 1em .5em 0; vertical-align: top; }
-figure img { max-width: 46em; width: 100%; border: 1px solid #ddd; }
+figure { display: inline-block; margin: .5em 1em .5em 0; vertical-align: top; max-width: 100%; }
+figure img { max-width: 100%; height: auto; border: 1px solid #ddd; }
 figcaption { font-size: .85em; color: #444; }
 ul.files { columns: 2; font-size: .9em; }
 nav ul { display: flex; flex-wrap: wrap; gap: .4em 1.2em; list-style: none; padding: 0; }
@@ -92,10 +92,23 @@ def link(href: str, text: str | None = None) -> str:
     return f'<a href="{escape(href)}">{escape(text or href)}</a>'
 
 
-def figure(src: str, alt: str, svg: str | None = None) -> str:
+def png_size(path) -> tuple[int, int]:
+    """(width, height) in pixels of a PNG file, from its header."""
+    import struct
+
+    with open(path, "rb") as handle:
+        head = handle.read(24)
+    if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        raise ValueError(f"{path} is not a PNG file")
+    return struct.unpack(">II", head[16:24])
+
+
+def figure(src: str, alt: str, svg: str | None = None, size: tuple[int, int] | None = None) -> str:
+    """A linked image with its caption; ``size`` (CSS px) shows it at that size (narrower on a narrow window)."""
     more = f" ({link(svg, 'SVG')})" if svg else ""
-    return (f'<figure><a href="{escape(src)}"><img src="{escape(src)}" alt="{escape(alt)}" loading="lazy"></a>'
-            f"<figcaption>{escape(alt)}{more}</figcaption></figure>")
+    dims = f' width="{size[0]}" height="{size[1]}"' if size else ""
+    return (f'<figure><a href="{escape(src)}"><img src="{escape(src)}" alt="{escape(alt)}"{dims} loading="lazy">'
+            f"</a><figcaption>{escape(alt)}{more}</figcaption></figure>")
 
 
 def index_page(title: str, sections) -> str:

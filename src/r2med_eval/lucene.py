@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from .datasets import doc_contents, read_corpus, read_queries
 from .errors import InputError
 from .io import remove_stale, set_tree_mode
 from .java import SHORT_JOB_OPTIONS, configure_java, java_env
+from .progress import Progress, phase
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,7 @@ def build_index(corpus_path, index_dir, threads: int = 1, private: bool = False)
         log.info("removed %d temporaries of a killed job: %s", len(stale), ", ".join(stale))
     work = Path(tempfile.mkdtemp(prefix=f".{index_dir.name}.", dir=index_dir.parent))
     try:
+        phase(f"writing the {len(corpus)} documents for Anserini")
         collection = work / "collection"
         collection.mkdir()
         with open(collection / "docs.jsonl", "w", encoding="utf-8") as handle:
@@ -48,7 +51,8 @@ def build_index(corpus_path, index_dir, threads: int = 1, private: bool = False)
                "--storeDocvectors"]
         log.info("indexing %d documents with %d threads: %s", len(corpus), threads, " ".join(cmd))
         start = time.perf_counter()
-        output = _run_streamed(cmd)
+        with Progress("Anserini indexing", len(corpus), "documents", log) as progress:
+            output = _run_streamed(cmd, progress)
         elapsed = time.perf_counter() - start
         count = _index_doc_count(output)
         expected = sum(1 for doc in corpus.values() if doc_contents(doc).strip())  # Anserini skips empty ones
@@ -66,9 +70,13 @@ def build_index(corpus_path, index_dir, threads: int = 1, private: bool = False)
     return info
 
 
-def _run_streamed(cmd) -> str:
+_INDEXED = re.compile(r"([\d,]+) documents indexed")
+
+
+def _run_streamed(cmd, progress: Progress | None = None) -> str:
     """Run Anserini, each output line to the log as it comes (with the time since the start: indexing
-    progress while it runs); the whole output back."""
+    progress while it runs); the whole output back. The counts of Anserini's "N documents indexed" lines
+    advance ``progress``."""
     lines = []
     start = time.perf_counter()
     with subprocess.Popen(cmd, env=java_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -77,6 +85,9 @@ def _run_streamed(cmd) -> str:
             line = line.rstrip("\n")
             lines.append(line)
             log.info("anserini [%.0f s]: %s", time.perf_counter() - start, line)
+            match = _INDEXED.search(line) if progress is not None else None
+            if match and int(match.group(1).replace(",", "")) > progress.done:
+                progress.update(int(match.group(1).replace(",", "")) - progress.done)
         returncode = proc.wait()
     if returncode != 0:
         raise RuntimeError(f"pyserini indexing failed with exit code {returncode}; see the log above.")
@@ -84,8 +95,6 @@ def _run_streamed(cmd) -> str:
 
 
 def _index_doc_count(output: str):
-    import re
-
     for line in output.splitlines():
         match = re.search(r"Total ([\d,]+) documents indexed", line)
         if match:
@@ -117,6 +126,9 @@ def _open_searcher(index_dir, k1: float, b: float):
     return searcher
 
 
+SEARCH_CHUNK = 256  # queries per thread in one batch_search call (each query is searched on its own)
+
+
 def _batch_search(searcher, texts: list[str], qids: list[str], k: int, threads: int) -> dict[str, list]:
     """``SimpleSearcher.batch_search`` as pyserini's ``LuceneSearcher.batch_search`` calls it: {qid: hits},
     each hit a (docid, score) pair."""
@@ -146,7 +158,13 @@ def search(index_dir, queries_path, *, k1: float, b: float, k: int | None, threa
         log.info("ranking the whole index (%d documents; Lucene returns those matching a query term)", k)
     margin = max(50, k // 10)
     start = time.perf_counter()
-    hits = _batch_search(searcher, [queries[q] for q in qids], qids, k + margin, max(1, threads))
+    hits: dict[str, list] = {}
+    step = SEARCH_CHUNK * max(1, threads)  # queries per batch_search call: progress between calls
+    with Progress("BM25 search", len(qids), "queries", log) as progress:
+        for i in range(0, len(qids), step):
+            part = qids[i:i + step]
+            hits.update(_batch_search(searcher, [queries[q] for q in part], part, k + margin, max(1, threads)))
+            progress.update(len(part))
     elapsed = time.perf_counter() - start
     log.info("searched %d queries in %.3f s (k1=%s b=%s k=%d, %d threads)", len(qids), elapsed, k1, b, k, threads)
     searcher.close()

@@ -9,13 +9,15 @@ import math
 from pathlib import Path
 
 from . import metric_table
+from .hfdata import R2MED_TASKS
 from .io import read_json, write_text
 
 log = logging.getLogger(__name__)
 
 DATA_FILES = ("data/reference/r2med_paper_ndcg10.tsv",)  # part of the code hash of the rules using this module
 PAPER_TABLE = Path(__file__).resolve().parents[2] / DATA_FILES[0]
-FLAG_ABOVE = 0.005
+FLAG_ABOVE = 0.005  # 0.5 points of nDCG@10 x 100
+PAPER_ORDER = {t: i for i, t in enumerate(R2MED_TASKS)}  # the paper's order of its tasks
 
 KNOWN_BY_PAPER_NAME = {
     "medcpt": "R2MED's code passes the MedCPT *article* encoder for queries and documents alike; `medcpt-official` "
@@ -51,7 +53,8 @@ def read_paper_table(path=PAPER_TABLE) -> dict[tuple, dict]:
 
 
 def _fmt(v) -> str:
-    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
+    """A score x 100 with two decimals, as in every other table."""
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v * 100:.2f}"
 
 
 def compare(metric_files, stats_files, keys: dict, tasks: dict, table=None) -> dict:
@@ -100,29 +103,62 @@ def compare(metric_files, stats_files, keys: dict, tasks: dict, table=None) -> d
     return {"rows": rows, "checks": checks}
 
 
+def _pairs(n: int) -> str:
+    return f"{n} (run, task) pair{'s' if n != 1 else ''}"
+
+
+def not_compared(rows) -> list[str]:
+    """One sentence per reason a (run, task) pair has no published number beside it, with the count and the runs
+    or tasks concerned; the table lists only the pairs that have one."""
+    groups: dict[str, list] = {}
+    for r in rows:
+        if r["theirs"] is None:
+            reason = r["note"].split(":")[0] if r["note"].startswith("not compared") else r["note"]
+            groups.setdefault(reason, []).append(r)
+    out = []
+    for reason, rs in groups.items():
+        pairs = _pairs(len(rs))
+        if reason == "not an R2MED task":
+            tasks = sorted({f"{r['benchmark']}/{r['task']}" for r in rs})
+            out.append(f"{pairs} on {', '.join(tasks)}: not an R2MED task (a task is R2MED's when its source is "
+                       "`R2MED/<Task>` or it sets `paper_task`).")
+        elif reason == "not compared, the setting differs from R2MED's":
+            why = sorted({f"{r['model']} ({r['note'].split(': ', 1)[1]})" for r in rs})
+            out.append(f"{pairs}: the setting differs from R2MED's: {'; '.join(why)}.")
+        else:
+            models = sorted({r["model"] for r in rs})
+            out.append(f"{pairs}: {reason}: {', '.join(models)}.")
+    return out
+
+
 def to_markdown(result: dict) -> str:
     rows, checks = result["rows"], result["checks"]
+    compared = sorted((r for r in rows if r["theirs"] is not None),
+                      key=lambda r: (r["benchmark"], r["task"], r["model"]))
     lines = ["# R2MED: our nDCG@10 against the published numbers", ""]
-    compared = [r for r in rows if r["theirs"] is not None]
-    if not any(r["paper_task"] for r in rows) and not checks:
-        lines += ["No paper numbers apply: none of the tasks run is an R2MED task (a task is R2MED's when its "
-                  "source is `R2MED/<Task>` or it sets `paper_task`).", ""]
+    if compared:
+        lines += [f"nDCG@10 x 100. Published numbers: `data/reference/r2med_paper_ndcg10.tsv` (R2MED repository "
+                  f"results/). A difference above {FLAG_ABOVE * 100:g} points is flagged with the known reasons. "
+                  f"{len(compared)} of {len(rows)} (run, task) pairs have a published number.", ""]
     else:
-        lines += [f"Published numbers: `data/reference/r2med_paper_ndcg10.tsv` (R2MED repository results/). "
-                  f"A difference above {FLAG_ABOVE} is flagged with the known reasons. "
-                  f"{len(compared)} of {len(rows)} (model, task) pairs have a published number.", ""]
-        bad = [f"{c['benchmark']}/{c['task']}" for c in checks if not c["match"]]
-        if bad:
-            lines += [f"**Not comparable:** {', '.join(bad)} {'does' if len(bad) == 1 else 'do'} not hold the paper's "
-                      "dataset (query and document counts differ, see the statistics below), so differences there "
-                      "say nothing about the retrievers.", ""]
-    lines += ["| benchmark/task | R2MED task | model | ours | paper | difference | flag | note |",
-              "|---|---|---|---:|---:|---:|---|---|"]
-    for r in sorted(rows, key=lambda r: (r["benchmark"], r["task"], r["model"])):
-        diff = "" if r["diff"] is None else f"{r['diff']:+.4f}"
-        lines.append(f"| {r['benchmark']}/{r['task']} | {r['paper_task'] or '-'} | {r['model']} | {_fmt(r['ours'])} | "
-                     f"{_fmt(r['theirs'])} | {diff} | {'**> 0.005**' if r['flag'] else ''} | {r['note']} |")
-    lines.append("")
+        lines += [f"No comparable runs: {_pairs(len(rows))}, none with a published number, so there is no table "
+                  "(and `tables/r2med_vs_paper.tex` holds none).", ""]
+    bad = [f"{c['benchmark']}/{c['task']}" for c in checks if not c["match"]]
+    if bad:
+        lines += [f"**Not comparable:** {', '.join(bad)} {'does' if len(bad) == 1 else 'do'} not hold the paper's "
+                  "dataset (query and document counts differ, see the statistics below), so differences there "
+                  "say nothing about the retrievers.", ""]
+    if compared:
+        lines += ["| benchmark/task | R2MED task | model | ours | paper | difference | flag | note |",
+                  "|---|---|---|---:|---:|---:|---|---|"]
+        for r in compared:
+            lines.append(f"| {r['benchmark']}/{r['task']} | {r['paper_task']} | {r['model']} | {_fmt(r['ours'])} | "
+                         f"{_fmt(r['theirs'])} | {r['diff'] * 100:+.2f} | "
+                         f"{f'**> {FLAG_ABOVE * 100:g}**' if r['flag'] else ''} | {r['note']} |")
+        lines.append("")
+    reasons = not_compared(rows)
+    if reasons:
+        lines += ["Not listed, without a published number:", ""] + [f"- {x}" for x in reasons] + [""]
     if checks:
         lines += ["## Dataset statistics against the paper", "",
                   "| benchmark/task | R2MED task | queries | paper | documents | paper | |", "|---|---|---:|---:|---:|---:|---|"]
@@ -138,23 +174,30 @@ def to_markdown(result: dict) -> str:
 
 
 def to_latex(result: dict) -> str:
-    """The (model, task) pairs with a published number as a booktabs table: ours, the paper's, the difference."""
+    """The (run, task) pairs with a published number as booktabs tables (x 100): ours, the paper's, the
+    difference, by R2MED task. Without any such pair, no table: a LaTeX comment saying why, so that
+    ``\\input`` adds nothing."""
     from .tables import latex_table
 
     compared = sorted((r for r in result["rows"] if r["theirs"] is not None),
-                      key=lambda r: (r["paper_task"], r["model"], r["benchmark"]))
-    rows = [[f"{r['model']} ({r['benchmark']}/{r['task']})", r["ours"], r["theirs"], r["diff"]] for r in compared]
+                      key=lambda r: (PAPER_ORDER.get(r["paper_task"], 99), r["paper_task"], r["model"], r["benchmark"]))
+    if not compared:
+        return ("% R2MED: our nDCG@10 against the published numbers. No table: "
+                f"{_pairs(len(result['rows']))}, none with a published number (results/r2med_vs_paper.md).\n")
+    several = {r["paper_task"] for r in compared if sum(1 for x in compared if x["paper_task"] == r["paper_task"]
+                                                        and x["model"] == r["model"]) > 1}
+    rows = [[r["paper_task"], f"{r['model']} ({r['benchmark']})" if r["paper_task"] in several else r["model"],
+             r["ours"], r["theirs"], r["diff"]] for r in compared]
     columns = [("nDCG@10 \u00d7 100", "ours"), ("nDCG@10 \u00d7 100", "paper"), ("nDCG@10 \u00d7 100", "difference")]
     flagged = sum(1 for r in compared if r["flag"])
-    notes = [f"{flagged} of {len(compared)} pairs differ by more than {FLAG_ABOVE * 100:g} points; the reasons are in "
-             "results/r2med_vs_paper.md." if compared else
-             "No paper numbers apply: none of the tasks run is an R2MED task."]
-    mismatched = [c for c in result["checks"] if not c["match"]]
+    notes = [f"{flagged} of {len(compared)} pairs differ by more than {FLAG_ABOVE * 100:g} points; the reasons are "
+             "in results/r2med_vs_paper.md."]
     notes += [f"{c['benchmark']}/{c['task']} differs from the paper's {c['paper_task']} ({c['queries']} queries / "
               f"{c['documents']} documents against {c['paper_queries']} / {c['paper_documents']}): not comparable."
-              for c in mismatched]
+              for c in result["checks"] if not c["match"]]
     return latex_table(columns, rows, caption="R2MED: our nDCG@10 against the published numbers.",
-                       label="tab:r2med-vs-paper", stub="Model (benchmark/task)", notes=notes, bold=False)
+                       label="tab:r2med-vs-paper", stub=("R2MED task", "Run"), notes=notes, bold=False,
+                       signed={2})
 
 
 def write_report(metric_files, stats_files, keys, tasks, target, table_path=PAPER_TABLE, tex_target=None) -> dict:

@@ -65,6 +65,17 @@ def compute(files, baseline: str, metric: str = "ndcg_at_10", permutations: int 
     tasks: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
     for bench, task, model, path in files:
         tasks.setdefault((bench, task), {})[model] = read_per_query(path, metric)
+    return compute_values(tasks, baseline, metric, permutations, resamples, seed, alpha)
+
+
+def stored(value: float) -> float:
+    """A per-query value as ``score_run``'s per-query TSV stores it (6 decimals), which the tests read."""
+    return float(f"{value:.6f}")
+
+
+def compute_values(tasks: dict, baseline: str, metric: str = "ndcg_at_10", permutations: int = 10000,
+                   resamples: int = 10000, seed: int = 0, alpha: float = 0.05) -> list[dict]:
+    """:func:`compute` on the values themselves: ``tasks`` {(benchmark, task): {model: {query id: value}}}."""
     if not any(baseline in models for models in tasks.values()):
         known = sorted({m for models in tasks.values() for m in models})
         raise InputError(f"the baseline {baseline!r} is not among the scored runs ({', '.join(known)}).",
@@ -155,6 +166,13 @@ def marks(rows) -> dict[tuple[str, str], dict[str, str]]:
         if r.get("significant"):
             out.setdefault((r["benchmark"], r["task"]), {})[r["model"]] = r["significant"]
     return out
+
+
+def intervals(rows, benchmark: str) -> dict[tuple[str, str], tuple[float, float, int]]:
+    """{(task, model): (95% CI low, high, queries)} of one benchmark from the rows (dicts from compute or
+    read_csv); the interval of each run's mean over its own judged queries."""
+    return {(r["task"], r["model"]): (float(r["ci_low"]), float(r["ci_high"]), int(r["n_model_queries"]))
+            for r in rows if r["benchmark"] == benchmark and r["ci_low"] not in ("", None)}
 
 
 def to_markdown(rows, baseline: str, alpha: float, permutations: int, resamples: int) -> str:

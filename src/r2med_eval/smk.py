@@ -25,6 +25,7 @@ import traceback
 
 from .confidential import ExternalError, mimic_benchmark, open_private, private_log
 from .errors import InputError
+from .progress import Heartbeat, job_label
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 log = logging.getLogger("r2med_eval")
@@ -52,7 +53,8 @@ def job_name(snakemake, log_path) -> str:
 
 def run(snakemake, func) -> None:
     """Call ``func(snakemake)`` with stderr and logging sent to the rule's log file (on a MIMIC-derived benchmark:
-    to the owner-only full log, see the module's docstring)."""
+    to the owner-only full log, see the module's docstring). While the job runs, a progress line (ids and counts
+    only) goes to the terminal every R2MED_EVAL_PROGRESS_SECONDS (``progress.Heartbeat``)."""
     log_path = snakemake.log[0] if len(snakemake.log) else None
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if log_path is not None and mimic_job(snakemake):
@@ -63,8 +65,11 @@ def run(snakemake, func) -> None:
     sys.stderr = handle
     logging.basicConfig(stream=handle, level=logging.INFO, force=True, format=FORMAT)
     start = time.perf_counter()
+    heartbeat = Heartbeat(job_label(snakemake.rule, snakemake.wildcards), stream=real_stderr).start()
+    outcome = "failed"
     try:
         func(snakemake)
+        outcome = "finished"
     except InputError as exc:
         if isinstance(exc, ExternalError):  # not MIMIC-derived: the outside code's traceback helps to debug
             handle.write(exc.traceback)
@@ -73,6 +78,7 @@ def run(snakemake, func) -> None:
         handle.flush()
         raise SystemExit(1) from None
     finally:
+        heartbeat.stop(outcome)
         log.info("done in %.2f s", time.perf_counter() - start)
         handle.flush()
 
@@ -94,6 +100,9 @@ def _run_private(snakemake, func, log_path) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     saved = {fd: os.dup(fd) for fd in (1, 2)}
+    # progress lines hold ids and counts only: they go to the terminal, through a copy of it taken before
+    # file descriptors 1 and 2 point to the owner-only log
+    terminal = os.fdopen(os.dup(2), "w", encoding="utf-8", errors="replace")
     for fd in saved:
         os.dup2(full.fileno(), fd)
     sys.stdout = sys.stderr = full
@@ -101,6 +110,7 @@ def _run_private(snakemake, func, log_path) -> None:
              "%s (owner-only)", full_path)
     failure = None
     start = time.perf_counter()
+    heartbeat = Heartbeat(job_label(snakemake.rule, snakemake.wildcards), stream=terminal).start()
     try:
         func(snakemake)
     except ExternalError as exc:
@@ -116,6 +126,8 @@ def _run_private(snakemake, func, log_path) -> None:
                    "that file; to report a bug of r2med-eval, give the exception's type and the traceback's files "
                    "and lines, not its message.")
     finally:
+        heartbeat.stop("failed" if failure is not None or sys.exc_info()[0] is not None else "finished")
+        terminal.close()
         if failure is not None:
             log.error("%s", failure)
         log.info("done in %.2f s", time.perf_counter() - start)

@@ -12,11 +12,7 @@ def fuse_runs(sm) -> None:
 
     job = sm.params.spec
     inputs = [runs.read_run(p) for p in sm.input.runs]
-    if job["method"] == "rrf":
-        fused = fusion.rrf(inputs, k=int(job["k"]), depth=job.get("depth"))
-    else:
-        weights = job.get("weights") or [1.0] * len(inputs)
-        fused = fusion.linear(inputs, weights, how=job["method"], depth=job.get("depth"))
+    fused = fusion.fuse(inputs, job["method"], **{n: job[n] for n in ("k", "weights", "depth") if n in job})
     runs.write_run(fused, sm.output.run, tag=sm.wildcards.model, decimals=8)
     io.write_json(sm.output.info, {"kind": "fusion", "method": job["method"], "inputs": job["runs"],
                                    **{k: v for k, v in job.items() if k in ("k", "weights", "depth")}})

@@ -67,28 +67,48 @@ def leaderboard_benchmark(sm) -> None:
     log.info("leaderboard of %s over %s", bench, ", ".join(sm.input.metrics))
 
 
-def plot_leaderboard(sm) -> None:
+def plot_palette(sm) -> None:
+    """The benchmark's palette: the styles of the file already there (``update`` output) kept, new runs on the
+    first free ones (``r2med_eval.palette``)."""
+    from .. import palette
+
+    out = Path(sm.output[0])
+    previous = palette.read(out) if out.is_file() else {}
+    runs = sm.params.spec["runs"]
+    palette.write(out, palette.assign([r for r, _ in runs], previous, preferred=dict(runs)))
+
+
+def _figure_inputs(sm):
+    """The collected metrics, the palette and the bootstrap intervals of a benchmark's plot rule."""
     from .. import leaderboard as lb
+    from .. import palette
+    from .. import significance as sig
+
+    bench = sm.wildcards.benchmark
+    table = lb.collect(list(sm.input.metrics), sm.params.spec["metric"])
+    return table, palette.read(sm.input.palette), sig.intervals(sig.read_csv(sm.input.significance), bench)
+
+
+def plot_leaderboard(sm) -> None:
     from .. import plots
 
     spec = sm.params.spec
-    table = lb.collect(list(sm.input), spec["metric"])
+    table, styles, ci = _figure_inputs(sm)
     bench = sm.wildcards.benchmark
-    plots.by_task(table, bench, spec["metric"], sm.output.by_task_png, sm.output.by_task_svg)
+    plots.by_task(table, bench, spec["metric"], sm.output.by_task_png, sm.output.by_task_svg, styles, ci)
     plots.heatmap(table, bench, spec["metric"], sm.output.heatmap_png, sm.output.heatmap_svg)
     for note in spec["notes"]:
         log.info("note: %s", note)
 
 
 def plot_rerank_depth(sm) -> None:
-    from .. import leaderboard as lb
     from .. import plots
     from ..errors import InputError
 
     spec = sm.params.spec
-    table = lb.collect(list(sm.input), spec["metric"])
+    table, styles, ci = _figure_inputs(sm)
     if not plots.rerank_depth(table, sm.wildcards.benchmark, spec["metric"], sm.output.png, sm.output.svg,
-                              spec["lineage"]):
+                              spec["lineage"], styles, ci):
         raise InputError(f"no reranked runs on benchmark {sm.wildcards.benchmark}.",
                          fix="configure a rerank job, or do not ask for this plot.")
 
@@ -111,12 +131,13 @@ def plot_scatter(sm) -> None:
 
 
 def plot_cliniq(sm) -> None:
-    from .. import plots
+    from .. import palette, plots
 
+    styles = palette.read(sm.input.palette)
     plots.cliniq_breakdown(sm.input.match_type, "match_type", sm.wildcards.benchmark, sm.output.match_png,
-                           sm.output.match_svg)
+                           sm.output.match_svg, styles)
     plots.cliniq_breakdown(sm.input.query_type, "query_type", sm.wildcards.benchmark, sm.output.query_png,
-                           sm.output.query_svg)
+                           sm.output.query_svg, styles)
 
 
 def provenance(sm) -> None:
@@ -159,15 +180,17 @@ def r2med_vs_paper(sm) -> None:
         if not c["match"]:
             log.warning("%s/%s: %d queries / %d documents, the paper reports %d / %d", c["benchmark"], c["task"],
                         c["queries"], c["documents"], c["paper_queries"], c["paper_documents"])
-    log.info("%d (model, task) pairs, %d with a published number, %d differ by more than %.3f",
+    log.info("%d (run, task) pairs, %d with a published number, %d differ by more than %g points",
              len(result["rows"]), sum(1 for r in result["rows"] if r["theirs"] is not None), len(flagged),
-             r2med_paper.FLAG_ABOVE)
+             r2med_paper.FLAG_ABOVE * 100)
+    for reason in r2med_paper.not_compared(result["rows"]):
+        log.info("not compared: %s", reason)
 
 
 def report_cliniq(sm) -> None:
     from .. import cliniq, runs
-    from ..cliniq_files import (completeness_markdown, nan_back, read_cliniq_qrels, read_query_types, table_csv,
-                                wide_latex, wide_markdown, wide_tables)
+    from ..cliniq_files import completeness_markdown, nan_back, read_cliniq_qrels, read_query_types, table_csv
+    from ..cliniq_tables import wide_latex, wide_markdown, wide_tables
     from ..io import read_json, read_lines, write_text
     from ..tables import tex_label
 
@@ -221,14 +244,24 @@ def report_index(sm) -> None:
     def rendered(md: str) -> list[str]:
         return [h.markdown(Path(md).read_text(encoding="utf-8"))] if md in files else []
 
-    def plots(bench: str) -> list[str]:
+    def plots(bench: str, names) -> list[str]:
+        """The figures at their printed size (1 in = 96 CSS px), the size their text is meant to be read at."""
+        from ..plots import DPI
+
         out = []
-        for name in ("by_task", "heatmap", "rerank_depth", "scatter", "cliniq_by_match_type", "cliniq_by_query_type"):
+        for name in names:
             png = paths.fill(paths.PLOT, benchmark=bench, name=name, ext="png")
             if png in files:
                 svg = paths.fill(paths.PLOT, benchmark=bench, name=name, ext="svg")
-                out.append(h.figure(rel(png), f"{bench}: {name.replace('_', ' ')}", rel(svg) if svg in files else None))
+                size = tuple(round(px * 96 / DPI) for px in h.png_size(png))
+                out.append(h.figure(rel(png), f"{bench}: {name.replace('_', ' ')}", rel(svg) if svg in files else None,
+                                    size))
         return out
+
+    def tex(name: str) -> list[str]:
+        """A LaTeX table's path, when the file holds a table (r2med_vs_paper without comparable runs does not)."""
+        path = paths.fill(paths.TABLE, name=name)
+        return [path] if path in files and "\\begin{table}" in Path(path).read_text(encoding="utf-8") else []
 
     board = {e: paths.fill(paths.LEADERBOARD, ext=e) for e in ("md", "csv", "html")}
     sections = [("leaderboard", "Leaderboard", rendered(board["md"]) + [
@@ -236,7 +269,8 @@ def report_index(sm) -> None:
     for b in spec["benchmarks"]:
         per = {e: paths.fill(paths.BENCHMARK_LEADERBOARD, benchmark=b, ext=e) for e in ("md", "csv", "html")}
         sections.append((f"benchmark-{b}", f"Benchmark {b}", rendered(per["md"]) + [
-            links(per["csv"], per["md"], per["html"], paths.fill(paths.TABLE, name=f"leaderboard-{b}"))] + plots(b)))
+            links(per["csv"], per["md"], per["html"], paths.fill(paths.TABLE, name=f"leaderboard-{b}"),
+                  paths.fill(paths.PALETTE, benchmark=b))] + plots(b, ("by_task", "heatmap", "rerank_depth", "scatter"))))
     sig = {e: paths.fill(paths.SIGNIFICANCE, ext=e) for e in ("md", "csv")}
     sections.append(("significance", "Significance", rendered(sig["md"]) + [links(sig["csv"], sig["md"])]))
     for b in spec["cliniq"]:
@@ -245,10 +279,11 @@ def report_index(sm) -> None:
             table = {e: paths.fill(paths.CLINIQ_TABLE, benchmark=b, grouping=g, ext=e) for e in ("md", "csv")}
             body += rendered(table["md"]) + [links(table["csv"], table["md"],
                                                    paths.fill(paths.TABLE, name=f"cliniq-{b}-by_{g}"))]
+            body += plots(b, (f"cliniq_by_{g}",))
         body.append(links(paths.fill(paths.CLINIQ_POOL, benchmark=b)))
         sections.append((f"cliniq-{b}", f"CliniQ tables: {b}", body))
     sections.append(("paper", "R2MED: ours against the paper", rendered(paths.R2MED_VS_PAPER) + [
-        links(paths.R2MED_VS_PAPER, paths.fill(paths.TABLE, name="r2med_vs_paper"))]))
+        links(paths.R2MED_VS_PAPER, *tex("r2med_vs_paper"))]))
     prov = read_json(paths.PROVENANCE) if paths.PROVENANCE in files else {"runs": [], "datasets": {}}
     sections.append(("provenance", "Provenance", [
         h.paragraph(f"{len(prov['runs'])} runs over {len(prov['datasets'])} tasks: configuration, dataset and model "

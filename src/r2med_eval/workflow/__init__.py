@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import inputs, paths, registry
 from .code import CodeIndex
-from .config import check_paths, validate
+from .config import check_mteb_models, check_paths, validate
 from .params import Params
 from .registry import Registry
 from .resources import Resources
@@ -53,10 +53,14 @@ class Workflow:
         self.resources = Resources(self.registry)
 
     @classmethod
-    def load(cls, raw: dict, config_files=(), base: Path | None = None) -> "Workflow":
+    def load(cls, raw: dict, config_files=(), base: Path | None = None, planning: bool = True) -> "Workflow":
+        """``planning``: Snakemake's main process, which also checks ``mteb`` models against MTEB's registry
+        (seconds to import mteb; a job's own process skips it)."""
         files = ", ".join(dict.fromkeys(str(f) for f in config_files)) or "config.yaml"
         cfg = validate(raw, config_file=files)
         check_paths(cfg, config_file=files, base=base)
+        if planning:
+            check_mteb_models(cfg, config_file=files)
         return cls(cfg)
 
     # ------------------------------------------------------------ wildcard constraints

@@ -10,6 +10,9 @@ is in this package. So every rule's params carry ``code``: a hash of
 * the data files such a module declares in a module-level ``DATA_FILES`` tuple (paths relative to the
   repository root, e.g. R2MED's published table).
 
+A module that declares ``SHAPES_OUTPUTS = False`` (``progress``: log and terminal lines only) is left out, so
+that editing it reruns nothing.
+
 The control layer itself (``workflow/``, e.g. ``paths.parse`` in a stage) is left out: it decides which jobs
 exist, where their files lie and what their params hold, and Snakemake sees all of that directly, so adding
 a path pattern or a rule reruns nothing.
@@ -35,6 +38,7 @@ STAGES = f"{PACKAGE}.stages"
 _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(?P<level>\.*)(?P<stem>[\w.]*)[ \t]+import[ \t]+(?P<names>\([^)]*\)|[^\n#]*)"
                      r"|import[ \t]+(?P<plain>[\w., \t]+))", re.M)
 _DATA_FILES = re.compile(r"^DATA_FILES = (?P<value>\([^)]*\))", re.M)
+_NEUTRAL = re.compile(r"^SHAPES_OUTPUTS = False\b", re.M)
 
 
 def _statements(node: ast.AST):
@@ -145,6 +149,9 @@ class CodeIndex:
                         todo.append(dep)
         return self._closure[module]
 
+    def _neutral(self, module: str) -> bool:
+        return _NEUTRAL.search(self._source(module)) is not None
+
     def _data_files(self, module: str) -> list[Path]:
         m = _DATA_FILES.search(self._source(module))
         return [self.repo_dir / p for p in ast.literal_eval(m["value"])] if m else []
@@ -195,7 +202,7 @@ class CodeIndex:
         for dep in top_imports.union(*(self._imports(module, f) for f in funcs)):
             modules |= self.module_closure(dep)
         modules.discard(module)
-        modules = {m for m in modules if not m.startswith(f"{PACKAGE}.workflow")}
+        modules = {m for m in modules if not m.startswith(f"{PACKAGE}.workflow") and not self._neutral(m)}
         files = [self._file(m) for m in sorted(modules)]
         data = [p for m in sorted(modules) for p in self._data_files(m)]
         return [f"{module}.{f.name}" for f in funcs], [self._rel(p) for p in files + data]

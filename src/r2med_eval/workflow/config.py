@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from ..bounds import TreeProblem, check_tree, key_path, shown
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean, name_list
 from . import registry
 from .schema import SCHEMA_PATH, _load_schema, fill_defaults
 from .schema import cliniq_default, load_schema, schema_default, with_defaults  # noqa: F401 (the config API's names)
@@ -42,10 +42,13 @@ def _message(error) -> str:
     if v == "additionalProperties":
         extra = sorted((k for k in error.instance if k not in error.schema.get("properties", {})), key=str)
         key = _key_path(list(error.absolute_path) + [extra[0]]) if extra else where
-        allowed = ", ".join(sorted(error.schema.get("properties", {})))
-        return f"unknown key {shown(key)} (allowed here: {allowed})."
+        allowed = sorted(error.schema.get("properties", {}))
+        hint = did_you_mean(extra[0], allowed) if extra else ""
+        return f"unknown key {shown(key)}{'; ' + hint if hint else ''} (allowed here: {name_list(allowed)})."
     if v == "enum":
-        return f"{where}: {value} is not one of {', '.join(map(repr, error.validator_value))}."
+        hint = did_you_mean(error.instance, error.validator_value) if isinstance(error.instance, str) else ""
+        return (f"{where}: {value} is not one of {', '.join(map(repr, error.validator_value))}"
+                + (f"; {hint}" if hint else "."))
     if v == "required":  # names the key the schema requires, not the value
         return f"{where}: {error.message}."
     if v in ("pattern", "propertyNames"):
@@ -125,12 +128,18 @@ def validate(config: dict, config_file: str = "config.yaml", schema: dict | None
     return cfg
 
 
+def _hint(name: str, known) -> str:
+    """``; did you mean 'x'?`` for a name that is not in a registry, or ""."""
+    hint = did_you_mean(name, known)
+    return f"; {hint}" if hint else ""
+
+
 def _check_selection(cfg: dict, config_file: str) -> None:
     for key, section in (("benchmarks_to_run", "benchmarks"), ("models_to_run", "models")):
         for name in cfg.get(key, []):
             if name not in cfg[section]:
-                raise ConfigError(f"{key} names {shown(name)}, which is not in {section} "
-                                  f"(known: {', '.join(sorted(cfg[section]))}).", path=config_file,
+                raise ConfigError(f"{key} names {shown(name)}, which is not in {section}{_hint(name, cfg[section])} "
+                                  f"(known: {name_list(sorted(cfg[section]))}).", path=config_file,
                                   fix=f"add {shown(name)} to {section} or remove it from {key}.")
 
 
@@ -152,12 +161,14 @@ def check_layout_keys(cfg: dict, config_file: str = "config.yaml", schema: dict 
 def _check_variants(cfg: dict, config_file: str) -> None:
     for i, v in enumerate(cfg["query_variants"]):
         if v["benchmark"] not in cfg["benchmarks"]:
-            raise ConfigError(f"query_variants[{i}].benchmark names {v['benchmark']!r}, which is not in benchmarks.",
+            raise ConfigError(f"query_variants[{i}].benchmark names {v['benchmark']!r}, which is not in benchmarks"
+                              f"{_hint(v['benchmark'], cfg['benchmarks'])}.",
                               path=config_file, fix="name a configured benchmark.")
         for m in v["models"]:
             if m not in cfg["models"] or cfg["models"][m]["type"] not in registry.VARIANT_TYPES:
+                able = [n for n, spec in cfg["models"].items() if spec["type"] in registry.VARIANT_TYPES]
                 raise ConfigError(f"query_variants[{i}].models names {m!r}, which is not a retriever in models that "
-                                  "can run a query variant.", path=config_file,
+                                  f"can run a query variant{_hint(m, able)}.", path=config_file,
                                   fix=f"name {', '.join(registry.VARIANT_TYPES)} entries (a type: run model's file "
                                       "holds one run per task).")
     for name, llm in cfg.get("llms", {}).items():
@@ -188,20 +199,23 @@ def _check_derived(cfg: dict, config_file: str) -> None:
     known = set(cfg["models"]) | set(registry.all_variant_names(cfg)) | set(registry.derived_jobs(cfg))
     for i, job in enumerate(cfg["rerank"]):
         if job["run"] not in known:
-            raise ConfigError(f"rerank[{i}].run names {shown(job['run'])}, which is not a configured run "
-                              f"(known: {', '.join(sorted(known))}).", path=config_file,
+            raise ConfigError(f"rerank[{i}].run names {shown(job['run'])}, which is not a configured run"
+                              f"{_hint(job['run'], known)} (known: {name_list(sorted(known))}).", path=config_file,
                               fix="name a retriever in models or a derived run.")
         model = cfg["models"].get(job["reranker"])
         if model is None or model["type"] not in registry.RERANKER_TYPES:
+            able = [n for n, spec in cfg["models"].items() if spec["type"] in registry.RERANKER_TYPES]
             raise ConfigError(f"rerank[{i}].reranker names {shown(job['reranker'])}, which is not a cross_encoder, "
-                              "rankllama or dense entry in models.", path=config_file, fix="add it to models.")
+                              f"rankllama or dense entry in models{_hint(job['reranker'], able)}.", path=config_file,
+                              fix="add it to models.")
     for name, spec in cfg["fusion"].items():
         if name in cfg["models"]:
             raise ConfigError(f"fusion.{name}: the name is also a model.", path=config_file, fix="rename it.")
         for run in spec["runs"]:
             if run not in known or run == name:
-                raise ConfigError(f"fusion.{name}.runs names {shown(run)}, which is not a configured run "
-                                  f"(known: {', '.join(sorted(known - {name}))}).", path=config_file,
+                raise ConfigError(f"fusion.{name}.runs names {shown(run)}, which is not a configured run"
+                                  f"{_hint(run, known - {name})} (known: {name_list(sorted(known - {name}))}).",
+                                  path=config_file,
                                   fix="name retrievers in models or derived runs.")
         if "weights" in spec and len(spec["weights"]) != len(spec["runs"]):
             raise ConfigError(f"fusion.{name}.weights has {len(spec['weights'])} values for {len(spec['runs'])} runs.",
@@ -215,7 +229,7 @@ def _check_report(cfg: dict, config_file: str) -> None:
 
     metric = cfg["leaderboard"]["metric"]
     if metric not in metric_names():
-        raise ConfigError(f"leaderboard.metric {shown(metric)} is not a computed metric "
+        raise ConfigError(f"leaderboard.metric {shown(metric)} is not a computed metric{_hint(metric, metric_names())} "
                           f"(computed: {', '.join(metric_names())}).", path=config_file,
                           fix="name one of the computed metrics.")
     report = cfg["report"]
@@ -225,12 +239,12 @@ def _check_report(cfg: dict, config_file: str) -> None:
                        ("scatter", report.get("scatter", []))):
         for name in names:
             if name not in configured:
-                raise ConfigError(f"report.{key} names {shown(name)}, which is not a configured run "
-                                  f"(runs: {', '.join(runs)}).", path=config_file,
+                raise ConfigError(f"report.{key} names {shown(name)}, which is not a configured run"
+                                  f"{_hint(name, configured)} (runs: {name_list(runs)}).", path=config_file,
                                   fix="name a model, query-variant, rerank or fusion run.")
     if "baseline" in report and report["baseline"] not in runs:
         raise ConfigError(f"report.baseline {shown(report['baseline'])} is configured but not among the runs that "
-                          f"will run ({', '.join(runs)}).", path=config_file,
+                          f"will run ({name_list(runs)}).", path=config_file,
                           fix="select it (models_to_run, enabled) or set report.baseline to a selected run, "
                               "e.g. --config 'report={baseline: <run>}'.")
 
@@ -350,6 +364,38 @@ def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None =
                                   path=config_file, fix="point it at the task's dataset folder.")
 
 
+MTEB_FIXES = {
+    "name": "set models.{m}.name to a model in MTEB's registry (mteb.get_model_meta), or use type: dense with "
+            "source: {{hf: <repo>}} for a sentence-transformers model MTEB does not list.",
+    "revision": "remove models.{m}.revision to use the revision MTEB pins, or set it to that one.",
+    "mteb_tasks": "set models.{m}.mteb_tasks to MTEB retrieval task names.",
+}
+
+
+def check_mteb_models(cfg: dict, config_file: str = "config.yaml") -> None:
+    """Every selected ``type: mteb`` model's name, revision and MTEB tasks are in MTEB's registry (offline), so
+    that a typo stops before any job instead of failing on the Hub after the other jobs. Skipped where Snakemake's
+    own environment lacks mteb (the model's jobs check again)."""
+    from ..factories import mteb_problem, mteb_task_name
+    from ..r2med import paper_task
+
+    reg = registry.Registry(cfg)
+    models = [m for m in reg.encoders() if cfg["models"][m]["type"] == "mteb"]
+    if not models:
+        return
+    try:
+        import mteb  # noqa: F401
+    except ImportError:
+        return
+    for m in models:
+        spec = cfg["models"][m]
+        tasks = dict.fromkeys(mteb_task_name(spec, t, paper_task(cfg["benchmarks"][b]["tasks"][t]))
+                              for b, t in reg.tasks)
+        problem = mteb_problem(spec["name"], spec.get("revision"), [t for t in tasks if t])
+        if problem:
+            raise ConfigError(f"models.{m}: {problem[0]}.", path=config_file, fix=MTEB_FIXES[problem[1]].format(m=m))
+
+
 def check_run_files(cfg: dict, config_file: str = "config.yaml", base: Path | None = None) -> None:
     """Every selected ``type: run`` model has its run file for every task that will run; every selected
     ``python`` model's factory module is found (without importing it)."""
@@ -384,7 +430,7 @@ def check_run_files(cfg: dict, config_file: str = "config.yaml", base: Path | No
 
 def check_cliniq(bench: dict, name: str, config_file: str = "config.yaml", base: Path | None = None) -> None:
     """A cliniq benchmark: one task (its path CliniQ's benchmark/ folder), and an existing NOTEEVENTS file."""
-    from ..cliniq_corpus import MIMIC_ACCESS
+    from ..cliniq_corpus import noteevents_problem
 
     base = base or Path.cwd()
     if len(bench["tasks"]) != 1:
@@ -395,10 +441,9 @@ def check_cliniq(bench: dict, name: str, config_file: str = "config.yaml", base:
         raise ConfigError(f"benchmarks.{name}.tasks.{tname}.path: folder {shown(task['path'])} does not exist.",
                           path=config_file, fix="point it at CliniQ's benchmark/ folder, or set "
                           f"benchmarks.{name}.annotations: {{download: true}} to fetch it there.")
-    notes = bench.get("noteevents")
-    if not notes or not _exists(notes, base, "file"):
-        raise ConfigError(f"benchmarks.{name}.noteevents: MIMIC-III NOTEEVENTS file {shown(notes)} not found.",
-                          path=config_file, fix=MIMIC_ACCESS)
+    problem = noteevents_problem(bench.get("noteevents"), base)
+    if problem:
+        raise ConfigError(f"benchmarks.{name}.noteevents: {problem[0]}", path=config_file, fix=problem[1])
     if bench["new_judgments"] and not _exists(bench["new_judgments"], base, "file"):
         raise ConfigError(f"benchmarks.{name}.new_judgments: file {shown(bench['new_judgments'])} not found.",
                           path=config_file, fix="point it at a TSV of query_id, chunk_id, label.")

@@ -7,7 +7,7 @@ from .paths import (BENCHMARK_LEADERBOARD, BM25_PAPER_FIT, BM25_PAPER_QUERY_TOKE
                     CLINIQ_METRICS, CLINIQ_POOL, CLINIQ_QRELS, CLINIQ_TABLE, CORPUS, DOWNLOAD, DOWNLOAD_FILES,
                     DOWNLOAD_VARIANT, EMB_CORPUS, EMB_CORPUS_IDS, EMB_CORPUS_INFO, EMB_QUERIES, EMB_QUERY_IDS,
                     EMB_SHARD, EMB_VARIANT, EMB_VARIANT_IDS, GENERATED, GENERATED_INFO, INDEX, INDEX_PAGE, LEADERBOARD,
-                    METRICS, METRICS_TABLE, MODEL_MANIFEST, MTEB_EXPORT, PER_QUERY, PLOT, PRIVATE_GENERATED,
+                    METRICS, METRICS_TABLE, MODEL_MANIFEST, MTEB_EXPORT, PALETTE, PER_QUERY, PLOT, PRIVATE_GENERATED,
                     PRIVATE_VARIANT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE,
                     VARIANT, benchmark_file, bm25_float, fill)
 from .registry import ENCODER_TYPES, Registry, job_inputs
@@ -212,6 +212,11 @@ class Inputs:
     def benchmark_metric_table(self, wildcards) -> list[str]:
         return [fill(METRICS_TABLE, benchmark=wildcards.benchmark)]
 
+    def benchmark_figure(self, wildcards) -> dict:
+        """A benchmark's figures: its collected metrics, its palette, the bootstrap intervals."""
+        return {"metrics": self.benchmark_metric_table(wildcards), "significance": fill(SIGNIFICANCE, ext="csv"),
+                "palette": fill(PALETTE, benchmark=wildcards.benchmark)}
+
     def plot_scatter(self, wildcards) -> dict:
         a, b = self.reg.scatter_runs(wildcards.benchmark)
         tasks = [t for bb, t in self.reg.tasks if bb == wildcards.benchmark]
@@ -221,8 +226,8 @@ class Inputs:
     def plot_cliniq(self, wildcards) -> dict:
         if not self.reg.is_cliniq(wildcards.benchmark):
             return {}
-        return {g: fill(CLINIQ_TABLE, benchmark=wildcards.benchmark, grouping=g, ext="csv")
-                for g in ("match_type", "query_type")}
+        return {**{g: fill(CLINIQ_TABLE, benchmark=wildcards.benchmark, grouping=g, ext="csv")
+                   for g in ("match_type", "query_type")}, "palette": fill(PALETTE, benchmark=wildcards.benchmark)}
 
     def provenance(self) -> dict:
         """Metrics and task statistics; each run file is named in its metrics JSON (and hashed from there)."""
@@ -276,6 +281,7 @@ def report_targets(reg: Registry) -> list[str]:
         names += ["scatter"] if reg.scatter_runs(b) else []
         names += ["cliniq_by_match_type", "cliniq_by_query_type"] if reg.is_cliniq(b) else []
         targets += [fill(PLOT, benchmark=b, name=n, ext=e) for n in names for e in ("png", "svg")]
+        targets.append(fill(PALETTE, benchmark=b))
     return targets
 
 

@@ -340,6 +340,12 @@ class Params:
     def leaderboard_benchmark(self, wildcards) -> dict:
         return _pick(self._report(), ("baseline", "metric", "alpha", "permutations"))
 
+    def plot_palette(self, wildcards) -> dict:
+        """The benchmark's runs in configuration order, each with its place among every benchmark's runs (the
+        style it takes when new); adding or removing a run reruns the palette."""
+        everyone = list(dict.fromkeys(r for b in self.reg.benchmarks for r in self.reg.runs_of(b)))
+        return {"runs": [[r, everyone.index(r)] for r in self.reg.runs_of(wildcards.benchmark)]}
+
     def plot_leaderboard(self, wildcards) -> dict:
         notes = []
         if not self.reg.rerank_lineage(wildcards.benchmark):

@@ -80,6 +80,7 @@ SIGNIFICANCE = "results/significance.{ext}"
 PROVENANCE = "results/provenance.json"
 R2MED_VS_PAPER = "results/r2med_vs_paper.md"
 PLOT = "results/plots/{benchmark}/{name}.{ext}"
+PALETTE = "results/plots/{benchmark}/palette.tsv"  # each run's colour, marker and hatch (r2med_eval.palette)
 # LaTeX: leaderboard, leaderboard-{benchmark}, cliniq-{benchmark}-by_{grouping}, r2med_vs_paper
 TABLE = "results/tables/{name}.tex"
 INDEX_PAGE = "results/index.html"
@@ -120,6 +121,7 @@ JOB_KEYS = {
     "significance": "significance",
     "leaderboard": "leaderboard",
     "leaderboard_benchmark": "{benchmark}",
+    "plot_palette": "{benchmark}",
     "plot_leaderboard": "{benchmark}",
     "plot_rerank_depth": "{benchmark}",
     "plot_scatter": "{benchmark}",

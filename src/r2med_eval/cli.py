@@ -1,0 +1,239 @@
+"""The ``r2med-eval`` command (``python -m r2med_eval``): the library's scoring, significance and fusion on files,
+with the same numbers as the pipeline, and the workflow itself.
+
+    r2med-eval eval qrels.tsv run.trec -m nDCG@10 R@100        # trec_eval-style lines: metric, query, value
+    r2med-eval eval qrels.tsv run.trec -m ndcg_cut_10 -q --format json
+    r2med-eval compare qrels.tsv bm25.trec minilm.trec --baseline bm25
+    r2med-eval fuse bm25.trec minilm.trec --method rrf -o fused.trec
+    r2med-eval run --cores 8                                   # snakemake --cores 8 --rerun-incomplete all
+    r2med-eval build-medquad resources/medquad                 # MedQuAD / LiveQA-Med in BEIR layout (network)
+
+Documented in docs/api.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import InputError
+
+DEFAULT_METRICS = ("nDCG@10", "R@100", "P@10", "AP@100", "RR")
+
+
+def _measures(names: list[str]) -> list[str]:
+    """``-m`` values; trec_eval's comma lists expand (``P.5,10`` -> ``P.5``, ``P.10``)."""
+    out = []
+    for name in names:
+        head, _, tail = name.partition(".")
+        if tail and "," in tail:
+            out += [f"{head}.{k}" for k in tail.split(",") if k]
+        else:
+            out.append(name)
+    return list(dict.fromkeys(out))
+
+
+def cmd_eval(args) -> int:
+    from . import api
+
+    names = _measures(args.metrics or list(DEFAULT_METRICS))
+    qrels = api.read_qrels(args.qrels, split=args.split, duplicates=args.duplicate_qrels)
+    result = api.evaluate(qrels, args.run, metrics=names, ignore_identical_ids=args.ignore_identical_ids)
+    if args.format == "json":
+        out = {"qrels": args.qrels, "run": args.run, "metrics": result["metrics"], "counts": result["counts"]}
+        if args.per_query:
+            out["per_query"] = result["per_query"]
+        print(json.dumps(out, indent=1))
+        return 0
+    lines = []
+    if args.per_query:
+        for qid, row in result["per_query"].items():
+            lines += [f"{name}\t{qid}\t{row[name]:.{args.decimals}f}" for name in names]
+    lines += [f"{name}\tall\t{result['metrics'][name]:.{args.decimals}f}" for name in names]
+    print("\n".join(lines))
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from . import api, significance
+
+    if args.names and len(args.names) != len(args.runs):
+        raise InputError(f"--names gives {len(args.names)} names for {len(args.runs)} runs.", fix="one name per run.")
+    runs = dict(zip(args.names, args.runs)) if args.names else list(args.runs)
+    rows = api.compare(runs, api.read_qrels(args.qrels, split=args.split, duplicates=args.duplicate_qrels),
+                       baseline=args.baseline, metric=args.metric, ignore_identical_ids=args.ignore_identical_ids,
+                       permutations=args.permutations, resamples=args.bootstrap, seed=args.seed, alpha=args.alpha,
+                       benchmark=args.benchmark, task=args.task)
+    if args.format == "csv":
+        sys.stdout.write(significance.to_csv(rows))
+    elif args.format == "json":
+        print(json.dumps(rows, indent=1))
+    else:
+        sys.stdout.write(significance.to_markdown(rows, args.baseline, args.alpha, args.permutations, args.bootstrap))
+    return 0
+
+
+def cmd_fuse(args) -> int:
+    from . import api, runs
+
+    fused = api.fuse(list(args.runs), args.method, k=args.k, weights=args.weights, depth=args.depth)
+    if args.output == "-":
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            runs.write_run(fused, Path(tmp) / "fused.trec", tag=args.tag, decimals=8)
+            sys.stdout.write((Path(tmp) / "fused.trec").read_text(encoding="utf-8"))
+    else:
+        n = runs.write_run(fused, args.output, tag=args.tag, decimals=8)
+        print(f"r2med-eval: fused {len(args.runs)} runs ({args.method}) into {args.output}: {len(fused)} queries, "
+              f"{n} lines", file=sys.stderr)
+    return 0
+
+
+def checkout() -> Path | None:
+    """The r2med-eval checkout to run: the working directory if it holds the Snakefile, else the checkout this
+    package was installed from (an editable install)."""
+    for folder in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        if (folder / "Snakefile").is_file() and (folder / "rules").is_dir():
+            return folder
+    return None
+
+
+def run_command(args, extra: list[str]) -> list[str]:
+    """``snakemake`` as the README's command 1 runs it (``--cores``, ``--rerun-incomplete``, target ``all``), with
+    the repository's SLURM profile under ``--slurm``, and the remaining arguments passed through."""
+    import importlib.util
+
+    if importlib.util.find_spec("snakemake") is None:
+        raise InputError("Snakemake is not installed in this environment.",
+                         fix="install the pinned requirements (make setup, or pip install -r requirements.lock).")
+    repo = checkout()
+    if repo is None:
+        raise InputError("no r2med-eval checkout here (a folder with the Snakefile and rules/).",
+                         fix="run it in your clone of r2med-eval (pip install -e . from it).")
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile")]
+    if args.slurm:
+        cmd += ["--profile", str(repo / "profiles" / "slurm")]
+    else:
+        cmd += ["--cores", str(args.cores)]
+    cmd += ["--rerun-incomplete"]
+    cmd += extra
+    if not [a for a in extra if not a.startswith("-")] and "--report" not in extra:
+        cmd.append("all")  # no target given: the default job
+    return cmd
+
+
+def cmd_run(args, extra: list[str]) -> int:
+    cmd = run_command(args, extra)
+    print("r2med-eval: " + " ".join(cmd[1:]), file=sys.stderr)
+    return subprocess.call(cmd)
+
+
+def cmd_build_medquad(args) -> int:
+    from . import medquad
+
+    info = medquad.build(args.out, pool=args.pool, sources=args.sources)
+    print(json.dumps(info, indent=1))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    from . import __version__
+    from .fusion import METHODS
+
+    top = argparse.ArgumentParser(prog="r2med-eval", description="Medical retrieval evaluation: score, compare and "
+                                  "fuse TREC runs as the r2med-eval pipeline does, or run the pipeline.")
+    top.add_argument("--version", action="version", version=f"r2med-eval {__version__}")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    def qrels_options(p):
+        p.add_argument("qrels", help="judgments: TREC qrels, BEIR qrels/<split>.tsv, R2MED qrels.jsonl, or a task "
+                                     "folder")
+        p.add_argument("--split", default="test", help="BEIR split when QRELS is a folder (default test)")
+        p.add_argument("--duplicate-qrels", default="error", choices=["error", "max", "first", "last"],
+                       help="a query-document pair judged twice: stop (default, as trec_eval) or merge")
+        p.add_argument("--ignore-identical-ids", action="store_true",
+                       help="drop retrieved documents whose id is the query id (BEIR's option)")
+
+    p = sub.add_parser("eval", help="score a run (trec_eval's measures)",
+                       description="Score a TREC run: one line per measure, `metric<TAB>query<TAB>value` as "
+                                   "trec_eval prints (query `all` for the mean over the judged queries), or JSON.")
+    qrels_options(p)
+    p.add_argument("run", help="a TREC run file")
+    p.add_argument("-m", "--metrics", nargs="+", metavar="METRIC",
+                   help="ir_measures names (nDCG@10 R@100 P@10 AP@100 RR RR@10 Success@10 P(rel=2)@10) or "
+                        "trec_eval's (ndcg_cut_10 recall_100 P.5,10 map_cut_100 recip_rank map); default: "
+                        + " ".join(DEFAULT_METRICS))
+    p.add_argument("-q", "--per-query", action="store_true", help="per-query values too (trec_eval -q)")
+    p.add_argument("--format", choices=["trec", "json"], default="trec")
+    p.add_argument("--decimals", type=int, default=4, help="decimals of the trec format (default 4, as trec_eval)")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("compare", help="significance table against a baseline",
+                       description="Every run against the baseline, as the pipeline's significance stage: paired "
+                                   "t-test and randomization test, Holm-corrected, 95%% bootstrap intervals.")
+    qrels_options(p)
+    p.add_argument("runs", nargs="+", help="TREC run files (named after their file names, or --names)")
+    p.add_argument("--baseline", required=True, help="the run the others are tested against")
+    p.add_argument("--names", nargs="+", help="the runs' names, in order")
+    p.add_argument("-m", "--metric", default="ndcg_at_10", help="the measure (default ndcg_at_10, i.e. nDCG@10)")
+    p.add_argument("--permutations", type=int, default=10000, help="randomization test sign flips (default 10000)")
+    p.add_argument("--bootstrap", type=int, default=10000, help="bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--benchmark", default="", help="the benchmark column of the table")
+    p.add_argument("--task", default="", help="the task column of the table")
+    p.add_argument("--format", choices=["md", "csv", "json"], default="md")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("fuse", help="fuse runs (RRF or linear)", description="Fuse TREC runs as the pipeline's "
+                       "fuse_runs rule does.")
+    p.add_argument("runs", nargs="+", help="TREC run files, in the order they are summed")
+    p.add_argument("--method", choices=list(METHODS), default="rrf")
+    p.add_argument("--k", type=int, default=60, help="RRF constant (default 60)")
+    p.add_argument("--weights", type=float, nargs="+", help="linear fusion weights (default equal)")
+    p.add_argument("--depth", type=int, help="use only each run's top DEPTH")
+    p.add_argument("--tag", default="fused", help="the run tag (last column)")
+    p.add_argument("-o", "--output", default="-", help="the fused TREC run (default: standard output)")
+    p.set_defaults(func=cmd_fuse)
+
+    p = sub.add_parser("run", help="run the workflow (snakemake)",
+                       description="Run the r2med-eval workflow of this checkout through Snakemake: `snakemake "
+                                   "--cores N --rerun-incomplete all`, or through the repository's SLURM profile "
+                                   "(profiles/slurm). Other arguments (targets, --configfile, --config, -n, ...) "
+                                   "are passed to Snakemake.")
+    p.add_argument("--cores", type=int, default=os.cpu_count() or 1, help="local cores (default: all)")
+    p.add_argument("--slurm", action="store_true", help="submit the jobs to SLURM with profiles/slurm")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("build-medquad", help="build MedQuAD / LiveQA-Med in BEIR layout from its public sources",
+                       description="Download MedQuAD and the TREC 2017 LiveQA medical task at their pinned commits "
+                                   "(network) and write the BEIR folder config/medquad.yaml reads.")
+    p.add_argument("out", help="the BEIR folder to write (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
+    p.add_argument("--pool", help="also write the judged-documents-only variant to this folder")
+    p.add_argument("--sources", help="a folder holding the two repositories' archives or checkouts "
+                                     "(MedQuAD/, LiveQA_MedicalTask_TREC2017/) instead of downloading them")
+    p.set_defaults(func=cmd_build_medquad)
+    return top
+
+
+def main(argv=None) -> int:
+    args, extra = parser().parse_known_args(argv)
+    if extra and args.command != "run":
+        parser().parse_args(argv)  # unknown options of the other commands: argparse's own message and exit 2
+    try:
+        return args.func(args, extra) if args.command == "run" else args.func(args)
+    except InputError as exc:
+        print(f"r2med-eval: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # the reader went away (| head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
