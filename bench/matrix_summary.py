@@ -19,7 +19,9 @@ Reports:
 * scheduling and job start: per job, the span Snakemake logged minus the job's own benchmark wall (process spawn,
   output checks, benchmark and metadata writes), summed; and the per-job start-up floor, the median wall of the
   lightest jobs (rule ``link_cliniq_corpus``, ``download_query_variant`` and the like: an interpreter and the
-  package's imports, almost no work), times the job count;
+  package's imports, almost no work), times the job count; with ``--startup-from`` (the working directory of the
+  same matrix on tiny data), each rule's own start-up (its median job wall there: imports, model loading) times
+  its jobs here;
 * per rule: jobs, summed wall and CPU, the largest peak RSS; the top ``--top`` by summed wall;
 * the report rules (leaderboards, plots, significance, provenance, index page, ...), each job;
 * disk per stage: ``results/<folder>``, ``resources/``, ``logs/``, ``benchmarks/``, ``.snakemake/`` (apparent size
@@ -49,6 +51,8 @@ STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 JOBID = re.compile(r"^\s+jobid: (\d+)$")
 FINISHED = re.compile(r"^Finished jobid: (\d+)")
 RULE = re.compile(r"^(?:local)?rule (\w+):$")
+BENCH = re.compile(r"^\s+benchmark: (\S+)$")
+THREADS = re.compile(r"^\s+threads: (\d+)$")
 
 
 def read_benchmarks(workdir: Path) -> list[dict]:
@@ -74,12 +78,14 @@ def read_benchmarks(workdir: Path) -> list[dict]:
 
 
 def parse_log(path: Path) -> dict:
-    """Start and end of every job (seconds since the log's first stamp), the rule of each, the first and last stamp."""
+    """Start and end of every job (epoch seconds) with its rule, the first and last stamp, and the threads of each
+    job by its benchmark file."""
     stamp = None
     started: dict[str, tuple[float, str]] = {}
     spans: list[dict] = []
+    threads: dict[str, int] = {}  # benchmark file -> the job's threads
     first = last = None
-    rule = None
+    rule = bench = None
     with open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
             line = line.rstrip("\n")
@@ -91,18 +97,25 @@ def parse_log(path: Path) -> dict:
                 continue
             m = RULE.match(line)
             if m:
-                rule = m.group(1)
+                rule, bench = m.group(1), None
+                continue
+            m = BENCH.match(line)
+            if m:
+                bench = m.group(1)
+                continue
+            m = THREADS.match(line)
+            if m and bench:
+                threads[bench] = int(m.group(1))
                 continue
             m = JOBID.match(line)
             if m and rule and stamp is not None:
                 started.setdefault(m.group(1), (stamp, rule))
-                rule = None
                 continue
             m = FINISHED.match(line)
             if m and m.group(1) in started and stamp is not None:
                 t0, r = started.pop(m.group(1))
                 spans.append({"rule": r, "start": t0, "end": stamp})
-    return {"first": first, "last": last, "spans": spans}
+    return {"first": first, "last": last, "spans": spans, "threads": threads}
 
 
 def log_start(path: Path) -> float | None:
@@ -132,7 +145,8 @@ def disk_usage(workdir: Path) -> dict[str, int]:
     return out
 
 
-def summarise(workdir: Path, log: Path | None, timing: dict | None, cores: int, top: int) -> dict:
+def summarise(workdir: Path, log: Path | None, timing: dict | None, cores: int, top: int,
+              startup_from: Path | None = None) -> dict:
     rows = read_benchmarks(workdir)
     if not rows:
         raise SystemExit(f"no benchmark files under {workdir / 'benchmarks'}")
@@ -164,6 +178,9 @@ def summarise(workdir: Path, log: Path | None, timing: dict | None, cores: int, 
         raise SystemExit("no timing file and no Snakemake log: cannot tell the wall time")
     out["wall_s"] = round(wall, 1)
     out["occupancy"] = round(job_wall / (cores * wall), 3) if wall else None
+    if parsed and parsed["threads"]:  # a job holds min(threads, cores) cores for its wall
+        held = sum(r["s"] * min(cores, parsed["threads"].get(r["file"], 1)) for r in rows)
+        out["core_occupancy"] = round(held / (cores * wall), 3) if wall else None
     if parsed and parsed["spans"]:
         out["log"] = str(log)
         out["planning_s"] = round(min(s["start"] for s in parsed["spans"]) - start, 1)
@@ -179,6 +196,16 @@ def summarise(workdir: Path, log: Path | None, timing: dict | None, cores: int, 
         out["startup_floor_s"] = round(floor, 2)
         out["startup_total_s"] = round(floor * len(rows), 1)
         out["startup_share_of_job_wall"] = round(floor * len(rows) / job_wall, 3) if job_wall else None
+    if startup_from:
+        # each rule's start-up: the median wall of its jobs in a rehearsal on tiny data (work close to nothing)
+        tiny: dict[str, list] = {}
+        for r in read_benchmarks(startup_from):
+            tiny.setdefault(r["rule"], []).append(r["s"])
+        per_rule = {rule: statistics.median(v) for rule, v in tiny.items()}
+        total = sum(per_rule.get(a["rule"], floor if light else 0.0) * a["jobs"] for a in by_rule.values())
+        out["startup_by_rule_s"] = {k: round(v, 2) for k, v in sorted(per_rule.items())}
+        out["startup_estimate_s"] = round(total, 1)
+        out["startup_estimate_share_of_job_wall"] = round(total / job_wall, 3) if job_wall else None
     ranked = sorted(by_rule.values(), key=lambda a: -a["wall"])
     out["rules"] = [{k: (round(v, 1) if isinstance(v, float) else v) for k, v in a.items()} for a in ranked]
     out["top"] = out["rules"][:top]
@@ -206,6 +233,9 @@ def markdown(s: dict) -> str:
     lines += [f"| jobs' own wall, summed (benchmark `s`) | {hms(s['job_wall_s'])} |",
               f"| jobs' own CPU, summed (benchmark `cpu_time`) | {hms(s['job_cpu_s'])} |",
               f"| occupancy: jobs' own wall / ({s['cores']} cores x wall) | {s['occupancy']:.0%} |"]
+    if "core_occupancy" in s:
+        lines.append(f"| cores held by jobs: jobs' own wall x their threads / ({s['cores']} cores x wall) | "
+                     f"{s['core_occupancy']:.0%} |")
     if "planning_s" in s:
         lines += [f"| planning (start to the first job) | {s['planning_s']:,.0f} s |",
                   f"| scheduling and job start outside the jobs (logged span - own wall, summed) | "
@@ -214,7 +244,11 @@ def markdown(s: dict) -> str:
         lines += [f"| start-up inside each job (median wall of the lightest jobs) | {s['startup_floor_s']:.2f} s "
                   f"x {s['jobs']:,} = {s['startup_total_s']:,.0f} s ({s['startup_share_of_job_wall']:.0%} of the "
                   "jobs' own wall) |"]
-    lines += ["", f"Slowest rules (summed wall):", "",
+    if "startup_estimate_s" in s:
+        lines += [f"| start-up inside the jobs, per rule (median wall of its jobs in a rehearsal on tiny data, x its "
+                  f"jobs here) | {s['startup_estimate_s']:,.0f} s ({s['startup_estimate_share_of_job_wall']:.0%} of "
+                  "the jobs' own wall) |"]
+    lines += ["", "Slowest rules (summed wall):", "",
               "| rule | jobs | wall, summed | CPU, summed | longest job | peak RSS |", "|---|---:|---:|---:|---:|---:|"]
     for a in s["top"]:
         lines.append(f"| `{a['rule']}` | {a['jobs']:,} | {hms(a['wall'])} | {hms(a['cpu'])} | {a['max_wall']:,.0f} s "
@@ -238,11 +272,14 @@ def main(argv=None) -> int:
     parser.add_argument("--timing", type=Path, help="the JSON bench/full_matrix.py run wrote (wall, CPU, start)")
     parser.add_argument("--cores", type=int, default=2, help="the run's --cores (default 2)")
     parser.add_argument("--top", type=int, default=10, help="rules listed by summed wall (default 10)")
+    parser.add_argument("--startup-from", type=Path,
+                        help="working directory of the same matrix run on tiny data: each rule's median job wall there "
+                             "is taken as its start-up (interpreter, imports, model load)")
     parser.add_argument("--markdown", type=Path, help="also write the Markdown here")
     parser.add_argument("--json", type=Path, help="write every figure as JSON here")
     args = parser.parse_args(argv)
     timing = json.loads(args.timing.read_text()) if args.timing else None
-    s = summarise(args.workdir.resolve(), args.log, timing, args.cores, args.top)
+    s = summarise(args.workdir.resolve(), args.log, timing, args.cores, args.top, args.startup_from)
     text = markdown(s)
     print(text)
     if args.markdown:
