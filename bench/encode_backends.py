@@ -4,7 +4,7 @@
 
 Each configuration's model is loaded once (the onnx / openvino export happens there, outside the timing); then
 the rounds alternate between configurations, each round encoding the whole corpus in the pipeline's batch plan
-(``dense.encode_batches``). Prints one JSON object: per configuration the median documents/s over the rounds,
+(``dense_encode.encode_batches``). Prints one JSON object: per configuration the median documents/s over the rounds,
 the speed-up over torch fp32 (ratio of medians), nDCG@10 of an exact search over the corpus with the queries
 encoded by the same configuration, the largest absolute embedding difference from torch fp32, and how many
 queries' top-10 differ from torch fp32's. ``--data`` defaults to the demo (data/demo) when the pool is absent.
@@ -44,7 +44,7 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from r2med_eval import datasets, dense, metrics
+    from r2med_eval import datasets, dense_encode, dense_models, dense_search, metrics
     from r2med_eval.workflow.config import with_defaults
 
     torch.set_num_threads(args.threads)
@@ -53,7 +53,7 @@ def main() -> None:
     texts = [datasets.doc_contents(ds.corpus[i]) for i in ids]
     qids = list(ds.queries)
     queries = [ds.queries[q] for q in qids]
-    plan = dense.batch_plan(texts, args.batch_size)
+    plan = dense_encode.batch_plan(texts, args.batch_size)
     order = np.array([i for b in plan for i in b], dtype=np.int64)
 
     models, skipped = {}, {}
@@ -62,12 +62,12 @@ def main() -> None:
                                        "max_length": args.max_length, "batch_size": args.batch_size,
                                        "device": "cpu", "backend": backend, "dtype": dtype})
         try:
-            models[(backend, dtype)] = dense.load_encoder(spec, "minilm")
+            models[(backend, dtype)] = dense_models.load_encoder(spec, "minilm")
         except Exception as err:  # an uninstalled backend is reported, not fatal
             skipped[f"{backend} {dtype}"] = str(err)
 
     def encode(model):
-        emb = dense.encode_batches(model, texts, plan, normalize=True)
+        emb = dense_encode.encode_batches(model, texts, plan, normalize=True)
         out = np.zeros_like(emb)
         out[order] = emb
         return out
@@ -87,7 +87,7 @@ def main() -> None:
     for key, model in models.items():
         qemb = np.asarray(model.encode(queries, batch_size=args.batch_size, normalize_embeddings=True,
                                        show_progress_bar=False), dtype=np.float32)
-        run, _ = dense.search(embeddings[key], ids, qemb, qids, k=100, threads=args.threads)
+        run, _ = dense_search.search(embeddings[key], ids, qemb, qids, k=100, threads=args.threads)
         tops[key] = {q: [d for d, _ in sorted(run.get(q, {}).items(), key=lambda x: (-x[1], x[0]))[:10]]
                      for q in qids}
         ndcg = metrics.evaluate(run, ds.qrels, qids)["metrics"]["ndcg_at_10"]

@@ -35,17 +35,22 @@ sys.path.insert(0, str(REPO / "src"))
 JOB = r"""
 import inspect, json, sys
 import numpy as np
-from r2med_eval import dense, runs
+from r2med_eval import runs
+try:  # dense.py split into dense_models, dense_encode, embeddings and dense_search
+    from r2med_eval.dense_search import search
+    from r2med_eval.embeddings import load_corpus_embeddings
+except ImportError:  # an anchor before the split
+    from r2med_eval.dense import load_corpus_embeddings, search
 side, work, out = sys.argv[1], sys.argv[2], sys.argv[3]
 q = np.load(f"{work}/queries.npy")
 qids = [f"q{i}" for i in range(len(q))]
-if "info_path" in inspect.signature(dense.load_corpus_embeddings).parameters:
-    emb, ids = dense.load_corpus_embeddings(f"{work}/corpus.npy", f"{work}/corpus_ids.txt", dim=q.shape[1],
-                                            info_path=f"{work}/corpus.json")
+if "info_path" in inspect.signature(load_corpus_embeddings).parameters:
+    emb, ids = load_corpus_embeddings(f"{work}/corpus.npy", f"{work}/corpus_ids.txt", dim=q.shape[1],
+                                      info_path=f"{work}/corpus.json")
 else:
-    emb, ids = dense.load_corpus_embeddings(f"{work}/corpus.npy", f"{work}/corpus_ids.txt",
-                                            f"{work}/corpus.jsonl", dim=q.shape[1])
-run, info = dense.search(emb, ids, q, qids, 100, {"kind": "flat"}, threads=2)
+    emb, ids = load_corpus_embeddings(f"{work}/corpus.npy", f"{work}/corpus_ids.txt", f"{work}/corpus.jsonl",
+                                      dim=q.shape[1])
+run, info = search(emb, ids, q, qids, 100, {"kind": "flat"}, threads=2)
 runs.write_run(run, out, tag="dense", query_order=sorted(run))
 print(json.dumps(info))
 """
@@ -56,14 +61,14 @@ def generate(work: Path, n: int, n_queries: int) -> None:
 
     from scale import DIM, generate_corpus, random_vectors
 
-    from r2med_eval import dense
+    from r2med_eval import embeddings
 
     generate_corpus(work, n, 64, 1)
     ids = [f"p{i}" for i in range(n)]
     np.save(work / "corpus.npy", random_vectors(n, seed=1))
     (work / "corpus_ids.txt").write_text("\n".join(ids) + "\n")
     (work / "corpus.json").write_text(json.dumps({"documents": n, "dim": DIM, "dtype": "float32",
-                                                  "ids_sha256": dense.ids_digest(ids)}))
+                                                  "ids_sha256": embeddings.ids_digest(ids)}))
     np.save(work / "queries.npy", random_vectors(n_queries, seed=2))
 
 

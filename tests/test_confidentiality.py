@@ -5,9 +5,14 @@ data/, every file holding it is owner-only, and the terminal output does not hol
 Parts of the probe, one Snakemake run (each part adds its models to PROBE_CONFIG's parts):
 * LLM: LameR generation against a loopback server that echoes its whole prompt (so its answers quote the notes),
   the expansions run through BM25 to the leaderboard.
+* LLM rerankers: BM25 reranked by a listwise (RankGPT) and a pointwise LLM reranker asking the same echoing server
+  (their prompts quote the chunks; the cached answers echo them).
 * User code: then, in the same work directory, a `type: python` encoder whose exception quotes its input
   (tests/byo/bad_encoder.py, kind quote) joins with a second `--keep-going all`: its job fails with one line, the
   message and traceback go to the owner-only job log under resources/, and the whole directory is checked again.
+* Judge: CliniQ's judgment completion (issue 24) with the same echoing server as its judge: every prompt quotes a
+  chunk, every answer is the prompt (malformed, so re-asked with the repair turn, then counted), and the estimates,
+  re-scoring, verdict, plot and index section are written from ids and numbers only.
 Then a server that is neither loopback nor declared is refused through Snakemake with the policy's one message."""
 import json
 import os
@@ -35,6 +40,8 @@ benchmarks:
 PARTS = {
     "models": """
   bm25: {type: bm25_lucene, k1: 0.9, b: 0.4}
+  echo-listwise: {type: llm_listwise, llm: echo}
+  echo-pointwise: {type: llm_pointwise, llm: echo, max_tokens: 2000}
 """,
     "llms": """
   echo:
@@ -45,7 +52,15 @@ PARTS = {
     "query_variants": """
   - {benchmark: cliniq-demo, method: lamer, llm: echo, models: [bm25], prompt_task: PMC-Treatment}
 """,
+    "rerank": """
+  - {run: bm25, reranker: echo-listwise, depths: [10]}
+  - {run: bm25, reranker: echo-pointwise, depths: [5]}
+""",
+    "cliniq_completion": """
+  {benchmark: cliniq-demo, llm: echo, queries: 4, sample_per_query: 3, pool_depth: 2, malformed_retries: 1}
+""",
 }
+RERANKED = ("bm25--echo-listwise@10", "bm25--echo-pointwise@5")
 
 
 def probe_config(notes) -> str:
@@ -74,15 +89,34 @@ def test_planted_word_stays_owner_only_under_resources(probe):
     # the probe bites: the prompts quoted the notes and the echoed answers went on to retrieval and the leaderboard
     assert any(PLANTED in m["content"] for r in server.requests for m in r["messages"])
     board = (work / "results" / "leaderboard.csv").read_text()
-    assert "bm25+lamer-echo" in board
+    assert "bm25+lamer-echo" in board and all(r in board for r in RERANKED)
     holders = set(map(str, assert_confined(work, proc.stdout)))
     expected = {"data/NOTEEVENTS.csv", "resources/cliniq/cliniq-demo/cliniq/corpus.jsonl",
                 "resources/cliniq/cliniq-demo/cliniq/llm_cache/lamer--echo.jsonl",
                 "resources/cliniq/cliniq-demo/cliniq/generated/lamer/echo/query_with_hydoc.jsonl",
-                "resources/cliniq/cliniq-demo/cliniq/variants/lamer--echo.jsonl"}
+                "resources/cliniq/cliniq-demo/cliniq/variants/lamer--echo.jsonl",
+                "resources/cliniq/cliniq-demo/completion/judgments.tsv",
+                "resources/cliniq/cliniq-demo/completion/llm_cache/echo.jsonl"}
+    expected |= {f"resources/cliniq/cliniq-demo/cliniq/llm_cache/rerank/{r}.jsonl" for r in RERANKED}
     assert expected <= holders, sorted(holders)
+    helpful = [r for r in server.requests if r["messages"][0]["content"] == "You are a helpful assistant."]
+    judged = [r for r in helpful if "Chunk:" in r["messages"][1]["content"]]
+    lamer = [r for r in helpful if r not in judged]
     info = json.loads((work / "results/generated/cliniq-demo/cliniq/lamer/echo/generation.json").read_text())
-    assert info["requested"] == len(server.requests) and info["queries"] == 16
+    assert info["requested"] == len(lamer) and info["queries"] == 16
+    # the rerankers' prompts quoted the chunks (their metadata, in results/, holds ids and numbers only)
+    asked = [json.loads((work / f"results/runs/cliniq-demo/cliniq/{r}.lineage.json").read_text())["requested"]
+             for r in RERANKED]
+    reranker_prompts = [r for r in server.requests if r not in helpful]
+    assert min(asked) > 0 and len(reranker_prompts) == sum(asked)
+    assert all(any(PLANTED in m["content"] for m in r["messages"]) for r in reranker_prompts)
+    # the judge part bites too: its prompts quoted the chunks, its answers (the echoed prompts) stayed malformed and
+    # were counted; the completion's tables and the index section hold ids and numbers
+    assert judged and any(PLANTED in r["messages"][1]["content"] for r in judged)
+    judging = json.loads((work / "results/cliniq/cliniq-demo/completion/judging.json").read_text())
+    assert judging["malformed"] == judging["judged"] > 0 and judging["malformed_after_round"] == [judging["judged"]] * 2
+    assert "inconclusive" in (work / "results/cliniq/cliniq-demo/completion/verdict.md").read_text()
+    assert 'id="completion-cliniq-demo"' in (work / "results/index.html").read_text()
     assert not (work / "results/generated/cliniq-demo/cliniq/lamer/echo/query_with_hydoc.jsonl").exists()
     assert not (work / "results/data/cliniq-demo/cliniq/variants").exists()
 
@@ -128,6 +162,25 @@ def test_a_declaration_reruns_nothing(probe, tmp_path):
     declared.write_text((work / "config.yaml").read_text() + "phi_servers: [llm.mylab.internal, 10.20.0.7]\n")
     proc = snakemake(work, "--configfile", str(declared), "-n", "--cores", "1", "all", config=False)
     assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_an_edited_judge_prompt_plans_the_judging_again_and_nothing_upstream(probe, tmp_path):
+    """The judge's prompt is part of the judging rule's params (its sha256): after an edit the dry run plans the
+    judging and what reads its labels or its record (the provenance), nothing else."""
+    from r2med_eval.cliniq_judge import DEFAULT_PROMPT
+    from test_workflow import planned_jobs
+
+    work, _, _ = probe
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text(DEFAULT_PROMPT.read_text() + "Answer in English.\n")
+    edited = tmp_path / "edited.yaml"
+    text = (work / "config.yaml").read_text()
+    assert "malformed_retries: 1}" in text
+    edited.write_text(text.replace("malformed_retries: 1}", f"malformed_retries: 1, prompt: {prompt}}}"))
+    jobs = planned_jobs(snakemake(work, "--configfile", str(edited), "-n", "--cores", "1", "all",
+                                  config=False).stdout)
+    assert set(jobs) == {"cliniq_completion_judge", "cliniq_completion_estimate", "cliniq_completion_rescore",
+                         "plot_cliniq_completion", "provenance", "report_index", "all"}, jobs
 
 
 QUOTING = f"""

@@ -245,10 +245,11 @@ def test_did_you_mean_for_keys_types_and_names():
         f"paper_name, top_k, type). {FIX}")
     assert _message(lambda c: c.update(modles={})) == (
         "config.yaml: unknown key 'modles'; did you mean 'models'? (allowed here: benchmarks, benchmarks_to_run, "
-        f"fusion, leaderboard, llms, models, models_to_run, phi_servers, query_variants, report, rerank). {FIX}")
+        f"cliniq_completion, fusion, leaderboard, llms, models, models_to_run, phi_servers, query_variants, report, rerank). {FIX}")
     assert _message(lambda c: c["models"]["bm25"].update(type="bm25_lucen")) == (
         "config.yaml: models.bm25.type: 'bm25_lucen' is not one of 'bm25_lucene', 'dense', 'cross_encoder', "
-        f"'bm25_paper', 'rankllama', 'run', 'python', 'mteb'; did you mean 'bm25_lucene'? {FIX}")
+        f"'bm25_paper', 'rankllama', 'run', 'python', 'mteb', 'llm_listwise', 'llm_pointwise'; did you mean 'bm25_lucene'? "
+        f"{FIX}")
     assert _message(lambda c: c.update(models_to_run=["bm52"])) == (
         "config.yaml: models_to_run names 'bm52', which is not in models; did you mean 'bm25'? (known: bm25, "
         "bm25-paper, minilm). Fix: add 'bm52' to models or remove it from models_to_run.")

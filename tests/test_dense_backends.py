@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from r2med_eval import dense
+from r2med_eval import dense_encode, dense_models
 from r2med_eval.errors import ConfigError, InputError
 from r2med_eval.workflow.config import validate, with_defaults
 
@@ -24,7 +24,7 @@ def _spec(**kw):
 
 
 def _missing(backend):
-    return [m for m in dense.BACKEND_PACKAGES[backend] if importlib.util.find_spec(m) is None]
+    return [m for m in dense_models.BACKEND_PACKAGES[backend] if importlib.util.find_spec(m) is None]
 
 
 def _demo():
@@ -34,9 +34,9 @@ def _demo():
 
 
 def _encode(spec, texts):
-    model = dense.load_encoder(spec, "m", "doc")
-    plan = dense.batch_plan(texts, int(spec["batch_size"]))
-    emb = dense.encode_batches(model, texts, plan, normalize=True)
+    model = dense_models.load_encoder(spec, "m", "doc")
+    plan = dense_encode.batch_plan(texts, int(spec["batch_size"]))
+    emb = dense_encode.encode_batches(model, texts, plan, normalize=True)
     out = np.zeros_like(emb)
     out[np.array([i for b in plan for i in b])] = emb
     return out
@@ -73,9 +73,9 @@ def test_prompt_and_pool_prompt_go_through_the_exported_model():
         pytest.skip("backend onnx needs onnx and onnxruntime (pinned in requirements.lock), not installed here")
     texts = ["aspirin inhibits platelets", "insulin lowers glucose in muscle"]
     for pool_prompt in (True, False):
-        got = dense.load_encoder(_spec(backend="onnx", pool_prompt=pool_prompt), "m").encode(
+        got = dense_models.load_encoder(_spec(backend="onnx", pool_prompt=pool_prompt), "m").encode(
             texts, prompt="query: ", normalize_embeddings=True)
-        ref = dense.load_encoder(_spec(pool_prompt=pool_prompt), "m").encode(
+        ref = dense_models.load_encoder(_spec(pool_prompt=pool_prompt), "m").encode(
             texts, prompt="query: ", normalize_embeddings=True)
         np.testing.assert_allclose(got, ref, atol=1e-4)
 
@@ -84,7 +84,7 @@ def test_uninstalled_backend_stops_with_one_message(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "openvino" else real(name, *a))
     with pytest.raises(InputError, match=r"backend: openvino needs the Python package\(s\) (onnx, )?openvino, which"):
-        dense.load_encoder(_spec(backend="openvino"), "m")
+        dense_models.load_encoder(_spec(backend="openvino"), "m")
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -101,4 +101,4 @@ def test_unknown_or_incompatible_backend_is_rejected_by_the_config(extra, messag
         validate(cfg)
     if extra.get("backend") != "tensorrt":
         with pytest.raises(InputError, match=message):
-            dense.load_encoder(with_defaults("dense", {**BASE, **extra}), "m")
+            dense_models.load_encoder(with_defaults("dense", {**BASE, **extra}), "m")

@@ -16,7 +16,7 @@ from r2med_eval.workflow.code import CodeIndex
 NOT_REACHED = {
     "provenance": ({"torch", "sentence-transformers", "faiss-cpu", "transformers", "mteb", "datasets", "onnxruntime",
                     "openvino"},
-                   "provenance uses dense.resolve_source only (importlib), not dense.load_encoder (whose python/mteb "
+                   "provenance uses dense_models.resolve_source only (importlib), not dense_models.load_encoder (whose python/mteb "
                    "adapters import mteb and datasets, and whose backends onnxruntime and openvino); its `import torch` for the hardware record is optional "
                    "(ImportError caught)"),
 }

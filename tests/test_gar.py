@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from conftest import make_r2med, write_jsonl
-from r2med_eval import datasets, dense, gar
+from r2med_eval import datasets, dense_encode, dense_models, gar
 from r2med_eval.errors import InputError
 from r2med_eval.workflow.config import with_defaults
 
@@ -49,9 +49,10 @@ def test_dense_variant_averages_query_and_document(tmp_path):
     rows = [{"id": "q1", "text": "blood sugar", "hy_doc": "insulin lowers glucose"},
             {"id": "q2", "text": "mosquito fever", "hy_doc": "malaria parasites"}]
     write_jsonl(tmp_path / "v.jsonl", rows)
-    dense.encode_query_variant(tmp_path / "v.jsonl", tmp_path / "e.npy", tmp_path / "i.txt", spec, "m", "t", "hyde")
+    dense_encode.encode_query_variant(tmp_path / "v.jsonl", tmp_path / "e.npy", tmp_path / "i.txt", spec, "m", "t",
+                                      "hyde")
     emb = np.load(tmp_path / "e.npy")
-    model = dense.load_encoder(spec, "m")
+    model = dense_models.load_encoder(spec, "m")
     a = model.encode(["mosquito fever"], normalize_embeddings=True)[0]
     b = model.encode(["malaria parasites"], normalize_embeddings=True)[0]
     expected = (a + b) / np.linalg.norm(a + b)

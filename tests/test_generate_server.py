@@ -3,7 +3,12 @@
 pipeline generates HyDE, query2doc and LameR expansions for the demo; the server is killed mid-way, the run
 stops at once with one message and no expansion file; after a restart only the missing queries are asked again
 (counted in the server's access log and in the cache); the files then flow through BM25 and MiniLM to the
-leaderboard. The server's address and key appear in no file the pipeline writes."""
+leaderboard. In the same run BM25 is reranked by both LLM rerankers asking that server (RankGPT's listwise window
+at depth 20, pointwise yes/no labels at depth 10: `transformers serve` refuses log probabilities), and both reach the
+leaderboard, the significance table and the rerank-depth plot; and CliniQ's multi-patient judgments are completed
+on the CliniQ demo with the tiny model as the judge (issue 24): its answers are malformed (random weights),
+re-asked, counted, and every output of the completion is written. The server's address and key appear in no file
+the pipeline writes."""
 import csv
 import importlib.util
 import json
@@ -20,11 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import demo_config, snakemake
+from conftest import REPO, demo_config, snakemake
 
 pytestmark = pytest.mark.slow
 
 METHODS = ("hyde", "query2doc", "lamer")
+RERANKED = {"tiny-listwise": 20, "tiny-pointwise": 10}  # reranker -> depth
 KEY = "sk-local-test-key-4242"
 
 
@@ -92,8 +98,10 @@ class Server:
 
 
 def cached(work: Path) -> int:
+    """Answers in the generation caches (resources/llm_cache/<benchmark>/<task>/<method>--<llm>.jsonl; the LLM
+    rerankers' caches lie under .../rerank/)."""
     root = work / "resources" / "llm_cache"
-    return sum(len(p.read_text().splitlines()) for p in root.rglob("*.jsonl")) if root.exists() else 0
+    return sum(len(p.read_text().splitlines()) for p in root.glob("*/*/*--*.jsonl")) if root.exists() else 0
 
 
 @pytest.mark.skipif(_missing() is not None, reason=f"transformers serve needs {_missing()} "
@@ -109,7 +117,21 @@ def test_generate_against_a_real_server_resumes_and_reaches_the_leaderboard(tmp_
         "pyrogens such as interleukin-1.\n")}))
     work = tmp_path / "work"
     work.mkdir()
-    config = demo_config() + f"""
+    cliniq = REPO / "data" / "cliniq-demo"
+    config = demo_config().replace("models:\n", f"""  cliniq-demo:
+    layout: cliniq
+    noteevents: {cliniq / 'NOTEEVENTS.csv'}
+    expected_chunks: 203
+    tasks:
+      cliniq: {{path: {cliniq}}}
+models:
+""", 1) + f"""
+  tiny-listwise: {{type: llm_listwise, llm: tiny, passage_words: 30}}
+  tiny-pointwise: {{type: llm_pointwise, llm: tiny, logprobs: false, reasks: 0, passage_words: 30}}
+rerank:
+""" + "".join(f"  - {{run: bm25, reranker: {r}, depths: [{k}]}}\n" for r, k in RERANKED.items()) + f"""
+cliniq_completion: {{benchmark: cliniq-demo, llm: tiny, queries: 3, sample_per_query: 2, pool_depth: 1,
+                    malformed_retries: 1}}
 llms:
   tiny:
     reasoning: none
@@ -163,21 +185,54 @@ query_variants:
         assert cached(work) == total
         assert server.requests() == total - first
         print(f"answers cached before the kill: {first} of {total}; asked after the restart: {server.requests()}")
-        # 3. the generated files flow through BM25 and MiniLM to the leaderboard (nothing asked again)
-        snakemake(work, "--cores", "1", "all", env=env)
-        assert server.requests() == total - first
+        # 3. the generated files flow through BM25 and MiniLM to the leaderboard (nothing asked again); the LLM
+        # rerankers ask for their answers, and the judge of the CliniQ completion its own questions
+        snakemake(work, "--cores", "2", "all", env=env)
+        assert cached(work) == total
+        reranked = [f"bm25--{r}@{k}" for r, k in RERANKED.items()]
+        lineage = {r: json.loads((work / f"results/runs/demo/demo/{r}.lineage.json").read_text()) for r in reranked}
+        # on the CliniQ demo too (bm25 runs there; the loopback server passes the policy)
+        lineage_cliniq = [json.loads((work / f"results/runs/cliniq-demo/cliniq/{r}.lineage.json").read_text())
+                          for r in reranked]
+        judging = json.loads((work / "results/cliniq/cliniq-demo/completion/judging.json").read_text())
+        assert judging["requested"] > 0
+        assert server.requests() == (total - first + sum(info["requested"] for info in lineage.values())
+                                     + sum(info["requested"] for info in lineage_cliniq) + judging["requested"])
     finally:
         server.kill()
     with open(work / "results/leaderboard.csv") as handle:
         board = {row["model"] for row in csv.DictReader(handle)}
     assert {f"{m}+{g}-tiny" for m in ("bm25", "minilm") for g in METHODS} <= board
+    assert set(reranked) <= board
+    with open(work / "results/significance.csv") as handle:
+        assert set(reranked) <= {row["model"] for row in csv.DictReader(handle)}
+    plotted = (work / "logs/plot_rerank_depth/demo.log").read_text()
+    assert all(r in plotted.split("reranking depth: ")[1] for r in reranked)
+    first_stage = {}
+    for line in (work / "results/runs/demo/demo/bm25.trec").read_text().splitlines():
+        first_stage[line.split()[0]] = first_stage.get(line.split()[0], 0) + 1
+    listwise, pointwise = (lineage[r] for r in reranked)
+    assert listwise["requested"] == listwise["parsing"]["windows"] == sum(n > 1 for n in first_stage.values())
+    assert pointwise["requested"] == sum(min(10, n) for n in first_stage.values()) == sum(
+        pointwise["scored_by"].values()) and pointwise["scored_by"]["logprobs"] == 0  # labels (of a random model)
     for t in targets:
         rows = [json.loads(x) for x in (work / t).read_text().splitlines()]
         assert len(rows) == queries and all(isinstance(r["hy_doc"], str) for r in rows)
     info = json.loads((work / "results/generated/demo/demo/lamer/tiny/generation.json").read_text())
     assert info["queries"] == queries and info["completion_tokens"] > 0
+    # the judgment completion: every output of its estimates, re-scoring and report, malformed answers counted
+    done = work / "results/cliniq/cliniq-demo/completion"
+    for name in ("estimates.csv", "estimates.md", "estimates.tex", "per_query.csv", "agreement.md", "rescored.csv",
+                 "rescored.md", "rescored.tex", "ranking.csv", "ranking.tex", "verdict.md", "verdict.json"):
+        assert (done / name).stat().st_size > 0, name
+    assert (work / "results/plots/cliniq-demo/cliniq_completion.png").is_file()
+    assert judging["judged"] == len((done / "labels.tsv").read_text().splitlines()) - 1
+    assert judging["requested"] == judging["judged"] + judging["malformed_after_round"][0]
+    assert 'id="completion-cliniq-demo"' in (work / "results/index.html").read_text()
     prov = json.loads((work / "results/provenance.json").read_text())
     assert set(prov["generation"]) == {f"demo/demo/{m}/tiny" for m in METHODS}
+    assert set(prov["llm_rerank"]) == {f"demo/demo/{r}" for r in reranked}
+    assert prov["judging"]["cliniq-demo"]["requested"] == judging["requested"]
     for folder in ("results", "logs", "resources", ".snakemake"):
         for path in (work / folder).rglob("*"):
             if path.is_file() and path.stat().st_size < 50_000_000:

@@ -96,7 +96,7 @@ def test_heartbeat_prints_the_running_progress_or_the_phase_to_the_terminal():
     assert any(re.search(r"\] loading the doc encoder of minilm, elapsed \d+s$", line) for line in lines), lines
     assert any(re.search(r"\] shard 1/1: encoding: 10/40 texts \(25\.0%\), [\d.]+ texts/s, elapsed \d+s, ETA \d+s$",
                          line) for line in lines), lines
-    assert re.fullmatch(r"r2med-eval \[encode_corpus demo/demo/minilm\] finished after \d+s", lines[-1])
+    assert re.fullmatch(r"r2med-eval \[encode_corpus demo/demo/minilm\] finished after (\d+h\d\dm|(\d+m)?\d+s)", lines[-1])
     assert not progress._ACTIVE  # the finished Progress left the stack
     # a job shorter than the interval prints nothing
     quiet = io.StringIO()

@@ -217,7 +217,7 @@ def check_progress_lines(output: str, work) -> None:
     for rule, wildcards, text in lines:
         by_job.setdefault(rule + wildcards, []).append(text)
     encoding = by_job.get("encode_corpus demo/demo/minilm", [])
-    assert len(encoding) >= 3 and re.fullmatch(r"finished after \d+s", encoding[-1]), by_job.keys()
+    assert len(encoding) >= 3 and re.fullmatch(r"finished after (\d+h\d\dm|(\d+m)?\d+s)", encoding[-1]), by_job.keys()
     assert any(re.fullmatch(r"shard 1/1: encoding: \d+/267 texts \([\d.]+%\), [\d.]+ texts/s, elapsed \d+s, ETA "
                             r"(\d+s|\d+m\d\ds|unknown)", t) for t in encoding) or \
         any(t.startswith("loading the doc encoder of minilm, elapsed ") for t in encoding), encoding

@@ -214,7 +214,14 @@ def test_code_closure_of_each_rule():
     assert has_metrics == {"score_run"}
     assert "data/reference/r2med_paper_ndcg10.tsv" in code.closure("r2med_vs_paper")[1]
     assert "data/reference/r2med_paper_ndcg10.tsv" not in code.closure("prepare_task")[1]
-    assert "src/r2med_eval/dense.py" in code.closure("encode_queries")[1]
+    # dense retrieval's three concerns: model adapters and encoding reach the encoding jobs, search the search job
+    reaches = {m: {r for r in code.rules() if f"src/r2med_eval/{m}.py" in code.closure(r)[1]}
+               for m in ("dense_models", "dense_encode", "embeddings", "dense_search")}
+    encoding = {"encode_corpus", "encode_corpus_shard", "encode_queries", "encode_query_variant"}
+    assert reaches["dense_encode"] == encoding
+    assert reaches["dense_models"] == encoding | {"rerank_run", "provenance"}  # load_model, resolve_source
+    assert reaches["dense_search"] == {"retrieve_dense"}
+    assert reaches["embeddings"] == encoding | {"gather_embeddings", "retrieve_dense", "rerank_run"}
     # the control layer reaches jobs through their paths and params, which Snakemake tracks itself
     assert not any("/workflow/" in f for r in code.rules() for f in code.closure(r)[1])
 
@@ -235,6 +242,11 @@ def test_code_hash_follows_an_edit_and_not_the_location(tmp_path):
     stage.write_text(stage.read_text().replace('"""A downloaded task\'s files', '"""The downloaded task\'s files'))
     edited = CodeIndex(src, tmp_path / "a")
     assert {r for r in here.rules() if here.hash(r) != edited.hash(r)} == {"score_run", "prepare_task"}
+    # an edit to the search code reruns the searches, not the encoding
+    with open(src / "dense_search.py", "a") as handle:
+        handle.write("\n# an edit\n")
+    searched = CodeIndex(src, tmp_path / "a")
+    assert {r for r in here.rules() if edited.hash(r) != searched.hash(r)} == {"retrieve_dense"}
 
 
 # ---------------------------------------------------------------- inputs, resources, constraints

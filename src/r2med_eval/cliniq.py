@@ -13,9 +13,11 @@ official ``eval.py`` of github.com/zhao-zy15/CliniQ (commit pinned in ``cliniq_c
   the length of its list of relevant chunks, which repeats a chunk judged under two match types).
 * ``average_precision``: eval.py's, divided by the same list length.
 
-The ranking of a query is its run sorted by score; equal scores in corpus order by default (eval.py ranks
-with ``np.argsort(-similarities)`` over the corpus list; a stable sort keeps equal scores in that order),
-or by chunk id (``tie_order="doc_id"``).
+The ranking of a query is its run sorted by score. Equal scores (``tie_order``): ``evalpy``, in the order of the
+run's own lines, which for a dense run on a CliniQ benchmark is the order eval.py's ``np.argsort(-similarities)``
+gave (``dense_search.evalpy_search`` ranks the cached embeddings so and the run file keeps it); ``corpus``, in corpus
+order, the order a *stable* argsort over the corpus list gives (runs without eval.py's similarities: BM25,
+imported, fused, reranked); ``doc_id``, by chunk id (the order of our other run files).
 
 Single-patient retrieval (eval.py's "inner" metrics): for each query and each note (HADM_ID) holding
 a relevant chunk, the note's chunks are ranked in the order of the corpus-wide ranking; the note is
@@ -171,7 +173,7 @@ def judged_at_k(ranking, judged: set, k: int = 10) -> float:
     return sum(1 for d in ranking[:k] if d in judged) / k
 
 
-TIE_ORDERS = ("corpus", "doc_id")
+TIE_ORDERS = ("evalpy", "corpus", "doc_id")
 
 
 def _check_tie_order(tie_order: str) -> None:
@@ -179,10 +181,14 @@ def _check_tie_order(tie_order: str) -> None:
         raise ValueError(f"tie_order must be one of {TIE_ORDERS}, not {tie_order!r}")
 
 
-def ranking_of(docs: dict[str, float], position: dict[str, int] | None = None) -> list[str]:
-    """Score descending. Ties: with ``position`` (chunk -> its index in the corpus) by corpus order, which is
-    the order a stable ``np.argsort(-similarities)`` over the corpus gives (eval.py's ranking); chunks
-    not in the corpus after those, by id. Without it, by chunk id (the order of our run files)."""
+def ranking_of(docs: dict[str, float], position: dict[str, int] | None = None, in_order: bool = False) -> list[str]:
+    """Score descending. Ties: ``in_order``, in the order of ``docs`` (a run file's lines; tie order ``evalpy``);
+    with ``position`` (chunk -> its index in the corpus) by corpus order, which is the order a stable
+    ``np.argsort(-similarities)`` over the corpus gives; chunks not in the corpus after those, by id. Otherwise
+    by chunk id (the order of our run files)."""
+    if in_order:
+        items = list(docs.items())
+        return [items[i][0] for i in sorted(range(len(items)), key=lambda i: (-items[i][1], i))]
     if position is None:
         return [d for d, _ in sorted(docs.items(), key=lambda x: (-x[1], x[0]))]
     end = len(position)
@@ -233,7 +239,7 @@ def _result(multi, multi_type, single, single_type, condensed, judged10, counts,
                          "by_query_type": by_qtype(judged10, ("judged_at_10",))},
         "counts": {"queries": queries, "judged_queries": judged_queries, "unjudged_queries": len(unjudged),
                    "unjudged_query_ids": unjudged, "single_patient_notes_scored": len(single), **dict(counts)},
-        "per_query": multi,
+        "per_query": [{**m, "judged_at_10": j["judged_at_10"]} for m, j in zip(multi, judged10)],
     }
 
 
@@ -243,11 +249,13 @@ def evaluate(run: dict, rows, query_types: dict[str, str], chunk_ids: list[str],
 
     ``run``: qid -> {chunk: score}. ``rows``: (query id, chunk id, match type) judgments of relevance,
     repeats kept. ``irrelevant``: (query id, chunk id) judged not relevant (new judgments).
-    ``chunk_ids``: the corpus, in corpus order. ``tie_order``: ``corpus`` ranks equal scores in corpus
-    order (eval.py's), ``doc_id`` by chunk id. Queries without a relevance judgment are counted and excluded.
+    ``chunk_ids``: the corpus, in corpus order. ``tie_order``: ``evalpy`` keeps equal scores in the order of each
+    query's dict (the run file's lines), ``corpus`` ranks them in corpus order, ``doc_id`` by chunk id. Queries
+    without a relevance judgment are counted and excluded.
     """
     _check_tie_order(tie_order)
     position = {c: i for i, c in enumerate(chunk_ids)} if tie_order == "corpus" else None
+    in_order = tie_order == "evalpy"
     judged_rows, judged_sets, chunks_by_note = _judgments(rows, irrelevant, chunk_ids)
 
     multi, multi_type = [], defaultdict(list)
@@ -260,7 +268,7 @@ def evaluate(run: dict, rows, query_types: dict[str, str], chunk_ids: list[str],
         docs = run.get(q, {})
         if not docs:
             counts["judged_queries_with_empty_run"] += 1
-        ranking = ranking_of(docs, position)
+        ranking = ranking_of(docs, position, in_order)
         relevant = [c for c, _ in judged_rows[q]]
         multi.append({"query": q, "query_type": qtype, **multi_metrics(ranking, relevant)})
         for typ, m in multi_by_match_type(ranking, judged_rows[q]).items():
@@ -295,17 +303,18 @@ def table_rows(model: str, result: dict, grouping: str) -> list[dict]:
 
 
 def pool(runs: dict[str, dict], judged: dict[str, set], depth: int, queries=None,
-         position: dict[str, int] | None = None) -> list[dict]:
+         position: dict[str, int] | None = None, in_order=()) -> list[dict]:
     """Unjudged chunks in the top ``depth`` of any run, per query of ``queries`` (default: the judged
     ones; queries without any judgment are pooled too when listed): best rank and which systems. Equal
-    scores are ranked as ``ranking_of`` does with ``position`` (the scoring's tie order)."""
+    scores are ranked as ``ranking_of`` does with ``position``, or in the run's own order for the runs named in
+    ``in_order`` (the scoring's tie order of each run)."""
     queries = set(judged if queries is None else queries)
     found: dict[tuple[str, str], dict] = {}
     for name in sorted(runs):
         for q, docs in runs[name].items():
             if q not in queries:
                 continue
-            for rank, d in enumerate(ranking_of(docs, position)[:depth], start=1):
+            for rank, d in enumerate(ranking_of(docs, position, name in in_order)[:depth], start=1):
                 if d in judged.get(q, ()):
                     continue
                 entry = found.setdefault((q, d), {"query_id": q, "chunk_id": d, "best_rank": rank, "systems": []})
@@ -317,8 +326,8 @@ def pool(runs: dict[str, dict], judged: dict[str, set], depth: int, queries=None
 # ------------------------------------------------------------------ vectorised scoring of large runs
 
 class RankedRun:
-    """A run as arrays: per query, its documents in ranking order (score descending, ties in corpus order or
-    by id, as :func:`ranking_of`), as indices into ``vocab``. ``chunk_ids`` come first in ``vocab``, then documents
+    """A run as arrays: per query, its documents in ranking order (score descending, ties in the file's order,
+    in corpus order or by id, as :func:`ranking_of`), as indices into ``vocab``. ``chunk_ids`` come first in ``vocab``, then documents
     of the run that are not chunks."""
 
     def __init__(self, qids: list[str], offsets, docs, vocab: list[str]):
@@ -346,7 +355,7 @@ def ranked_from_dict(run: dict, chunk_ids: list[str], tie_order: str = "corpus")
     position = dict(index) if tie_order == "corpus" else None
     qids, offsets, docs = sorted(run), [0], []
     for q in qids:
-        for d in ranking_of(run[q], position):
+        for d in ranking_of(run[q], position, tie_order == "evalpy"):
             if d not in index:
                 index[d] = len(vocab)
                 vocab.append(d)
@@ -357,8 +366,8 @@ def ranked_from_dict(run: dict, chunk_ids: list[str], tie_order: str = "corpus")
 
 def read_ranked_run(path, chunk_ids: list[str], tie_order: str = "corpus") -> RankedRun:
     """A TREC run file read with pyarrow into a :class:`RankedRun`, equal to
-    ``ranked_from_dict(runs.read_run(path), chunk_ids, tie_order)`` (equal scores in corpus order, or by
-    id). Files pyarrow's reader does not take (other
+    ``ranked_from_dict(runs.read_run(path), chunk_ids, tie_order)`` (equal scores in the file's line order, in
+    corpus order, or by id). Files pyarrow's reader does not take (other
     white space than single spaces, a bad line) or with a document twice for a query go through
     :func:`runs.read_run`, which names the file and line of the problem."""
     import numpy as np
@@ -419,18 +428,22 @@ def read_ranked_run(path, chunk_ids: list[str], tie_order: str = "corpus") -> Ra
     # ranking order: query (by id), score descending, then the tie key; skip the sort when the file has it
     q_rank = np.empty(len(q_names), dtype=np.int32)
     q_rank[np.argsort(np.asarray(q_names, dtype=object), kind="stable")] = np.arange(len(q_names))
-    # the tie key of each vocabulary entry: its rank by id (doc_id), or its corpus position with the run's
-    # documents that are not chunks after the chunks, by id (corpus; as ranking_of with a position)
-    v_rank = np.empty(len(vocab), dtype=np.int32)
-    if tie_order == "doc_id":
-        v_rank[sorted(range(len(vocab)), key=vocab.__getitem__)] = np.arange(len(vocab))
+    # the tie key of each line: its line number (evalpy); or of its document: its rank by id (doc_id), or its
+    # corpus position with the run's documents that are not chunks after the chunks, by id (corpus; as
+    # ranking_of with a position)
+    if tie_order == "evalpy":
+        dr = np.arange(n, dtype=np.int64)
     else:
-        n_chunks = len(chunk_ids)
-        v_rank[:n_chunks] = np.arange(n_chunks)
-        v_rank[sorted(range(n_chunks, len(vocab)), key=vocab.__getitem__)] = np.arange(n_chunks, len(vocab))
+        v_rank = np.empty(len(vocab), dtype=np.int32)
+        if tie_order == "doc_id":
+            v_rank[sorted(range(len(vocab)), key=vocab.__getitem__)] = np.arange(len(vocab))
+        else:
+            n_chunks = len(chunk_ids)
+            v_rank[:n_chunks] = np.arange(n_chunks)
+            v_rank[sorted(range(n_chunks, len(vocab)), key=vocab.__getitem__)] = np.arange(n_chunks, len(vocab))
+        dr = v_rank[doc]
     qr = q_rank[q_code]
     del q_code
-    dr = v_rank[doc]
     dq = qr[1:] - qr[:-1]
     in_order = not bool((dq < 0).any())
     if in_order:

@@ -75,6 +75,16 @@ def read_cliniq_qrels(path) -> tuple[list[tuple[str, str, str]], set]:
     return rows, irrelevant
 
 
+def judged_chunks(rows, irrelevant) -> dict[str, set]:
+    """Query -> every chunk a judgment row names (relevant or not), from ``read_cliniq_qrels``."""
+    judged: dict[str, set] = {}
+    for q, c, _ in rows:
+        judged.setdefault(q, set()).add(c)
+    for q, c in irrelevant:
+        judged.setdefault(q, set()).add(c)
+    return judged
+
+
 def read_query_types(path) -> dict[str, str]:
     return dict(line.split("\t") for line in read_lines(path))
 

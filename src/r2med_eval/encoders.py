@@ -8,7 +8,7 @@
   protocol (a DataLoader of texts, the MTEB task's metadata, ``PromptType.query`` or ``document``), so that MTEB's
   prompts per task apply.
 
-Both are wrapped in ``Adapter``, which ``dense.encode_batches`` calls as it calls a SentenceTransformer
+Both are wrapped in ``Adapter``, which ``dense_encode.encode_batches`` calls as it calls a SentenceTransformer
 (``encode(texts, batch_size=..., normalize_embeddings=...)``): the batch plan, shards, caching and the FAISS
 search are those of ``dense``. ``factories.module_file`` finds the factory's source file without importing anything
 (the control layer hashes it into the encoding jobs' params).

@@ -19,7 +19,10 @@ lamer       ``text + " " + hy_doc``      (encode(P + text) + encode(D + hy_doc))
 For a reasoning LLM BM25's query is the answer ``ans`` alone, whatever the method. ``P`` is the model's query
 prompt; ``D``, the prompt of the hypothetical document, is empty for R2MED's FlagDRES/HighScale/BiEncoder
 wrappers and the query prompt for its Instructor, GritLM and NV-Embed wrappers (a model's ``hydoc_prompt``).
-The averaged vector is re-normalised when the model normalises (ranking is unchanged by that).
+The two vectors are averaged as R2MED's wrapper returns them (a model's ``hydoc_average``): L2-normalised for
+bge, e5, SFR, INSTRUCTOR, GritLM and NV-Embed, raw for contriever (``normalize_embeddings=False``), BMRetriever
+(its "BMR" path never normalises) and MedCPT (BiEncoderModel returns the CLS vector). The average is
+re-normalised when the model normalises (R2MED's cosine scoring normalises it; the ranking is the same).
 """
 
 from __future__ import annotations
@@ -48,6 +51,14 @@ R2MED_REASONING = {
 # R2MED's retriever names (a model's paper_name) whose wrapper encodes the hypothetical document with the query
 # instruction (utils.py InstructorModel, GritModel, NVEmbedModel); every other wrapper encodes it bare.
 R2MED_HYDOC_PROMPT = dict.fromkeys(("inst-l", "inst-xl", "grit", "nv"), "query")
+# R2MED's retriever names whose wrapper returns unnormalised vectors, which encode_queries averages as they are
+# (utils.py: FlagDRESModel with normalize_embeddings=False, its and HighScaleModel's "BMR" path, BiEncoderModel);
+# every other wrapper returns L2-normalised vectors.
+R2MED_HYDOC_AVERAGE = dict.fromkeys(("contriever", "bmr-410m", "bmr-2b", "bmr-7b", "medcpt"), "raw")
+# R2MED's retriever names whose encode gives NaN for an empty hypothetical document (GritModel: gritlm's
+# GritLM.encode leaves the instruction's tokens out of the mean, and nothing is left), which BEIR's exact search
+# then scores -1 for every document of the query. This pipeline does not copy that (docs/models.md).
+R2MED_EMPTY_HYDOC_NAN = ("grit",)
 
 
 def reasoning_format(llm: str, setting: str = "r2med") -> str:
@@ -146,6 +157,15 @@ def dense_inputs(method: str, text: str, hy_doc: str, reasoning: str = "none") -
     if method == "query2doc":
         return text + "[SEP]" + hy_doc, None
     return text, hy_doc
+
+
+def count_empty_hydocs(path, method: str, reasoning: str = "none") -> tuple[int, int]:
+    """(queries whose dense hypothetical document is the empty string, queries) of an expansion file."""
+    empty = total = 0
+    for _, obj in iter_jsonl(path):
+        total += 1
+        empty += dense_inputs(method, obj["text"], obj["hy_doc"], reasoning)[1] == ""
+    return empty, total
 
 
 def variant_path(task_path, method: str, llm: str):

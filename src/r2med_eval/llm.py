@@ -22,6 +22,8 @@ and returns an ``Answer`` per id and the ``Usage`` of the batch (requests sent, 
 * **Retries** are for timeouts, HTTP 408, 429 and 5xx only, with exponential backoff (``backoff_seconds``,
   doubling; a 429's Retry-After is honoured) within the deadline. A refused connection, an unknown host, another
   HTTP status, a broken connection or a malformed response stops at once with one message (``LLMError``).
+* **Parsed answers.** ``ask_parsed`` asks a batch, parses every answer and re-asks the malformed ones (the next
+  ``attempt``, optionally with a repair turn), then returns every result, malformed ones included and counted.
 * **Concurrency.** ``concurrency`` requests in flight; the first failure stops the batch (queued requests are
   not sent; the answers that arrive are cached).
 * **Files.** ``private=True`` (a MIMIC-derived benchmark): the cache is owner-only (0600, folder 0700).
@@ -598,6 +600,52 @@ class Client:
         return Answer(content, tokens, reasoning, logprobs, finish if isinstance(finish, str) else None)
 
 
+@dataclass
+class Parsed:
+    """What ``ask_parsed`` got for one id: ``value`` (the parser's result, None when every attempt was malformed),
+    ``answer`` (the last answer), ``attempts`` (how many were asked: 1 + the re-asks)."""
+
+    value: object
+    answer: Answer
+    attempts: int
+
+
+def ask_parsed(client: Client, messages: dict[str, list[dict]], parse, *, retries: int, repair: str | None = None,
+               **sampling) -> tuple[dict[str, Parsed], Usage, list[int]]:
+    """Ask every id's messages (attempt 0) and ``parse`` each answer (``parse(answer)`` returns the value, or raises
+    ValueError when the answer is malformed); re-ask the malformed ones with attempt + 1 (a new cache entry: at
+    temperature 0 the same request would bring the same answer back), up to ``retries`` times. With ``repair``, a
+    re-ask continues the conversation: the malformed answer, then ``repair`` as a new user turn. Returns the result
+    of every id (malformed ones included, with value None: nothing is dropped), the usage of every round added up,
+    and how many answers were malformed after each round."""
+    current = {rid: client.request(msgs, **sampling) for rid, msgs in messages.items()}
+    out: dict[str, Parsed] = {}
+    usage, malformed = Usage(), []
+    for attempt in range(retries + 1):
+        answers, used = client.ask(current)
+        usage = usage + used
+        bad = {}
+        for rid, answer in answers.items():
+            try:
+                out[rid] = Parsed(parse(answer), answer, attempt + 1)
+            except ValueError:
+                out[rid] = Parsed(None, answer, attempt + 1)
+                bad[rid] = answer
+        malformed.append(len(bad))
+        if not bad or attempt == retries:
+            break
+        log.warning("%d of %d answers malformed; asking them again (attempt %d of %d)", len(bad), len(answers),
+                    attempt + 2, retries + 1)
+        nxt = {}
+        for rid, answer in bad.items():
+            msgs = messages[rid]
+            if repair is not None:
+                msgs = msgs + [{"role": "assistant", "content": answer.content}, {"role": "user", "content": repair}]
+            nxt[rid] = client.request(msgs, attempt=attempt + 1, **sampling)
+        current = nxt
+    return out, usage, malformed
+
+
 def _logprobs(raw) -> list[dict] | None:
     """The server's choices[0].logprobs.content as [{token, logprob, top_logprobs: [{token, logprob}]}] (bytes
     dropped); None when it sent none."""
@@ -621,6 +669,26 @@ def _fix(problem, server: _Server) -> str:
 
 
 # ------------------------------------------------------------------ a server inside the job (vLLM on a GPU node)
+
+
+@contextlib.contextmanager
+def serving(settings: dict, server_log=None):
+    """The job's server: ``local_server`` when ``vllm.enabled`` (its output to the job's log, or, with
+    ``server_log``, to that owner-only file: on a MIMIC-derived benchmark it may log prompts), else nothing (the
+    server the environment names)."""
+    with contextlib.ExitStack() as stack:
+        if settings["vllm"]["enabled"]:
+            import sys
+
+            handle = sys.stderr
+            if server_log:
+                from .cliniq_files import open_private
+
+                handle = stack.enter_context(open_private(server_log))
+                log.info("the LLM server's output goes to %s (owner-only: it may log prompts)", server_log)
+            stack.enter_context(local_server(settings, handle))
+        yield
+
 
 
 @contextlib.contextmanager

@@ -484,3 +484,37 @@ def cliniq_breakdown(path, what: str, benchmark: str, png, svg, palette: dict) -
             legend={"handles": handles, "ncol": legend_cols, "rows": math.ceil(len(models) / legend_cols)},
             note="; ".join(["n = queries of the group"] + [f"{a} = {g}" for a, g in short.items()]))
     save(fig, png, svg)
+
+
+def cliniq_completion(path, benchmark: str, png, svg) -> None:
+    """CliniQ's judgment completion: a panel per multi-patient figure, each system's figure over all queries x 100
+    with CliniQ's judgments (original) beside the completed one; a move above the threshold is marked with a dagger
+    over the pair."""
+    plt = _pyplot()
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["group"] == "all"]
+    if not rows:
+        raise InputError("no row of the group 'all'.", path=path, fix="check rule cliniq_completion_rescore.")
+    metrics = list(dict.fromkeys(r["metric"] for r in rows))
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    index = {(r["model"], r["metric"]): r for r in rows}
+    fig, axes = plt.subplots(1, len(metrics), squeeze=False,
+                             figsize=(max(6.0, (0.9 + 0.32 * len(models)) * len(metrics)), 3.6))
+    cmap = plt.get_cmap("tab10")
+    for ax, metric in zip(axes[0], metrics):
+        xs = range(len(models))
+        for k, (column, label) in enumerate((("original", "CliniQ's judgments"), ("completed", "completed"))):
+            ys = [float(index[(m, metric)][column]) * 100 if index[(m, metric)][column] else math.nan for m in models]
+            ax.bar([x + (k - 0.5) * 0.4 for x in xs], ys, width=0.4, label=label, color=cmap(k))
+        for x, m in zip(xs, models):
+            if index[(m, metric)]["moved"] == "1":
+                top = max(float(index[(m, metric)][c] or 0) for c in ("original", "completed")) * 100
+                ax.annotate("\u2020", (x, top), ha="center", va="bottom", fontsize=9)
+        ax.set_xticks(list(xs), models, fontsize=7, rotation=30, ha="right", rotation_mode="anchor")
+        ax.set_title(metric_label(metric), fontsize=9)
+        ax.set_ylabel(f"{metric_label(metric)} x 100")
+    axes[0][-1].legend(fontsize=7, frameon=False, bbox_to_anchor=(1.01, 1), loc="upper left")
+    fig.suptitle(f"{benchmark}: multi-patient figures, CliniQ's judgments and completed (\u2020: moved more than the "
+                 "threshold)")
+    fig.tight_layout()
+    save(fig, png, svg)

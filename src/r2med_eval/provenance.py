@@ -103,7 +103,7 @@ def model_source(spec: dict, name: str) -> dict:
             except PackageNotFoundError:
                 info["package_version"] = None
             try:
-                from .dense import resolve_source
+                from .dense_models import resolve_source
 
                 folder = resolve_source(source, name)[0]
                 info["weights_sha256"] = {p.name: sha256(p) for p in weight_files(folder)}

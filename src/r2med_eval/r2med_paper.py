@@ -57,8 +57,11 @@ def _fmt(v) -> str:
     return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v * 100:.2f}"
 
 
-def compare(metric_files, stats_files, keys: dict, tasks: dict, table=None) -> dict:
-    """Rows of the comparison and the statistics checks."""
+def compare(metric_files, stats_files, keys: dict, tasks: dict, table=None, empty_hydocs: dict | None = None) -> dict:
+    """Rows of the comparison and the statistics checks. ``empty_hydocs``: ``"<run> <benchmark>/<task>"`` ->
+    (empty hypothetical documents, queries) for the runs of a model whose R2MED wrapper encodes an empty one as
+    NaN (GritLM): a row with any is flagged, whatever the difference and whether the paper has the row."""
+    empty_hydocs = empty_hydocs or {}
     table = read_paper_table() if table is None else table
     checks = []
     for path in stats_files:
@@ -99,6 +102,13 @@ def compare(metric_files, stats_files, keys: dict, tasks: dict, table=None) -> d
                     if m["model"] == "medcpt-official":
                         reasons[0] = None
                     row["note"] = " ".join(r for r in reasons if r) or "no known reason"
+        empty, total = empty_hydocs.get(f"{m['model']} {where}", (0, 0))
+        if empty:  # whether or not the paper has the row: R2MED's code would not give this run
+            row["flag"] = True
+            row["note"] = (f"{empty} of {total} hypothetical documents are empty: R2MED's GritLM wrapper encodes "
+                           "them as NaN and BEIR then scores every document of those queries -1 (their top 100 is "
+                           "torch.topk's choice among equal scores); here those queries keep their own vector "
+                           "(config/r2med_models.yaml). " + row["note"]).strip()
         rows.append(row)
     return {"rows": rows, "checks": checks}
 
@@ -131,6 +141,16 @@ def not_compared(rows) -> list[str]:
     return out
 
 
+def _flag(row: dict) -> str:
+    """The flag column: a difference above FLAG_ABOVE, or a flagged row whose run R2MED's code would not give
+    (a note says why; it is listed whether or not the paper has the row)."""
+    if not row["flag"]:
+        return ""
+    if row["diff"] is not None and abs(row["diff"]) > FLAG_ABOVE:
+        return f"**> {FLAG_ABOVE * 100:g}**"
+    return "**see note**"
+
+
 def to_markdown(result: dict) -> str:
     rows, checks = result["rows"], result["checks"]
     compared = sorted((r for r in rows if r["theirs"] is not None),
@@ -148,15 +168,17 @@ def to_markdown(result: dict) -> str:
         lines += [f"**Not comparable:** {', '.join(bad)} {'does' if len(bad) == 1 else 'do'} not hold the paper's "
                   "dataset (query and document counts differ, see the statistics below), so differences there "
                   "say nothing about the retrievers.", ""]
-    if compared:
+    listed = compared + sorted((r for r in rows if r["theirs"] is None and r["flag"]),
+                               key=lambda r: (r["benchmark"], r["task"], r["model"]))
+    if listed:
         lines += ["| benchmark/task | R2MED task | model | ours | paper | difference | flag | note |",
                   "|---|---|---|---:|---:|---:|---|---|"]
-        for r in compared:
-            lines.append(f"| {r['benchmark']}/{r['task']} | {r['paper_task']} | {r['model']} | {_fmt(r['ours'])} | "
-                         f"{_fmt(r['theirs'])} | {r['diff'] * 100:+.2f} | "
-                         f"{f'**> {FLAG_ABOVE * 100:g}**' if r['flag'] else ''} | {r['note']} |")
+        for r in listed:
+            diff = "" if r["diff"] is None else f"{r['diff'] * 100:+.2f}"
+            lines.append(f"| {r['benchmark']}/{r['task']} | {r['paper_task'] or '-'} | {r['model']} | "
+                         f"{_fmt(r['ours'])} | {_fmt(r['theirs'])} | {diff} | {_flag(r)} | {r['note']} |")
         lines.append("")
-    reasons = not_compared(rows)
+    reasons = not_compared([r for r in rows if r not in listed])
     if reasons:
         lines += ["Not listed, without a published number:", ""] + [f"- {x}" for x in reasons] + [""]
     if checks:
@@ -189,7 +211,7 @@ def to_latex(result: dict) -> str:
     rows = [[r["paper_task"], f"{r['model']} ({r['benchmark']})" if r["paper_task"] in several else r["model"],
              r["ours"], r["theirs"], r["diff"]] for r in compared]
     columns = [("nDCG@10 \u00d7 100", "ours"), ("nDCG@10 \u00d7 100", "paper"), ("nDCG@10 \u00d7 100", "difference")]
-    flagged = sum(1 for r in compared if r["flag"])
+    flagged = sum(1 for r in compared if r["flag"] and abs(r["diff"]) > FLAG_ABOVE)
     notes = [f"{flagged} of {len(compared)} pairs differ by more than {FLAG_ABOVE * 100:g} points; the reasons are "
              "in results/r2med_vs_paper.md."]
     notes += [f"{c['benchmark']}/{c['task']} differs from the paper's {c['paper_task']} ({c['queries']} queries / "
@@ -200,8 +222,10 @@ def to_latex(result: dict) -> str:
                        signed={2})
 
 
-def write_report(metric_files, stats_files, keys, tasks, target, table_path=PAPER_TABLE, tex_target=None) -> dict:
-    result = compare(metric_files, stats_files, keys, tasks, table=read_paper_table(table_path))
+def write_report(metric_files, stats_files, keys, tasks, target, table_path=PAPER_TABLE, tex_target=None,
+                 empty_hydocs: dict | None = None) -> dict:
+    result = compare(metric_files, stats_files, keys, tasks, table=read_paper_table(table_path),
+                     empty_hydocs=empty_hydocs)
     write_text(target, to_markdown(result))
     if tex_target is not None:
         write_text(tex_target, to_latex(result))

@@ -27,41 +27,10 @@ import numpy as np
 
 from .datasets import doc_contents
 from .errors import InputError
+from .rerank_merge import check_depth, merge  # noqa: F401 (rerank.check_depth, rerank.merge)
 from .runs import ranked
 
 log = logging.getLogger(__name__)
-
-
-def check_depth(run: dict, k: int, name: str) -> str | None:
-    """A note when ``k`` is deeper than the run (its longest ranking): then the whole run is re-scored, which
-    is what the depth asks for on a shorter run."""
-    depth = max((len(d) for d in run.values()), default=0)
-    if k > depth:
-        return (f"rerank depth {k} is larger than the depth {depth} of run {name!r}: the whole run is re-scored "
-                f"(retrieve at least {k} documents with {name!r}, top_k, for a true top-{k} rerank).")
-    return None
-
-
-def merge(original: dict[str, float], rescored: dict[str, float], truncate: bool = False) -> dict[str, float]:
-    """Re-scored documents first (by new score), then the rest in their original order.
-
-    With ``truncate`` (R2MED's reranked runs) only the re-scored documents, equal scores in the order trec_eval
-    gives them (doc id descending), which is how R2MED's evaluation ranks the raw scores it hands to
-    pytrec_eval; otherwise equal scores by doc id. The written score is ``n - rank + 1`` (n = run length),
-    so any reader that sorts by score sees exactly this order; the re-scorer's own scores go to the rule's
-    side file."""
-    if truncate:
-        return {did: float(len(rescored) - i) for i, (did, _) in
-                enumerate(sorted(rescored.items(), key=lambda x: (x[1], x[0]), reverse=True))}
-    head = sorted(rescored.items(), key=lambda x: (-x[1], x[0]))
-    tail = [d for d, _ in ranked(original) if d not in rescored]
-    n = len(head) + len(tail)
-    out = {}
-    for i, (did, _) in enumerate(head):
-        out[did] = float(n - i)
-    for j, did in enumerate(tail):
-        out[did] = float(n - len(head) - j)
-    return out
 
 
 def rerank_run(run: dict, k: int, score_pairs, queries: dict[str, str], corpus: dict[str, dict],
@@ -122,7 +91,7 @@ def cross_encoder_scorer(spec: dict, name: str):
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from .dense import load_model, pick_device, resolve_source
+    from .dense_models import load_model, pick_device, resolve_source
 
     source, revision = resolve_source(spec["source"], name)
     device = pick_device(spec["device"])
@@ -170,7 +139,7 @@ def rankllama_scorer(spec: dict, name: str):
     from peft import PeftModel
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from .dense import load_model, pick_device, resolve_source
+    from .dense_models import load_model, pick_device, resolve_source
 
     adapter, adapter_rev = resolve_source(spec["source"], name)
     base, base_rev = resolve_source(spec["base_source"], name)
@@ -202,7 +171,7 @@ def rankllama_scorer(spec: dict, name: str):
 def cached_embedding_scorer(emb_path, ids_path, query_emb_path, query_ids_path, corpus_path):
     """Bi-encoder re-scoring from the model's cached corpus and query embeddings (no re-encoding):
     the score is the same inner product the dense retriever uses."""
-    from .dense import load_corpus_embeddings
+    from .embeddings import load_corpus_embeddings
     from .io import read_lines
 
     qemb = np.load(query_emb_path)

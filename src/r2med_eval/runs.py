@@ -3,7 +3,9 @@
 Order within a query is score descending, ties broken by document id ascending, so the same
 scores always give the same bytes. Scores are written with a fixed number of decimals and the
 ranking is made on the written (rounded) value, so that the order in the file is the order any
-reader of the file sees.
+reader of the file sees. The one exception is a ranking made elsewhere and written as it is
+(``keep_order``: a dense run on a CliniQ benchmark in the order of CliniQ's eval.py); its equal
+scores are in that order, which CliniQ's scoring reads back (``cliniq`` tie order ``evalpy``).
 """
 
 from __future__ import annotations
@@ -23,12 +25,21 @@ def ranked(docs: dict[str, float], decimals: int = 6) -> list[tuple[str, float]]
     return items
 
 
+def _kept(qid: str, docs: dict[str, float], decimals: int) -> list[tuple[str, float]]:
+    items = [(d, round(float(s), decimals)) for d, s in docs.items()]
+    if any(b[1] > a[1] for a, b in zip(items, items[1:])):
+        raise ValueError(f"query {qid}: keep_order needs a ranking whose scores do not increase")
+    return items
+
+
 def top_k(docs: dict[str, float], k: int, decimals: int = 6) -> dict[str, float]:
     return dict(ranked(docs, decimals)[:k])
 
 
-def write_run(run: Run, target, tag: str, decimals: int = 6, query_order=None) -> int:
-    """Write ``run`` atomically; queries in ``query_order`` (default: sorted ids)."""
+def write_run(run: Run, target, tag: str, decimals: int = 6, query_order=None, keep_order: bool = False) -> int:
+    """Write ``run`` atomically; queries in ``query_order`` (default: sorted ids). ``keep_order``: each query's
+    documents in the order of its dict (a ranking made elsewhere, e.g. CliniQ's eval.py order), whose rounded
+    scores must not increase; otherwise score descending, ties by document id."""
     if any(ch.isspace() for ch in tag) or not tag:
         raise InputError(f"run tag {tag!r} is empty or holds white space.", fix="use a model name without spaces.")
     lines = 0
@@ -36,7 +47,9 @@ def write_run(run: Run, target, tag: str, decimals: int = 6, query_order=None) -
     with atomic_path(target) as tmp:
         with open(tmp, "w", encoding="utf-8") as handle:
             for qid in order:
-                for rank, (did, score) in enumerate(ranked(run.get(qid, {}), decimals), start=1):
+                docs = run.get(qid, {})
+                items = _kept(qid, docs, decimals) if keep_order else ranked(docs, decimals)
+                for rank, (did, score) in enumerate(items, start=1):
                     handle.write(f"{qid} Q0 {did} {rank} {score:.{decimals}f} {tag}\n")
                     lines += 1
     return lines

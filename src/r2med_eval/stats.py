@@ -14,10 +14,19 @@
   (``rng.integers(0, n, (resamples, n))``), quantiles by linear interpolation; so with the same seed it
   equals ``scipy.stats.bootstrap(..., method='percentile')``.
 * ``holm``: Holm's step-down correction of a family of p-values.
+
+Agreement and intervals (CliniQ's judgment completion, ``cliniq_completion``):
+
+* ``wilson_interval``: the Wilson score interval of a proportion, closed form; ``n`` may be an effective sample
+  size (a real number), as the design-based intervals of ``cliniq_completion`` use it.
+* ``kendall_tau_b``: Kendall's tau-b of two score vectors (ties in either counted as scipy.stats.kendalltau does;
+  nan when one vector is constant).
+* ``cohen_kappa``: Cohen's kappa of two raters' labels of the same items, with the observed agreement.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -97,3 +106,59 @@ def holm(pvalues) -> list[float]:
         running = max(running, min(1.0, (m - rank) * p[i]))
         adjusted[i] = running
     return adjusted
+
+
+@functools.lru_cache(maxsize=None)
+def _normal_quantile(q: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(q)
+
+
+def wilson_interval(p: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``p`` observed on ``n`` trials (``n`` > 0, possibly an effective
+    sample size): (centre +- half) / (1 + z^2/n), centre = p + z^2/(2n), half = z sqrt(p(1-p)/n + z^2/(4n^2))."""
+    if not n > 0:
+        raise ValueError(f"the Wilson interval needs n > 0 (got {n})")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"a proportion lies in [0, 1] (got {p})")
+    if math.isinf(n):
+        return p, p
+    z = _normal_quantile(0.5 + confidence / 2.0)
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2.0 * n)) / denom
+    half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n)) / denom
+    low = 0.0 if p == 0.0 else max(0.0, centre - half)  # exactly the bounds at p = 0 and 1, not round-off near them
+    high = 1.0 if p == 1.0 else min(1.0, centre + half)
+    return low, high
+
+
+def kendall_tau_b(x, y) -> float:
+    """Kendall's tau-b of paired scores: (concordant - discordant) / sqrt((n0 - n1)(n0 - n2)), n0 = n(n-1)/2, n1 and
+    n2 the pairs tied in x and in y (a pair tied in both counts in both); nan when x or y is constant."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"paired scores must be 1-d and of equal length (got {x.shape} and {y.shape})")
+    i, j = np.triu_indices(len(x), k=1)
+    sx, sy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
+    pairs = len(i)
+    denom = math.sqrt(float(pairs - np.count_nonzero(sx == 0)) * float(pairs - np.count_nonzero(sy == 0)))
+    return float(np.sum(sx * sy)) / denom if denom > 0 else math.nan
+
+
+def cohen_kappa(a, b) -> tuple[float, float, int]:
+    """(kappa, observed agreement, n) of two raters' labels of the same n items: kappa = (po - pe) / (1 - pe), pe
+    from each rater's label frequencies; nan when pe = 1 (both raters gave one and the same label throughout) or
+    n = 0."""
+    a, b = list(a), list(b)
+    if len(a) != len(b):
+        raise ValueError(f"two raters must label the same items (got {len(a)} and {len(b)} labels)")
+    n = len(a)
+    if n == 0:
+        return math.nan, math.nan, 0
+    po = sum(1 for u, v in zip(a, b) if u == v) / n
+    pe = sum((a.count(k) / n) * (b.count(k) / n) for k in set(a) | set(b))
+    kappa = (po - pe) / (1.0 - pe) if pe < 1.0 else math.nan
+    return kappa, po, n

@@ -3,9 +3,7 @@ internal layout; query variants; Hub downloads (datasets and model weights); Cli
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import sys
 from pathlib import Path
 
 log = logging.getLogger("r2med_eval")
@@ -155,15 +153,7 @@ def _generate_variant(sm, cache: str | None = None, policy=None, private_root: s
     if cache is None:
         cache = paths.fill(paths.GENERATE_CACHE, **{k: getattr(sm.wildcards, k)
                                                     for k in ("benchmark", "task", "method", "llm")})
-    with contextlib.ExitStack() as stack:
-        if spec["vllm"]["enabled"]:  # a server inside this job (a GPU node on SLURM)
-            handle = sys.stderr
-            if server_log:  # it may log the prompts: owner-only, under resources/
-                from ..cliniq_files import open_private
-
-                handle = stack.enter_context(open_private(server_log))
-                log.info("the LLM server's output goes to %s (owner-only: it may log prompts)", server_log)
-            stack.enter_context(llm.local_server(spec, handle))
+    with llm.serving(spec, server_log):  # vLLM inside this job (a GPU node on SLURM) when enabled
         answers, stats = generate.generate(prompts, spec, cache, private=private_root is not None, policy=policy)
     log.info("answers: %d (%d from the cache, %d requested now); tokens: %d prompt, %d completion; cost %.6f",
              stats["queries"], stats["cached"], stats["requested"], stats["prompt_tokens"],

@@ -85,58 +85,58 @@ def fit_bm25_paper(sm) -> None:
 
 
 def encode_corpus_shard(sm) -> None:
-    from .. import dense
+    from .. import dense_encode
     from ..workflow import paths
 
     shard, nshards = int(sm.wildcards.shard), int(sm.wildcards.nshards)
     if not 1 <= shard <= nshards:
         raise ValueError(f"shard {shard} of {nshards} is out of range")
     _protect(sm, paths.EMB_ROOT)
-    dense.encode_corpus_shard(sm.input.corpus, sm.output.shard, sm.params.spec, sm.wildcards.model,
-                              sm.wildcards.task, shard - 1, nshards, threads=sm.threads)
+    dense_encode.encode_corpus_shard(sm.input.corpus, sm.output.shard, sm.params.spec, sm.wildcards.model,
+                                     sm.wildcards.task, shard - 1, nshards, threads=sm.threads)
     _protect_outputs(sm, paths.EMB_ROOT)
 
 
 def encode_corpus(sm) -> None:
     """A model with ``shards: 1``: the corpus encoded and stored as gather_embeddings stores it, in one job."""
-    from .. import dense
+    from .. import dense_encode
     from ..workflow import paths
 
     _protect(sm, paths.EMB_ROOT)
-    info = dense.encode_corpus(sm.input.corpus, sm.output.emb, sm.output.ids, sm.output.info, sm.params.spec,
-                               sm.wildcards.model, sm.wildcards.task, storage=sm.params.spec["storage"],
-                               threads=sm.threads)
+    info = dense_encode.encode_corpus(sm.input.corpus, sm.output.emb, sm.output.ids, sm.output.info,
+                                      sm.params.spec, sm.wildcards.model, sm.wildcards.task,
+                                      storage=sm.params.spec["storage"], threads=sm.threads)
     log.info("encoded the corpus: %s", info)
     _protect_outputs(sm, paths.EMB_ROOT)
 
 
 def gather_embeddings(sm) -> None:
-    from .. import dense
+    from .. import embeddings
     from ..workflow import paths
 
     _protect(sm, paths.EMB_ROOT)
-    info = dense.gather(list(sm.input.shards), sm.input.corpus, sm.output.emb, sm.output.ids,
-                        storage=sm.params.spec["storage"], out_info=sm.output.info)
+    info = embeddings.gather(list(sm.input.shards), sm.input.corpus, sm.output.emb, sm.output.ids,
+                             storage=sm.params.spec["storage"], out_info=sm.output.info)
     log.info("gathered %d shards: %s", len(sm.input.shards), info)
     _protect_outputs(sm, paths.EMB_ROOT)
 
 
 def encode_queries(sm) -> None:
-    from .. import dense
+    from .. import dense_encode
     from ..workflow import paths
 
     _protect(sm, paths.EMB_ROOT)
-    dense.encode_queries(sm.input.queries, sm.output.emb, sm.output.ids, sm.params.spec, sm.wildcards.model,
-                         sm.wildcards.task, threads=sm.threads)
+    dense_encode.encode_queries(sm.input.queries, sm.output.emb, sm.output.ids, sm.params.spec, sm.wildcards.model,
+                                sm.wildcards.task, threads=sm.threads)
     _protect_outputs(sm, paths.EMB_ROOT)
 
 
 def encode_query_variant(sm) -> None:
-    from .. import dense
+    from .. import dense_encode
     from ..workflow import paths
 
     _protect(sm, paths.EMB_ROOT)
-    dense.encode_query_variant(sm.input.variant, sm.output.emb, sm.output.ids, sm.params.spec,
-                               sm.wildcards.model, sm.wildcards.task, sm.wildcards.method, threads=sm.threads,
-                               reasoning=sm.params.spec["reasoning"])
+    dense_encode.encode_query_variant(sm.input.variant, sm.output.emb, sm.output.ids, sm.params.spec,
+                                      sm.wildcards.model, sm.wildcards.task, sm.wildcards.method, threads=sm.threads,
+                                      reasoning=sm.params.spec["reasoning"])
     _protect_outputs(sm, paths.EMB_ROOT)

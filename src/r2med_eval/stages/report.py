@@ -111,6 +111,7 @@ def plot_rerank_depth(sm) -> None:
                               spec["lineage"], styles, ci):
         raise InputError(f"no reranked runs on benchmark {sm.wildcards.benchmark}.",
                          fix="configure a rerank job, or do not ask for this plot.")
+    log.info("reranking depth: %s", ", ".join(n for n in spec["lineage"] if n in table))
 
 
 def plot_scatter(sm) -> None:
@@ -140,6 +141,12 @@ def plot_cliniq(sm) -> None:
                            sm.output.query_svg, styles)
 
 
+def plot_cliniq_completion(sm) -> None:
+    from .. import plots
+
+    plots.cliniq_completion(sm.input.rescored, sm.wildcards.benchmark, sm.output.png, sm.output.svg)
+
+
 def provenance(sm) -> None:
     from .. import io, metric_table
     from .. import provenance as prov
@@ -165,16 +172,30 @@ def provenance(sm) -> None:
     if generation:  # generated expansion files: the LLM, its sampling, tokens and cost (no server address or key)
         doc["generation"] = {"{benchmark}/{task}/{method}/{llm}".format(**paths.parse(paths.GENERATED_INFO, p)):
                              io.read_json(p) for p in generation}
+    llm_rerank = getattr(sm.input, "llm_rerank", [])
+    if llm_rerank:  # LLM rerankers: the LLM, its sampling, requests, cache hits, tokens and cost of each run
+        doc["llm_rerank"] = {"{benchmark}/{task}/{model}".format(**paths.parse(paths.RUN_LINEAGE, p)): io.read_json(p)
+                             for p in llm_rerank}
+    judging = getattr(sm.input, "judging", [])
+    if judging:  # the judge of CliniQ's judgment completion: the same record (model, sampling, prompt hash, counts)
+        doc["judging"] = {paths.parse(paths.COMPLETION_JUDGING, p)["benchmark"]: io.read_json(p) for p in judging}
     io.write_json(sm.output[0], doc)
     log.info("provenance of %d runs; git %s", len(entries), doc["git"])
 
 
 def r2med_vs_paper(sm) -> None:
-    from .. import r2med_paper
+    from .. import gar, r2med_paper
+    from ..workflow import paths
 
     p = sm.params.spec
+    empty = {}  # "run benchmark/task" -> (empty hypothetical documents, queries), for R2MED's NaN case (GritLM)
+    for path in sm.input.variants:
+        w = paths.parse(paths.VARIANT, path)
+        for run, v in p["empty_hydoc"].items():
+            if (v["benchmark"], v["method"], v["llm"]) == (w["benchmark"], w["method"], w["llm"]):
+                empty[f"{run} {w['benchmark']}/{w['task']}"] = gar.count_empty_hydocs(path, v["method"], v["reasoning"])
     result = r2med_paper.write_report(list(sm.input.metrics), list(sm.input.stats), p["keys"], p["tasks"], sm.output.md,
-                                      tex_target=sm.output.tex)
+                                      tex_target=sm.output.tex, empty_hydocs=empty)
     flagged = [r for r in result["rows"] if r["flag"]]
     for c in result["checks"]:
         if not c["match"]:
@@ -189,7 +210,8 @@ def r2med_vs_paper(sm) -> None:
 
 def report_cliniq(sm) -> None:
     from .. import cliniq, runs
-    from ..cliniq_files import completeness_markdown, nan_back, read_cliniq_qrels, read_query_types, table_csv
+    from ..cliniq_files import (completeness_markdown, judged_chunks, nan_back, read_cliniq_qrels, read_query_types,
+                                table_csv)
     from ..cliniq_tables import wide_latex, wide_markdown, wide_tables
     from ..io import read_json, read_lines, write_text
     from ..tables import tex_label
@@ -207,15 +229,12 @@ def report_cliniq(sm) -> None:
         write_text(md_out, wide_markdown(tables, f"{title} ({bench})") + "\n" + completeness_markdown(models, results))
         write_text(tex_out, wide_latex(tables, f"{title} ({bench})", tex_label("tab", "cliniq", bench, grouping)))
     rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)
-    judged: dict[str, set] = {}
-    for q, c, _ in rows:
-        judged.setdefault(q, set()).add(c)
-    for q, c in irrelevant:
-        judged.setdefault(q, set()).add(c)
+    judged = judged_chunks(rows, irrelevant)
     qtypes = read_query_types(sm.input.query_types)
-    position = ({c: i for i, c in enumerate(read_lines(sm.input.ids))} if spec["tie_order"] == "corpus" else None)
+    orders = spec["tie_orders"]  # the runs' tie orders: evalpy and corpus, or all corpus, or all doc_id
+    position = ({c: i for i, c in enumerate(read_lines(sm.input.ids))} if "corpus" in orders.values() else None)
     pooled = cliniq.pool({m: runs.read_run(p) for m, p in zip(models, sm.input.runs)}, judged, spec["depth"],
-                         queries=qtypes, position=position)
+                         queries=qtypes, position=position, in_order={m for m, o in orders.items() if o == "evalpy"})
     lines = ["query_id\tchunk_id\tquery_type\tbest_rank\tn_systems\tsystems"]
     lines += [f"{p['query_id']}\t{p['chunk_id']}\t{qtypes[p['query_id']]}\t{p['best_rank']}\t{len(p['systems'])}\t"
               f"{','.join(p['systems'])}" for p in pooled]
@@ -282,6 +301,21 @@ def report_index(sm) -> None:
             body += plots(b, (f"cliniq_by_{g}",))
         body.append(links(paths.fill(paths.CLINIQ_POOL, benchmark=b)))
         sections.append((f"cliniq-{b}", f"CliniQ tables: {b}", body))
+    for b in spec.get("completion") or ():  # CliniQ's judgment completion: the verdict first
+        done = {(n, e): paths.fill(paths.COMPLETION_FILE, benchmark=b, name=n, ext=e)
+                for n, e in (("verdict", "md"), ("estimates", "md"), ("agreement", "md"), ("rescored", "md"),
+                             ("estimates", "csv"), ("per_query", "csv"), ("agreement", "csv"), ("rescored", "csv"),
+                             ("ranking", "csv"), ("estimates", "tex"), ("agreement", "tex"), ("rescored", "tex"),
+                             ("ranking", "tex"), ("verdict", "json"))}
+        body = [part for n in ("verdict", "estimates", "agreement", "rescored") for part in rendered(done[(n, "md")])]
+        png = paths.fill(paths.PLOT, benchmark=b, name="cliniq_completion", ext="png")
+        if png in files:
+            body.append(h.figure(rel(png), f"{b}: original vs completed multi-patient figures",
+                                 rel(paths.fill(paths.PLOT, benchmark=b, name="cliniq_completion", ext="svg"))))
+        body.append(links(*[f for (n, e), f in done.items() if e != "md"], *[done[(n, "md")] for n in (
+            "verdict", "estimates", "agreement", "rescored")], *[paths.fill(p, benchmark=b) for p in (
+                paths.COMPLETION_SAMPLE, paths.COMPLETION_DESIGN, paths.COMPLETION_LABELS, paths.COMPLETION_JUDGING)]))
+        sections.append((f"completion-{b}", f"CliniQ judgment completion: {b}", body))
     sections.append(("paper", "R2MED: ours against the paper", rendered(paths.R2MED_VS_PAPER) + [
         links(paths.R2MED_VS_PAPER, *tex("r2med_vs_paper"))]))
     prov = read_json(paths.PROVENANCE) if paths.PROVENANCE in files else {"runs": [], "datasets": {}}

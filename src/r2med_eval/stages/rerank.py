@@ -1,4 +1,5 @@
-"""Stage rerank (rules/rerank.smk): re-score the top k of a run with a cross-encoder, RankLLaMA or a bi-encoder."""
+"""Stage rerank (rules/rerank.smk): re-score the top k of a run with a cross-encoder, RankLLaMA or a bi-encoder
+(rerank_run), or rerank it with an LLM behind an OpenAI-compatible server (llm_rerank_run)."""
 
 from __future__ import annotations
 
@@ -34,10 +35,71 @@ def rerank_run(sm) -> None:
     if truncate:
         log.info("truncate: the reranked run holds only the re-scored top %d (as R2MED's reranked runs)", job["depth"])
     runs.write_run(merged, sm.output.run, tag=sm.wildcards.model)
-    lines = ["query_id\tdoc_id\tscore"] + [f"{q}\t{d}\t{s:.6f}" for q in sorted(raw) for d, s in
-                                           sorted(raw[q].items(), key=lambda x: (-x[1], x[0]))]
-    io.write_text(sm.output.scores, "\n".join(lines) + "\n")
+    _write_rescored(sm.output.scores, {q: sorted(raw[q], key=lambda d: (-raw[q][d], d)) for q in raw}, raw)
     io.write_json(sm.output.info, {"kind": "rerank", "input_run": job["run"], "reranker": job["reranker"],
                                    "depth": int(job["depth"]), "reranker_type": spec["type"], "truncate": truncate,
                                    **info,
                                    **({"note": note} if note else {})})
+
+
+def _write_rescored(path, orders: dict[str, list[str]], raw: dict[str, dict[str, float]]) -> None:
+    """The reranker's own scores, each query's documents in the reranked order."""
+    from .. import io
+
+    lines = ["query_id\tdoc_id\tscore"] + [f"{q}\t{d}\t{raw[q][d]:.6f}" for q in sorted(orders) for d in orders[q]]
+    io.write_text(path, "\n".join(lines) + "\n")
+
+
+def llm_rerank_run(sm) -> None:
+    """RankGPT's listwise sliding window or pointwise yes/no judgments by an LLM (``r2med_eval.llm_rerank``), through
+    the one LLM client and its cache. On a MIMIC-derived benchmark the prompts quote the notes: the cache and a
+    started server's output lie owner-only under resources/, and the server must be a loopback one or declared in
+    ``phi_servers`` (read from the workflow's configuration: a declaration changes no output)."""
+    from pathlib import Path
+
+    from .. import datasets, io, llm, llm_rerank, rerank_merge, runs
+    from ..cliniq_files import protect_up_to
+    from ..workflow import paths
+
+    job = sm.params.spec
+    spec, settings, reasoning = job["reranker_spec"], job["generate"], job["reasoning"]
+    w = {k: getattr(sm.wildcards, k) for k in ("benchmark", "task", "model")}
+    depth, private = int(job["depth"]), bool(job["private"])
+    run = runs.read_run(sm.input.run)
+    note = rerank_merge.check_depth(run, depth, job["run"])
+    if note:
+        log.warning("note: %s", note)
+    queries = datasets.read_queries(sm.input.queries)
+    corpus = datasets.read_corpus(sm.input.corpus)
+    tops = {q: [d for d, _ in runs.ranked(run[q])[:depth]] for q in sorted(run)}
+    texts = {d: datasets.doc_contents(corpus[d]) for docs in tops.values() for d in docs}
+    policy = server_log = None
+    if private:
+        cache = paths.fill(paths.PRIVATE_RERANK_CACHE, **w)
+        policy = llm.ServerPolicy.from_config(sm.config, f"the {spec['type']} prompts of benchmark {w['benchmark']}")
+        server_log = paths.fill(paths.private_log_file("llm_rerank_run", "server"), **w)
+    else:
+        cache = paths.fill(paths.RERANK_CACHE, **w)
+    sampling = llm_rerank.sampling_overrides(spec, reasoning)
+    log.info("%s %s over the top %d of %s: LLM %s (model %s, sampling %s, reasoning %s)", spec["type"],
+             job["reranker"], depth, job["run"], spec["llm"], settings["model"],
+             {**llm.sampling_params(settings), **sampling}, reasoning)
+    template = llm_rerank.read_template(sm.input.prompt) if spec["type"] == "llm_pointwise" else None
+    with llm.serving(settings, server_log):
+        client = llm.Client(settings, cache, private=private, policy=policy)
+        orders, raw, how, usage = llm_rerank.rerank(spec, client, queries, tops, texts, reasoning=reasoning,
+                                                    template=template)
+    if private and Path(cache).exists():
+        protect_up_to(cache, paths.fill(paths.PRIVATE, benchmark=w["benchmark"], task=w["task"]))
+    log.info("%s; requests %d, from the cache %d; tokens %d prompt, %d completion; cost %.6f",
+             how.get("scoring", "permutations"), usage.requested, usage.cached, usage.prompt_tokens,
+             usage.completion_tokens, usage.cost)
+    merged = {q: rerank_merge.merge(run[q], llm_rerank.positional(o), spec["truncate"]) for q, o in orders.items()}
+    runs.write_run(merged, sm.output.run, tag=sm.wildcards.model)
+    _write_rescored(sm.output.scores, orders, raw)
+    io.write_json(sm.output.info, {
+        "kind": "rerank", "input_run": job["run"], "reranker": job["reranker"], "depth": depth,
+        "reranker_type": spec["type"], "truncate": spec["truncate"], "pairs": sum(len(o) for o in orders.values()),
+        "llm": spec["llm"], "model": settings["model"], "sampling": {**llm.sampling_params(settings), **sampling},
+        "reasoning": reasoning, "passage_words": spec["passage_words"], **how, **usage.as_dict(),
+        **({"note": note} if note else {})})

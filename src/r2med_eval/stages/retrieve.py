@@ -33,19 +33,23 @@ def retrieve_bm25_lucene(sm) -> None:
 def retrieve_dense(sm) -> None:
     import numpy as np
 
-    from .. import dense, io, runs
+    from .. import dense_search, embeddings, io, runs
 
     query_emb = np.load(sm.input.query_emb)
     query_ids = io.read_lines(sm.input.query_ids)
-    corpus_emb, doc_ids = dense.load_corpus_embeddings(sm.input.emb, sm.input.ids, dim=query_emb.shape[1],
-                                                       info_path=sm.input.emb_info)
+    corpus_emb, doc_ids = embeddings.load_corpus_embeddings(sm.input.emb, sm.input.ids, dim=query_emb.shape[1],
+                                                            info_path=sm.input.emb_info)
     spec = sm.params.spec
     top_k = spec["top_k"] or len(doc_ids)  # None: the whole corpus
     if spec["top_k"] is None:
         log.info("ranking the whole corpus (%d documents) for every query", len(doc_ids))
-    run, info = dense.search(corpus_emb, doc_ids, query_emb, query_ids, top_k, spec["index"],
-                             threads=sm.threads)
-    runs.write_run(run, sm.output.run, tag=sm.wildcards.model, query_order=sorted(run))
+    if spec.get("ranking") == "evalpy":  # a CliniQ benchmark: eval.py's cosine and np.argsort order, kept as it is
+        run, info = dense_search.evalpy_search(corpus_emb, doc_ids, query_emb, query_ids, top_k)
+        runs.write_run(run, sm.output.run, tag=sm.wildcards.model, query_order=sorted(run), keep_order=True)
+    else:
+        run, info = dense_search.search(corpus_emb, doc_ids, query_emb, query_ids, top_k, spec["index"],
+                                        threads=sm.threads)
+        runs.write_run(run, sm.output.run, tag=sm.wildcards.model, query_order=sorted(run))
     io.write_json(sm.output.info, info)
 
 

@@ -57,8 +57,9 @@ def score_cliniq(sm) -> None:
     result = cliniq.evaluate_ranked(ranked, rows, qtypes, ids, irrelevant)
     c = result["counts"]
     depth = ranked.depth()
-    log.info("ranking: score descending, equal scores by %s", "corpus order (as eval.py)" if tie_order == "corpus"
-             else "chunk id")
+    log.info("ranking: score descending, equal scores %s", {
+        "evalpy": "in the run file's order (a dense run: eval.py's np.argsort order)",
+        "corpus": "in corpus order (eval.py's scoring with a stable argsort)", "doc_id": "by chunk id"}[tie_order])
     if c.get("unranked_chunks"):
         log.warning("single-patient: %d chunks of scored notes are not in the run (depth %d); they are ranked after "
                     "the retrieved ones in chunk order. For eval.py's exact figures rank the whole corpus "
@@ -80,3 +81,198 @@ def collect_metrics(sm) -> None:
 
     n = metric_table.write(list(sm.input), sm.output[0])
     log.info("collected the metrics of %d runs of %s", n, sm.wildcards.benchmark)
+
+
+# ------------------------------------------------------------------ CliniQ's judgment completion (cliniq_completion)
+
+def cliniq_completion_sample(sm) -> None:
+    """The sampling design: per completed query, the pool of unjudged chunks of uncoded admissions in the top
+    ``pool_depth`` of the selected runs, and a seeded uniform sample of those chunks (``cliniq_completion``)."""
+    from pathlib import Path
+
+    from .. import cliniq, cliniq_corpus as cc
+    from .. import cliniq_completion as comp
+    from ..cliniq_files import judged_chunks, read_cliniq_qrels, read_query_types
+    from ..io import read_lines, write_text
+
+    spec = sm.params.spec
+    folder = Path(sm.input.annotations[0]).parent
+    queries, _ = cc.read_queries(folder)
+    own, _ = cc.read_qrels(folder, queries)  # CliniQ's own judgments: who carries the code
+    coded = comp.coded_admissions(own)
+    rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)  # every judgment row, new_judgments included
+    judged = judged_chunks(rows, irrelevant)
+    qtypes = read_query_types(sm.input.query_types)
+    ids = read_lines(sm.input.ids)
+    selected = comp.select_queries(spec["queries"], coded, qtypes)
+    tops = {name: comp.top_chunks(cliniq.read_ranked_run(path, ids, spec["tie_order"]), selected, spec["pool_depth"])
+            for name, path in zip(spec["runs"], sm.input.runs)}
+    sample, design = comp.design(selected, qtypes, coded, ids, judged, tops, spec["sample_per_query"], spec["seed"])
+    write_text(sm.output.sample, comp.table_text(comp.SAMPLE_HEADER, sample))
+    write_text(sm.output.design, comp.table_text(comp.DESIGN_HEADER, design))
+    log.info("%d queries (%s); population %d chunks of uncoded admissions; pool %d (top %d of %d runs); uniform "
+             "sample %d (%d of them in the pool), %d draws extended past the pool; %d chunks to judge",
+             len(selected), {t: sum(1 for q in selected if qtypes[q] == t) for t in cc.QUERY_TYPES},
+             sum(d[3] for d in design), sum(d[4] for d in design), spec["pool_depth"], len(spec["runs"]),
+             sum(d[6] for d in design), sum(d[7] for d in design), sum(d[9] for d in design), len(sample))
+
+
+def cliniq_completion_judge(sm) -> None:
+    """The LLM judge of every sampled chunk (CliniQ's annotation design: relevance, then the match type): its
+    prompts quote the notes, so they go only to a loopback server or one declared in ``phi_servers``; the answers'
+    cache and the table of labels with the judge's rationale are owner-only under resources/; results/ gets the
+    labels (ids) and the counts."""
+    import contextlib
+    from collections import Counter
+
+    from .. import cliniq_judge as judge
+    from .. import datasets, io, llm
+    from ..cliniq_completion import SAMPLE_HEADER, read_table
+    from ..cliniq_files import open_private, protect_up_to
+    from ..workflow import paths
+
+    spec = sm.params.spec
+    bench = sm.wildcards.benchmark
+    sample = read_table(sm.input.sample, SAMPLE_HEADER)
+    queries = datasets.read_queries(sm.input.queries)
+    needed = {r["chunk_id"] for r in sample}
+    chunks = {obj["id"]: obj["text"] for _, obj in io.iter_jsonl(sm.input.chunks) if obj["id"] in needed}
+    template = judge.read_prompt(judge.prompt_path(spec["prompt"]), spec["prompt_sha256"])
+    messages = {}
+    for r in sample:
+        prompt = judge.build_prompt(template, queries[r["query_id"]], r["query_type"], chunks[r["chunk_id"]])
+        messages[f"{r['query_id']} {r['chunk_id']}"] = [{"role": "system", "content": spec["system_prompt"]},
+                                                        {"role": "user", "content": prompt}]
+    private_root = paths.fill(paths.PRIVATE_COMPLETION_ROOT, benchmark=bench)
+    cache = paths.fill(paths.PRIVATE_JUDGE_CACHE, benchmark=bench, llm=spec["llm"])
+    policy = llm.ServerPolicy.from_config(sm.config, f"the judge prompts of benchmark {bench}")
+    client = llm.Client(spec, cache, private=True, policy=policy, unit="judgment")
+    log.info("judging %d (query, chunk) pairs with %s (model %s, sampling %s), prompt sha256 %s", len(messages),
+             spec["llm"], spec["model"], llm.sampling_params(spec), spec["prompt_sha256"])
+    with contextlib.ExitStack() as stack:
+        if spec["vllm"]["enabled"]:  # a server inside this job; it may log prompts: owner-only, under resources/
+            server_log = paths.fill(paths.private_log_file("cliniq_completion_judge", "server"), benchmark=bench)
+            handle = stack.enter_context(open_private(server_log))
+            log.info("the LLM server's output goes to %s (owner-only: it may log prompts)", server_log)
+            stack.enter_context(llm.local_server(spec, handle))
+        parsed, usage, rounds = llm.ask_parsed(
+            client, messages, lambda answer: judge.parse_answer(answer, spec["reasoning"]),
+            retries=spec["malformed_retries"], repair=judge.REPAIR)
+    table = []
+    for r in sample:
+        got = parsed[f"{r['query_id']} {r['chunk_id']}"]
+        label, rationale = got.value if got.value is not None else (judge.MALFORMED, got.answer.content)
+        table.append({"query_id": r["query_id"], "query_type": r["query_type"], "chunk_id": r["chunk_id"],
+                      "stratum": r["stratum"], "label": label, "attempts": got.attempts, "rationale": rationale})
+    with io.atomic_path(sm.output.judgments, private=True) as tmp:
+        tmp.write_text(judge.judgments_tsv(table), encoding="utf-8")
+    protect_up_to(sm.output.judgments, private_root)
+    io.write_text(sm.output.labels, judge.labels_tsv(table))
+    by_label = Counter(r["label"] for r in table)
+    malformed = by_label.get(judge.MALFORMED, 0)
+    io.write_json(sm.output.info, {
+        "benchmark": bench, "llm": spec["llm"], "model": spec["model"], "sampling": llm.sampling_params(spec),
+        "prompt_sha256": spec["prompt_sha256"], "prompt": "shipped" if not spec["prompt"] else "configured",
+        "judged": len(table), "by_label": dict(sorted(by_label.items())), "malformed": malformed,
+        "malformed_after_round": rounds, "malformed_by_query": dict(sorted(Counter(
+            r["query_id"] for r in table if r["label"] == judge.MALFORMED).items())), **usage.as_dict()})
+    log.info("labels: %s; malformed after each round: %s; requests sent %d, answers from the cache %d; tokens %d "
+             "prompt, %d completion; cost %.6f", dict(sorted(by_label.items())), rounds, usage.requested,
+             usage.cached, usage.prompt_tokens, usage.completion_tokens, usage.cost)
+    if malformed:
+        log.warning("%d of %d answers stayed malformed after %d re-asks: labelled %r, counted as unjudged in the "
+                    "estimates and the re-scoring", malformed, len(table), spec["malformed_retries"], judge.MALFORMED)
+
+
+def _completion_strata(sm):
+    from .. import cliniq_completion as comp
+    from ..cliniq_judge import read_labels
+
+    labels = read_labels(sm.input.labels)
+    design = comp.read_table(sm.input.design, comp.DESIGN_HEADER)
+    sample = comp.read_table(sm.input.sample, comp.SAMPLE_HEADER)
+    return labels, design, comp.strata(design, sample, labels)
+
+
+def cliniq_completion_estimate(sm) -> None:
+    """The false-negative rate (overall, per query type, per match type, per query) with design-based 95%
+    intervals, the estimated number of missing relevant chunks, and the judge against the expert labels."""
+    from .. import cliniq_completion as comp
+    from .. import cliniq_completion_report as rep
+    from ..cliniq_judge import read_human_labels
+    from ..io import read_json, write_text
+
+    spec = sm.params.spec
+    bench = sm.wildcards.benchmark
+    labels, design, strata = _completion_strata(sm)
+    rows, per_query = comp.estimates(strata)
+    info = {**spec, "queries": len(design), "llm": read_json(sm.input.info)["llm"]}
+    write_text(sm.output.estimates_csv, rep.csv_text(rep.ESTIMATE_COLUMNS, rows))
+    write_text(sm.output.estimates_md, rep.estimates_markdown(bench, rows, info))
+    write_text(sm.output.estimates_tex, rep.estimates_latex(bench, [r for r in rows if r["measure"] == "relevant"
+                                                                     or r["scope"] == "all"]))
+    write_text(sm.output.per_query, rep.csv_text(rep.PER_QUERY_COLUMNS, per_query))
+    human = None
+    if hasattr(sm.input, "human_labels"):
+        human = comp.agreement(labels, read_human_labels(sm.input.human_labels, {d["query_id"] for d in design}
+                                                         | {q for q, _ in labels}))
+    write_text(sm.output.agreement_csv, rep.csv_text(("aspect", "n", "agreement", "kappa"),
+                                                      rep.agreement_rows(human)))
+    write_text(sm.output.agreement_md, rep.agreement_markdown(human))
+    write_text(sm.output.agreement_tex, rep.agreement_latex(bench, human))
+    overall = next(r for r in rows if r["scope"] == "all" and r["measure"] == "relevant")
+    log.info("false-negative rate %.4f [%.4f, %.4f] over %d of %d population chunks; estimated missing relevant "
+             "%.1f [%.1f, %.1f]; found %d; malformed %d", overall["rate"], overall["rate_low"], overall["rate_high"],
+             overall["covered"], overall["population"], overall["missing"], overall["missing_low"],
+             overall["missing_high"], overall["found"], overall["malformed"])
+    if human is not None:
+        log.info("against %d expert labels: relevance kappa %.3f (n %d), match type kappa %.3f (n %d)",
+                 human["human_labels"], human["relevance"]["kappa"], human["relevance"]["n"],
+                 human["match_type"]["kappa"], human["match_type"]["n"])
+
+
+def cliniq_completion_rescore(sm) -> None:
+    """Every multi-patient figure of every selected run with CliniQ's and with the completed judgments (the same
+    scorer, ``cliniq.evaluate_ranked``), the orderings' Kendall tau with a bootstrap interval, the systems that
+    move and the pairs that flip, and the verdict."""
+    from .. import cliniq
+    from .. import cliniq_completion as comp
+    from .. import cliniq_completion_report as rep
+    from ..cliniq_files import read_cliniq_qrels, read_query_types
+    from ..io import read_json, read_lines, write_json, write_text
+
+    spec = sm.params.spec
+    bench = sm.wildcards.benchmark
+    labels, design, strata = _completion_strata(sm)
+    rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)
+    qtypes = read_query_types(sm.input.query_types)
+    ids = read_lines(sm.input.ids)
+    full_rows, full_irrelevant, added = comp.completed_judgments(rows, irrelevant, labels)
+    original, completed = {}, {}
+    for name, path in zip(spec["runs"], sm.input.runs):
+        ranked = cliniq.read_ranked_run(path, ids, spec["tie_order"])
+        original[name] = comp.per_query_values(cliniq.evaluate_ranked(ranked, rows, qtypes, ids, irrelevant))
+        completed[name] = comp.per_query_values(cliniq.evaluate_ranked(ranked, full_rows, qtypes, ids,
+                                                                       full_irrelevant))
+    scored = next(iter(original.values())).keys() if original else []
+    groups = comp.groups_of(qtypes, scored, [d["query_id"] for d in design])
+    rescored = comp.compare(original, completed, groups, spec["move_threshold"])
+    ranks = comp.ranking(original, completed, groups, spec["bootstrap"], spec["seed"])
+    info = read_json(sm.input.info)
+    overall = comp.estimate(strata, "relevant")
+    verdict = rep.verdict(bench, {"llm": info["llm"], "judged": info["judged"], "malformed": info["malformed"],
+                                   "queries": len(design)}, overall, rescored, ranks, spec["move_threshold"])
+    write_text(sm.output.rescored_csv, rep.csv_text(rep.RESCORED_COLUMNS, rescored))
+    write_text(sm.output.rescored_md, rep.rescored_markdown(bench, rescored, ranks, spec["move_threshold"]))
+    write_text(sm.output.rescored_tex, rep.rescored_latex(bench, rescored, spec["move_threshold"]))
+    write_text(sm.output.ranking_csv, rep.csv_text(rep.RANKING_COLUMNS, rep.ranking_rows(ranks)))
+    write_text(sm.output.ranking_tex, rep.ranking_latex(bench, ranks))
+    write_text(sm.output.verdict_md, f"## Verdict ({bench})\n\n{verdict['text']}\n")
+    write_json(sm.output.verdict_json, {"benchmark": bench, "reliable": verdict["reliable"],
+                                        "moved": [list(x) for x in verdict["moved"]],
+                                        "flipped": [list(x) for x in verdict["flipped"]],
+                                        "judgments_added": added, "queries_completed": len(design),
+                                        "threshold_relative_points": spec["move_threshold"]})
+    log.info("re-scored %d runs over %d queries with %d relevant and %d not relevant judgments added; moved: %s; "
+             "flipped: %s; reliable: %s", len(original), len(groups["all"]), added["relevant"],
+             added["irrelevant"], verdict["moved"] or "none", verdict["flipped"] or "none", verdict["reliable"])

@@ -125,6 +125,7 @@ def validate(config: dict, config_file: str = "config.yaml", schema: dict | None
     _check_report(cfg, config_file)
     _check_sources(cfg, config_file)
     _check_run_models(cfg, config_file)
+    _check_completion(cfg, config_file)
     return cfg
 
 
@@ -187,7 +188,7 @@ def _check_variants(cfg: dict, config_file: str) -> None:
 
 
 def _check_backends(cfg: dict, config_file: str) -> None:
-    from ..dense import backend_problem
+    from ..dense_models import backend_problem
 
     for name, spec in cfg["models"].items():
         problem = backend_problem(spec) if spec.get("type") == "dense" else None
@@ -206,8 +207,12 @@ def _check_derived(cfg: dict, config_file: str) -> None:
         if model is None or model["type"] not in registry.RERANKER_TYPES:
             able = [n for n, spec in cfg["models"].items() if spec["type"] in registry.RERANKER_TYPES]
             raise ConfigError(f"rerank[{i}].reranker names {shown(job['reranker'])}, which is not a cross_encoder, "
-                              f"rankllama or dense entry in models{_hint(job['reranker'], able)}.", path=config_file,
-                              fix="add it to models.")
+                              f"rankllama, dense, llm_listwise or llm_pointwise entry in models"
+                              f"{_hint(job['reranker'], able)}.", path=config_file, fix="add it to models.")
+        if model["type"] in registry.LLM_RERANKER_TYPES and "generate" not in cfg["llms"].get(model["llm"], {}):
+            raise ConfigError(f"models.{job['reranker']}.llm names {shown(model['llm'])}, which is not an llms entry "
+                              "with generate (the server, model and sampling to ask).", path=config_file,
+                              fix=f"add llms: {{{model['llm']}: {{generate: {{model: <served name>}}}}}}.")
     for name, spec in cfg["fusion"].items():
         if name in cfg["models"]:
             raise ConfigError(f"fusion.{name}: the name is also a model.", path=config_file, fix="rename it.")
@@ -283,6 +288,38 @@ def _check_run_models(cfg: dict, config_file: str) -> None:
             seen[file] = f"{b}/{t}"
 
 
+def _check_completion(cfg: dict, config_file: str) -> None:
+    """cliniq_completion: a cliniq benchmark that runs, an LLM with generate, runs of that benchmark."""
+    comp = cfg.get("cliniq_completion")
+    if not comp:
+        return
+    b, key = comp["benchmark"], "cliniq_completion"
+    bench = cfg["benchmarks"].get(b)
+    if bench is None or bench["layout"] != "cliniq":
+        raise ConfigError(f"{key}.benchmark names {b!r}, which is not a cliniq benchmark in benchmarks.",
+                          path=config_file, fix="name a benchmark with layout: cliniq.")
+    if "completion" in bench["tasks"]:
+        raise ConfigError(f"benchmarks.{b}.tasks: a task named 'completion' collides with the judgment completion's "
+                          f"folder resources/cliniq/{b}/completion.", path=config_file, fix="rename the task.")
+    reg = registry.Registry(cfg)
+    if b not in reg.benchmarks:
+        raise ConfigError(f"{key}.benchmark {b!r} is not among the benchmarks that run.", path=config_file,
+                          fix=f"add it to benchmarks_to_run, or remove {key}.")
+    llm = comp["llm"]
+    if "generate" not in (cfg.get("llms") or {}).get(llm, {}):
+        raise ConfigError(f"{key}.llm names {llm!r}, which is not an llms entry with generate.", path=config_file,
+                          fix=f"add llms.{llm}.generate (model, base_url_env, ...), the judge's server and model.")
+    runs = reg.runs_of(b)
+    for run in comp.get("runs") or ():
+        if run not in runs:
+            raise ConfigError(f"{key}.runs names {run!r}, which is not a run of benchmark {b} "
+                              f"(its runs: {', '.join(runs)}).", path=config_file,
+                              fix="name runs that run on that benchmark, or leave runs out (every run).")
+    if not runs:
+        raise ConfigError(f"{key}: benchmark {b} has no run to pool and re-score.", path=config_file,
+                          fix="select a retriever (models_to_run, enabled).")
+
+
 def _local_tasks(cfg: dict, config_file: str) -> None:
     """A task with ``local:`` alone is the offline copy of an R2MED task: ``source: {hf: R2MED/<Task>}`` with
     ``local``, the task named by ``paper_task`` or by the task's own name."""
@@ -346,6 +383,13 @@ def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None =
     """Every task of a benchmark that will run must point at an existing folder."""
     base = base or Path.cwd()
     check_run_files(cfg, config_file, base)
+    _check_prompts(cfg, config_file, base)
+    comp = cfg.get("cliniq_completion")
+    for key, what in (("human_labels", "a TSV of query_id, chunk_id, label"),
+                      ("prompt", "a text file with {QUERY}, {QUERY_TYPE} and {CHUNK}")):
+        if comp and comp[key] and not _exists(comp[key], base, "file"):
+            raise ConfigError(f"cliniq_completion.{key}: file {shown(comp[key])} not found.", path=config_file,
+                              fix=f"point it at {what}, or set it to null.")
     for bname in registry.Registry(cfg).benchmarks:
         bench = cfg["benchmarks"][bname]
         if bench["layout"] == "cliniq":
@@ -394,6 +438,25 @@ def check_mteb_models(cfg: dict, config_file: str = "config.yaml") -> None:
         problem = mteb_problem(spec["name"], spec.get("revision"), [t for t in tasks if t])
         if problem:
             raise ConfigError(f"models.{m}: {problem[0]}.", path=config_file, fix=MTEB_FIXES[problem[1]].format(m=m))
+
+
+def _check_prompts(cfg: dict, config_file: str, base: Path) -> None:
+    """The prompt template of every selected pointwise LLM reranker is readable and has its placeholders."""
+    from ..errors import InputError
+    from ..llm_rerank import read_template
+
+    reg = registry.Registry(cfg)
+    for name in dict.fromkeys(j["reranker"] for j in reg.rerank_jobs.values()):
+        prompt = reg.models[name].get("prompt")
+        if prompt is None:
+            continue
+        if not _exists(prompt, base, "file"):
+            raise ConfigError(f"models.{name}.prompt: file {shown(prompt)} does not exist.", path=config_file,
+                              fix="point it at a prompt template (a text file with {query} and {passage}).")
+        try:
+            read_template(base / Path(prompt).expanduser())
+        except InputError as exc:
+            raise ConfigError(f"models.{name}.prompt: {exc.problem}", path=config_file, fix=exc.fix) from None
 
 
 def check_run_files(cfg: dict, config_file: str = "config.yaml", base: Path | None = None) -> None:

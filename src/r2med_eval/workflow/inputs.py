@@ -8,8 +8,10 @@ from .paths import (BENCHMARK_LEADERBOARD, BM25_PAPER_FIT, BM25_PAPER_QUERY_TOKE
                     DOWNLOAD_VARIANT, EMB_CORPUS, EMB_CORPUS_IDS, EMB_CORPUS_INFO, EMB_QUERIES, EMB_QUERY_IDS,
                     EMB_SHARD, EMB_VARIANT, EMB_VARIANT_IDS, GENERATED, GENERATED_INFO, INDEX, INDEX_PAGE, LEADERBOARD,
                     METRICS, METRICS_TABLE, MODEL_MANIFEST, MTEB_EXPORT, PALETTE, PER_QUERY, PLOT, PRIVATE_GENERATED,
-                    PRIVATE_VARIANT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, SIGNIFICANCE, STATS, TABLE,
-                    VARIANT, benchmark_file, bm25_float, fill)
+                    PRIVATE_VARIANT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, RUN_LINEAGE, SIGNIFICANCE,
+                    STATS, TABLE, VARIANT, benchmark_file, bm25_float, fill)
+from .paths import (CLINIQ_CHUNKS, COMPLETION_DESIGN, COMPLETION_FILE, COMPLETION_JUDGING,
+                    COMPLETION_LABELS, COMPLETION_SAMPLE)
 from .registry import ENCODER_TYPES, Registry, job_inputs
 
 
@@ -182,6 +184,16 @@ class Inputs:
         inputs.update(self.weights(job["reranker"]))
         return inputs
 
+    def llm_rerank_run(self, wildcards) -> dict:
+        """The run to rerank and the task; a pointwise reranker's prompt template."""
+        job = self.reg.derived[wildcards.model]
+        w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
+        inputs = {"run": fill(RUN, **w, model=job["run"]), "queries": fill(QUERIES, **w), "corpus": fill(CORPUS, **w)}
+        spec = self.cfg["models"][job["reranker"]]
+        if spec["type"] == "llm_pointwise":
+            inputs["prompt"] = prompt_file(spec)
+        return inputs
+
     def fuse_runs(self, wildcards) -> list[str]:
         job = self.reg.derived[wildcards.model]
         return [fill(RUN, benchmark=wildcards.benchmark, task=wildcards.task, model=r) for r in job_inputs(job)]
@@ -209,6 +221,15 @@ class Inputs:
         scored = dict.fromkeys(b for b, _, _ in self.reg.run_tasks())
         return [fill(METRICS_TABLE, benchmark=b) for b in scored]
 
+    def empty_hydoc_variants(self) -> list[str]:
+        """The expansion files of the runs whose paper comparison counts empty hypothetical documents."""
+        files: dict[str, None] = {}
+        for v in self.reg.empty_hydoc_runs().values():
+            for b, t in self.reg.tasks:
+                if b == v["benchmark"]:
+                    files[fill(VARIANT, benchmark=b, task=t, method=v["method"], llm=v["llm"])] = None
+        return list(files)
+
     def benchmark_metric_table(self, wildcards) -> list[str]:
         return [fill(METRICS_TABLE, benchmark=wildcards.benchmark)]
 
@@ -232,7 +253,10 @@ class Inputs:
     def provenance(self) -> dict:
         """Metrics and task statistics; each run file is named in its metrics JSON (and hashed from there)."""
         return {"metrics": self.metric_tables(), "stats": self.stats_files(),
-                "generation": [fill(GENERATED_INFO, **g) for g in self.reg.generated_variants()]}
+                "generation": [fill(GENERATED_INFO, **g) for g in self.reg.generated_variants()],
+                "llm_rerank": [fill(RUN_LINEAGE, benchmark=b, task=t, model=r) for b, t, r in self.reg.run_tasks()
+                               if self.reg.llm_reranked(r)],
+                "judging": [fill(COMPLETION_JUDGING, benchmark=b) for b in self.reg.completion_benchmark()]}
 
 
     def report_cliniq(self, wildcards) -> dict:
@@ -243,6 +267,50 @@ class Inputs:
                 "runs": [fill(RUN, **w, model=m) for m in models],
                 "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w),
                 "ids": fill(CHUNK_IDS, **w)}
+
+    # CliniQ's judgment completion
+    def _completion_task(self, benchmark: str) -> dict:
+        return {"benchmark": benchmark, "task": self.reg.cliniq_task(benchmark)}
+
+    def _completion_runs(self, benchmark: str) -> list[str]:
+        w = self._completion_task(benchmark)
+        return [fill(RUN, **w, model=m) for m in self.reg.completion_runs()]
+
+    def _completion_design(self, benchmark: str) -> dict:
+        return {"sample": fill(COMPLETION_SAMPLE, benchmark=benchmark),
+                "design": fill(COMPLETION_DESIGN, benchmark=benchmark),
+                "labels": fill(COMPLETION_LABELS, benchmark=benchmark),
+                "info": fill(COMPLETION_JUDGING, benchmark=benchmark)}
+
+    def cliniq_completion_sample(self, wildcards) -> dict:
+        """CliniQ's own judgment files (who carries a query's code), every judgment row, the chunk ids and the runs
+        whose top chunks form the pool."""
+        from ..cliniq_corpus import QUERY_TYPES as TYPES
+
+        b = wildcards.benchmark
+        w = self._completion_task(b)
+        folder = self.cfg["benchmarks"][b]["tasks"][w["task"]]["path"]
+        return {"annotations": [f"{folder}/queries_{t}.jsonl" for t in TYPES] + [f"{folder}/qrels_{t}.tsv"
+                                                                                  for t in TYPES],
+                "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w),
+                "ids": fill(CHUNK_IDS, **w), "runs": self._completion_runs(b)}
+
+    def cliniq_completion_judge(self, wildcards) -> dict:
+        w = self._completion_task(wildcards.benchmark)
+        return {"sample": fill(COMPLETION_SAMPLE, benchmark=wildcards.benchmark), "queries": fill(QUERIES, **w),
+                "chunks": fill(CLINIQ_CHUNKS, **w)}
+
+    def cliniq_completion_estimate(self, wildcards) -> dict:
+        out = self._completion_design(wildcards.benchmark)
+        if self.reg.completion["human_labels"]:
+            out["human_labels"] = self.reg.completion["human_labels"]
+        return out
+
+    def cliniq_completion_rescore(self, wildcards) -> dict:
+        w = self._completion_task(wildcards.benchmark)
+        return {**self._completion_design(wildcards.benchmark), "cliniq_qrels": fill(CLINIQ_QRELS, **w),
+                "query_types": fill(QUERY_TYPES, **w), "ids": fill(CHUNK_IDS, **w),
+                "runs": self._completion_runs(wildcards.benchmark)}
 
     def mteb_reference(self) -> list[str]:
         """The MTEB result files of leaderboard.mteb_reference (their edits rerun the leaderboard)."""
@@ -265,6 +333,13 @@ class Inputs:
     def report_index(self) -> list[str]:
         """Every output the index page links: the targets of ``rule all`` but the page itself."""
         return [t for t in all_targets(self.reg) if t != INDEX_PAGE]
+
+
+def prompt_file(spec: dict) -> str:
+    """A pointwise LLM reranker's prompt template: its ``prompt``, else the shipped one."""
+    from ..llm_rerank import DEFAULT_POINTWISE_PROMPT
+
+    return spec.get("prompt") or str(DEFAULT_POINTWISE_PROMPT)
 
 
 # ---------------------------------------------------------------- targets of rule all
@@ -295,6 +370,24 @@ def cliniq_targets(reg: Registry) -> list[str]:
     return out
 
 
+COMPLETION_FILES = {"estimates": ("csv", "md", "tex"), "per_query": ("csv",), "agreement": ("csv", "md", "tex"),
+                    "rescored": ("csv", "md", "tex"), "ranking": ("csv", "tex"), "verdict": ("md", "json")}
+
+
+def completion_targets(reg: Registry) -> list[str]:
+    """CliniQ's judgment completion, when configured: the design, the labels, every table and the plot (the
+    owner-only table of the judge's rationale is the judging rule's output, not a target: the index links
+    results/ only)."""
+    out = []
+    for b in reg.completion_benchmark():
+        out += [fill(p, benchmark=b) for p in (COMPLETION_SAMPLE, COMPLETION_DESIGN, COMPLETION_LABELS,
+                                               COMPLETION_JUDGING)]
+        out += [fill(COMPLETION_FILE, benchmark=b, name=n, ext=e) for n, exts in COMPLETION_FILES.items()
+                for e in exts]
+        out += [fill(PLOT, benchmark=b, name="cliniq_completion", ext=e) for e in ("png", "svg")]
+    return out
+
+
 def prefetch_targets(reg: Registry) -> list[str]:
     """Everything a configuration downloads, for ``snakemake prefetch`` on a machine with network: each Hub
     model's snapshot manifest, each source task's download and its query variants, CliniQ's annotations."""
@@ -320,7 +413,7 @@ def mteb_targets(reg: Registry) -> list[str]:
 
 def all_targets(reg: Registry) -> list[str]:
     return ([fill(LEADERBOARD, ext=e) for e in ("csv", "md")] + [R2MED_VS_PAPER, fill(TABLE, name="r2med_vs_paper")]
-            + report_targets(reg) + cliniq_targets(reg) + mteb_targets(reg) + [INDEX_PAGE])
+            + report_targets(reg) + cliniq_targets(reg) + completion_targets(reg) + mteb_targets(reg) + [INDEX_PAGE])
 
 
 def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> list[tuple[str, str]]:
@@ -370,7 +463,7 @@ def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> l
         elif kind == "rerank":
             if cfg["models"][job["reranker"]]["type"] in ENCODER_TYPES:
                 out += encoder(job["reranker"]) + [bench("encode_queries", model=job["reranker"])]
-            out.append(bench("rerank_run", model=name))
+            out.append(bench("llm_rerank_run" if reg.llm_reranked(name) else "rerank_run", model=name))
         else:
             out.append(bench("fuse_runs", model=name))
     out.append(bench("score_run", model=run))

@@ -40,6 +40,7 @@ MODEL_KEYS = {
               "query_prompt": "encode_queries encode_query_variant",
               "embedding_dtype": "gather_embeddings encode_corpus",
               "hydoc_prompt": "encode_query_variant r2med_vs_paper",
+              "hydoc_average": "encode_query_variant r2med_vs_paper",
               "shards": _SHARDS, "top_k": "retrieve_dense", "index": "retrieve_dense"},
     "run": {"type": "-", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
             "path": "- (the filled file is import_run's input: editing the file reruns its branch)",
@@ -54,6 +55,15 @@ MODEL_KEYS = {
                   "dtype": "rerank_run", "device": "rerank_run", "trust_remote_code": "rerank_run",
                   "truncate": "rerank_run"},
 }
+_LLM_RERANK = {"type": "llm_rerank_run", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
+               "llm": "llm_rerank_run (and its llms entry)",
+               **{k: "llm_rerank_run" for k in ("passage_words", "temperature", "max_tokens", "truncate")}}
+MODEL_KEYS.update({
+    "llm_listwise": {**_LLM_RERANK, "window": "llm_rerank_run", "step": "llm_rerank_run"},
+    "llm_pointwise": {**_LLM_RERANK, "prompt": "llm_rerank_run (the template's sha256; the file is the rule's input)",
+                      **{k: "llm_rerank_run" for k in ("answers", "system_prompt", "logprobs", "top_logprobs",
+                                                       "reasks")}},
+})
 _SEARCH = {"embedding_dtype": "gather_embeddings encode_corpus", "shards": _SHARDS,
            "top_k": "retrieve_dense", "index": "retrieve_dense"}
 _ENCODE = "encode_corpus_shard encode_corpus encode_queries encode_query_variant"
@@ -61,10 +71,11 @@ MODEL_KEYS.update({
     "python": {"type": _ENCODE, "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
                **{k: _ENCODE for k in ("factory", "kwargs", "python_path", "normalize", "batch_size", "device")},
                "doc_prompt": "encode_corpus_shard encode_corpus", "query_prompt": "encode_queries encode_query_variant",
-               "hydoc_prompt": "encode_query_variant r2med_vs_paper", **_SEARCH},
+               "hydoc_prompt": "encode_query_variant r2med_vs_paper",
+               "hydoc_average": "encode_query_variant r2med_vs_paper", **_SEARCH},
     "mteb": {"type": _ENCODE, "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
              **{k: _ENCODE for k in ("name", "revision", "mteb_tasks", "normalize", "batch_size", "device")},
-             **_SEARCH},
+             "hydoc_average": "encode_query_variant r2med_vs_paper", **_SEARCH},
 })
 PYTHON_KEYS = ("type", "factory", "kwargs", "python_path", "normalize", "batch_size", "device")
 MTEB_KEYS = ("type", "name", "revision", "normalize", "batch_size", "device")
@@ -84,6 +95,7 @@ class Params:
         self.code = code or CodeIndex()
         self.made: list = []  # every params function handed out (rules/common.smk tells Snakemake their arguments)
         self._code_files: dict[str, str | None] = {}  # python model -> sha256 of its factory's file
+        self._file_sha256: dict[str, str] = {}  # prompt template file -> sha256 (LLM rerankers, the CliniQ judge)
 
     def of(self, rule: str):
         """The params function of a rule: its projection of the configuration and its code hash."""
@@ -126,17 +138,22 @@ class Params:
     def download_query_variant(self, wildcards) -> dict:
         return self._fetch(wildcards)
 
-    def generate_query_variant(self, wildcards) -> dict:
-        """The prompt (method, R2MED task), the LLM's sampling and client settings. The server's address and key
-        stay in the environment: only the names of the variables are here."""
-        settings = dict(self.reg.llm(wildcards.llm)["generate"])
+    def llm_settings(self, llm: str, lamer: bool = False) -> dict:
+        """An LLM's sampling and client settings (``llms.<llm>.generate``); LameR's keys only for LameR. The
+        server's address and key stay in the environment: only the names of the variables are here."""
+        settings = dict(self.reg.llm(llm)["generate"])
         settings.pop("examples", None)  # an input file
-        if wildcards.method != "lamer":
+        if not lamer:
             for k in ("lamer_retriever", "lamer_depth", "lamer_words"):
                 settings.pop(k)
+        return settings
+
+    def generate_query_variant(self, wildcards) -> dict:
+        """The prompt (method, R2MED task), the LLM's sampling and client settings."""
         return {"method": wildcards.method, "llm": wildcards.llm,
                 "prompt_task": self.reg.prompt_task(wildcards.benchmark, wildcards.task, wildcards.method,
-                                                    wildcards.llm), **settings}
+                                                    wildcards.llm),
+                **self.llm_settings(wildcards.llm, lamer=wildcards.method == "lamer")}
 
     def generate_private_query_variant(self, wildcards) -> dict:
         """As generate_query_variant, on a MIMIC-derived benchmark (the rule writes owner-only under resources/).
@@ -222,7 +239,7 @@ class Params:
     def encode_query_variant(self, wildcards) -> dict:
         spec = self.cfg["models"][wildcards.model]
         # an mteb entry has no hydoc_prompt: MTEB's own prompts apply to both texts
-        return {**self._encoder(wildcards, QUERY_SIDE, "query"), **_pick(spec, ("hydoc_prompt",)),
+        return {**self._encoder(wildcards, QUERY_SIDE, "query"), **_pick(spec, ("hydoc_prompt", "hydoc_average")),
                 "reasoning": self.reg.reasoning(wildcards.llm)}
 
     def gather_embeddings(self, wildcards) -> dict:
@@ -257,9 +274,15 @@ class Params:
                 **self._variant(wildcards.model)}
 
     def retrieve_dense(self, wildcards) -> dict:
+        """The search; on a CliniQ benchmark with ``tie_order: evalpy``, ``ranking: evalpy`` (eval.py's cosine and
+        np.argsort order, written as it is)."""
         spec = self.cfg["models"][self.reg.model_of(wildcards.model)]
         index = spec["index"]
-        return {**self._top_k(wildcards.benchmark, spec), "index": _pick(index, INDEX_KEYS[index["kind"]])}
+        out = {**self._top_k(wildcards.benchmark, spec), "index": _pick(index, INDEX_KEYS[index["kind"]])}
+        if self.reg.is_cliniq(wildcards.benchmark) and \
+                self.reg.cliniq_tie_order(wildcards.benchmark, wildcards.model) == "evalpy":
+            out["ranking"] = "evalpy"
+        return out
 
     def import_run(self, wildcards) -> dict:
         """A type: run model: how absent queries are treated (the file itself is the rule's input)."""
@@ -275,13 +298,42 @@ class Params:
         return {"run": job["run"], "reranker": job["reranker"], "depth": job["depth"],
                 "reranker_spec": _pick(spec, keys)}
 
+    def llm_rerank_run(self, wildcards) -> dict:
+        """An LLM reranker's keys (a pointwise prompt as its template's sha256), its LLM's settings and reasoning
+        format, and whether the benchmark is MIMIC-derived (the job's cache then lies owner-only under
+        resources/). The declared servers (``phi_servers``) are not here: the job reads them from the configuration."""
+        job = self.reg.derived[wildcards.model]
+        spec = self.cfg["models"][job["reranker"]]
+        rspec = _pick(spec, [k for k, v in MODEL_KEYS[spec["type"]].items() if "llm_rerank_run" in v.split()])
+        if spec["type"] == "llm_pointwise":
+            rspec.pop("prompt", None)
+            rspec["prompt_sha256"] = self.prompt_sha256(job["reranker"])
+        return {"run": job["run"], "reranker": job["reranker"], "depth": job["depth"], "reranker_spec": rspec,
+                "reasoning": self.reg.reasoning(spec["llm"]), "generate": self.llm_settings(spec["llm"]),
+                "private": self.private(wildcards.benchmark)}
+
+    def prompt_sha256(self, model: str) -> str:
+        """sha256 of a pointwise LLM reranker's prompt template: an edit asks again."""
+        from .inputs import prompt_file
+
+        return self._sha256(prompt_file(self.cfg["models"][model]))
+
+    def _sha256(self, path) -> str:
+        """sha256 of a prompt file, read once per planning."""
+        from ..io import sha256_file
+
+        key = str(path)
+        if key not in self._file_sha256:
+            self._file_sha256[key] = sha256_file(path)
+        return self._file_sha256[key]
+
     def fuse_runs(self, wildcards) -> dict:
         job = self.reg.derived[wildcards.model]
         keys = ("method", "runs", "depth") + (("k",) if job["method"] == "rrf" else ("weights",))
         return _pick(job, keys)
 
     def score_cliniq(self, wildcards) -> dict:
-        return {"tie_order": self._cliniq(wildcards.benchmark)["tie_order"]}
+        return {"tie_order": self.reg.cliniq_tie_order(wildcards.benchmark, wildcards.model)}
 
     def score_run(self, wildcards) -> dict:
         """BEIR's ignore_identical_ids per benchmark; official: as R2MED's code, dense runs yes, BM25 no."""
@@ -382,12 +434,45 @@ class Params:
             p = paper_task(self.cfg["benchmarks"][b]["tasks"][t])
             if p:
                 tasks[f"{b}/{t}"] = p
-        return {"keys": {r: self.reg.paper_key(r) for r in runs}, "tasks": tasks}
+        return {"keys": {r: self.reg.paper_key(r) for r in runs}, "tasks": tasks,
+                "empty_hydoc": self.reg.empty_hydoc_runs()}
 
     def report_cliniq(self, wildcards) -> dict:
-        return {"models": self.reg.runs_of(wildcards.benchmark),
-                "depth": self.cfg["benchmarks"][wildcards.benchmark]["pool_depth"],
-                "tie_order": self.cfg["benchmarks"][wildcards.benchmark]["tie_order"]}
+        models = self.reg.runs_of(wildcards.benchmark)
+        return {"models": models, "depth": self.cfg["benchmarks"][wildcards.benchmark]["pool_depth"],
+                "tie_orders": {m: self.reg.cliniq_tie_order(wildcards.benchmark, m) for m in models}}
 
     def report_index(self, wildcards) -> dict:
-        return {"benchmarks": list(self.reg.benchmarks), "cliniq": list(self.reg.cliniq_benchmarks)}
+        return {"benchmarks": list(self.reg.benchmarks), "cliniq": list(self.reg.cliniq_benchmarks),
+                "completion": self.reg.completion_benchmark()}
+
+    # ------------------------------------------------------------ CliniQ's judgment completion
+
+    def cliniq_completion_sample(self, wildcards) -> dict:
+        c = self.reg.completion
+        return {**_pick(c, ("queries", "sample_per_query", "pool_depth", "seed")), "runs": self.reg.completion_runs(),
+                "tie_order": self.cfg["benchmarks"][wildcards.benchmark]["tie_order"]}
+
+    def cliniq_completion_judge(self, wildcards) -> dict:
+        """The judge: its LLM's client settings at temperature 0 (top_p unset), its reasoning format, the prompt
+        (the configured file, or None for the shipped one) and the sha256 of the prompt's text, so that an edit of
+        the prompt reruns the judging and only it asks again (every other answer stays in the cache)."""
+        from ..cliniq_judge import prompt_path
+
+        c = self.reg.completion
+        settings = dict(self.reg.llm(c["llm"])["generate"])
+        for key in ("examples", "lamer_retriever", "lamer_depth", "lamer_words", "top_p"):
+            settings.pop(key, None)
+        settings["temperature"] = 0
+        return {"llm": c["llm"], **settings, "reasoning": self.reg.reasoning(c["llm"]), "prompt": c["prompt"],
+                "prompt_sha256": self._sha256(prompt_path(c["prompt"])), "malformed_retries": c["malformed_retries"]}
+
+    def cliniq_completion_estimate(self, wildcards) -> dict:
+        """What the tables say of the design (the design itself reaches the job as its input files)."""
+        c = self.reg.completion
+        return {**_pick(c, ("sample_per_query", "pool_depth", "seed")), "runs": len(self.reg.completion_runs())}
+
+    def cliniq_completion_rescore(self, wildcards) -> dict:
+        c = self.reg.completion
+        return {"runs": self.reg.completion_runs(), "tie_order": self.cfg["benchmarks"][wildcards.benchmark]["tie_order"],
+                "move_threshold": c["move_threshold"], "bootstrap": self.cfg["report"]["bootstrap"], "seed": c["seed"]}

@@ -31,6 +31,7 @@ DOWNLOAD_VARIANT = DOWNLOAD + "/{method}/{llm}/query_with_hydoc.jsonl"
 GENERATED = "results/generated/{benchmark}/{task}/{method}/{llm}/query_with_hydoc.jsonl"
 GENERATED_INFO = "results/generated/{benchmark}/{task}/{method}/{llm}/generation.json"
 GENERATE_CACHE = "resources/llm_cache/{benchmark}/{task}/{method}--{llm}.jsonl"
+RERANK_CACHE = "resources/llm_cache/{benchmark}/{task}/rerank/{model}.jsonl"  # an LLM reranker's answers
 MODEL_MANIFEST = "resources/models/{model}.json"  # a Hub model's snapshot, fetched by rule prefetch_model
 # MIMIC-derived benchmarks (CliniQ): the note text, and everything of an LLM job that may quote it (the expansion
 # and variant files, the answers' cache), live here, owner-only (files 0600, folders 0700), never in results/
@@ -39,6 +40,7 @@ CLINIQ_CHUNKS = PRIVATE + "/corpus.jsonl"
 PRIVATE_VARIANT = PRIVATE + "/variants/{method}--{llm}.jsonl"
 PRIVATE_GENERATED = PRIVATE + "/generated/{method}/{llm}/query_with_hydoc.jsonl"
 PRIVATE_GENERATE_CACHE = PRIVATE + "/llm_cache/{method}--{llm}.jsonl"
+PRIVATE_RERANK_CACHE = PRIVATE + "/llm_cache/rerank/{model}.jsonl"
 
 INDEX_ROOT = "results/index/{benchmark}"  # owner-only for MIMIC-derived benchmarks
 INDEX = INDEX_ROOT + "/{task}/lucene"
@@ -73,6 +75,17 @@ PER_QUERY = "results/per_query/{benchmark}/{task}/{model}.tsv"
 CLINIQ_METRICS = "results/cliniq/{benchmark}/{task}/{model}.json"
 CLINIQ_TABLE = "results/cliniq/{benchmark}/by_{grouping}.{ext}"
 CLINIQ_POOL = "results/cliniq/{benchmark}/pool.tsv"
+# CliniQ's judgment completion (cliniq_completion): the design, the judge's labels and counts, the tables (ids and
+# numbers only); what quotes the notes (the judge's rationale, its answers' cache) under PRIVATE_COMPLETION_ROOT
+COMPLETION = "results/cliniq/{benchmark}/completion"
+COMPLETION_SAMPLE = COMPLETION + "/sample.tsv"
+COMPLETION_DESIGN = COMPLETION + "/design.tsv"
+COMPLETION_LABELS = COMPLETION + "/labels.tsv"
+COMPLETION_JUDGING = COMPLETION + "/judging.json"
+COMPLETION_FILE = COMPLETION + "/{name}.{ext}"  # estimates, per_query, agreement, rescored, ranking, verdict
+PRIVATE_COMPLETION_ROOT = "resources/cliniq/{benchmark}"
+PRIVATE_JUDGMENTS = PRIVATE_COMPLETION_ROOT + "/completion/judgments.tsv"
+PRIVATE_JUDGE_CACHE = PRIVATE_COMPLETION_ROOT + "/completion/llm_cache/{llm}.jsonl"
 
 LEADERBOARD = "results/leaderboard.{ext}"
 BENCHMARK_LEADERBOARD = "results/leaderboards/{benchmark}.{ext}"
@@ -114,6 +127,7 @@ JOB_KEYS = {
     "retrieve_bm25_paper": "{benchmark}/{task}/{model}",
     "import_run": "{benchmark}/{task}/{model}",
     "rerank_run": "{benchmark}/{task}/{model}",
+    "llm_rerank_run": "{benchmark}/{task}/{model}",
     "fuse_runs": "{benchmark}/{task}/{model}",
     "score_run": "{benchmark}/{task}/{model}",
     "score_cliniq": "{benchmark}/{task}/{model}",
@@ -129,6 +143,11 @@ JOB_KEYS = {
     "provenance": "provenance",
     "r2med_vs_paper": "r2med_vs_paper",
     "report_cliniq": "{benchmark}",
+    "cliniq_completion_sample": "{benchmark}",
+    "cliniq_completion_judge": "{benchmark}",
+    "cliniq_completion_estimate": "{benchmark}",
+    "cliniq_completion_rescore": "{benchmark}",
+    "plot_cliniq_completion": "{benchmark}",
     "report_index": "index",
     "mteb_export": "mteb_export",
 }

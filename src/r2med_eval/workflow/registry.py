@@ -21,7 +21,8 @@ from ..confidential import mimic_benchmark
 RETRIEVER_TYPES = ("bm25_lucene", "dense", "bm25_paper", "run", "python", "mteb")
 ENCODER_TYPES = ("dense", "python", "mteb")  # embeddings cached, sharded and searched alike (rule retrieve_dense)
 VARIANT_TYPES = ("bm25_lucene", "bm25_paper") + ENCODER_TYPES  # retrievers that can run a query variant
-RERANKER_TYPES = ("cross_encoder", "rankllama") + ENCODER_TYPES
+LLM_RERANKER_TYPES = ("llm_listwise", "llm_pointwise")  # ask an LLM server (rule llm_rerank_run)
+RERANKER_TYPES = ("cross_encoder", "rankllama") + ENCODER_TYPES + LLM_RERANKER_TYPES
 DOC_KEYS = ("description", "enabled", "paper_name")  # document a model; they shape no output
 
 _RERANK = re.compile(r"^(?P<run>.+)--(?P<reranker>[^@]+)@(?P<depth>\d+)$")
@@ -127,6 +128,11 @@ class Registry:
     def rerank_jobs(self) -> dict[str, dict]:
         return {n: j for n, j in self.derived.items() if j["kind"] == "rerank"}
 
+    def llm_reranked(self, run: str) -> bool:
+        """A rerank run whose reranker asks an LLM server (rule llm_rerank_run, not rerank_run)."""
+        job = self.derived.get(run)
+        return bool(job) and job["kind"] == "rerank" and self.models[job["reranker"]]["type"] in LLM_RERANKER_TYPES
+
     @property
     def fusion_jobs(self) -> dict[str, dict]:
         return {n: j for n, j in self.derived.items() if j["kind"] == "fusion"}
@@ -151,6 +157,16 @@ class Registry:
     def retriever_runs(self, *mtypes: str) -> list[str]:
         """First-stage run names of the given retriever types, query-variant runs included."""
         return [r for r in self.retrievers + list(self.variants) if self.models[self.model_of(r)]["type"] in mtypes]
+
+    def cliniq_tie_order(self, benchmark: str, run: str) -> str:
+        """How equal scores of a run on a CliniQ benchmark are ranked when it is scored: the benchmark's
+        ``tie_order``; ``evalpy`` (the default) means eval.py's own order for the runs searched over cached
+        embeddings (rule retrieve_dense writes them in that order) and the corpus order for every other run."""
+        order = self.cfg["benchmarks"][benchmark]["tie_order"]
+        if order != "evalpy":
+            return order
+        searched = run in self.retriever_runs(*ENCODER_TYPES)
+        return "evalpy" if searched else "corpus"
 
     def encoders(self) -> list[str]:
         """Models whose embeddings are needed (dense, python, mteb): retrievers and dense re-scorers."""
@@ -197,6 +213,22 @@ class Registry:
 
     def cliniq_task(self, benchmark: str) -> str:
         return next(iter(self.cfg["benchmarks"][benchmark]["tasks"]))
+
+    @property
+    def completion(self) -> dict | None:
+        """The ``cliniq_completion`` block (defaults filled), or None when the judgment completion is off."""
+        return self.cfg.get("cliniq_completion")
+
+    def completion_benchmark(self) -> list[str]:
+        """The benchmark whose judgments are completed, as a list (empty when off)."""
+        return [self.completion["benchmark"]] if self.completion else []
+
+    def completion_runs(self) -> list[str]:
+        """The runs whose top ``pool_depth`` form the pool and that are re-scored: ``runs``, else every run of the
+        benchmark."""
+        if not self.completion:
+            return []
+        return list(self.completion.get("runs") or self.runs_of(self.completion["benchmark"]))
 
     def source_tasks(self) -> list[tuple[str, str]]:
         return [(b, t) for b, t in self.tasks if "source" in self.cfg["benchmarks"][b]["tasks"][t]]
@@ -289,7 +321,7 @@ class Registry:
 
     def gar_differences(self, variant: dict) -> list[str]:
         """Why a query-variant run is not R2MED's setting of the same (model, method, llm) row: empty when it is."""
-        from ..gar import R2MED_HYDOC_PROMPT, reasoning_format
+        from ..gar import R2MED_HYDOC_AVERAGE, R2MED_HYDOC_PROMPT, reasoning_format
 
         out = []
         llm, model = variant["llm"], self.models[variant["model"]]
@@ -304,7 +336,23 @@ class Registry:
             if model["hydoc_prompt"] != want:
                 out.append(f"the hypothetical document is encoded with hydoc_prompt {model['hydoc_prompt']!r}; "
                            f"R2MED's {model.get('paper_name')} wrapper uses {want!r}")
+            want = R2MED_HYDOC_AVERAGE.get(model.get("paper_name"), "normalized")
+            if model["hydoc_average"] != want:
+                out.append(f"the query's and the hypothetical document's vectors are averaged {model['hydoc_average']}"
+                           f"; R2MED's {model.get('paper_name')} wrapper averages them {want}")
         return out
+
+    def empty_hydoc_runs(self) -> dict[str, dict]:
+        """Query-variant runs of a dense model named after an R2MED retriever whose encode gives NaN for an empty
+        hypothetical document (``gar.R2MED_EMPTY_HYDOC_NAN``, GritLM), on a selected benchmark:
+        run -> {benchmark, method, llm, reasoning}. Their paper comparison counts the empty documents."""
+        from ..gar import R2MED_EMPTY_HYDOC_NAN
+
+        return {run: {"benchmark": v["benchmark"], "method": v["method"], "llm": v["llm"],
+                      "reasoning": self.reasoning(v["llm"])}
+                for run, v in self.variants.items()
+                if v["benchmark"] in self.benchmarks and self.models[v["model"]]["type"] == "dense"
+                and self.models[v["model"]].get("paper_name") in R2MED_EMPTY_HYDOC_NAN}
 
     def paper_key(self, run: str) -> dict:
         """{key: the row of R2MED's published table a run is compared with (without the task), or None;

@@ -159,15 +159,28 @@ def bm25_paper_search_mem_mb(model_mb: float, attempt: int = 1) -> int:
 # wait in the queue. The downloads are local too (they need the network). tests/test_workflow_resources.py
 # checks the rules files against these tuples.
 LOCAL_LIGHT_RULES = ("score_run", "score_cliniq", "collect_metrics", "fuse_runs", "significance", "leaderboard", "leaderboard_benchmark",
-                     "plot_leaderboard", "plot_rerank_depth", "plot_scatter", "plot_cliniq", "provenance",
+                     "plot_palette", "plot_leaderboard", "plot_rerank_depth", "plot_scatter", "plot_cliniq", "provenance",
                      "r2med_vs_paper", "report_cliniq", "report_index", "link_cliniq_corpus",
-                     "import_run", "mteb_export")
+                     "import_run", "mteb_export", "cliniq_completion_sample", "cliniq_completion_estimate",
+                     "cliniq_completion_rescore", "plot_cliniq_completion")
 LOCAL_DOWNLOAD_RULES = ("download_task", "download_query_variant", "download_cliniq_annotations", "prefetch_model")
 
 
 def generate_minutes(queries: int, startup_seconds: float, attempt: int = 1) -> int:
     """LLM generation: a minute a query at worst (long reasoning outputs), plus a vLLM server's start."""
     return _retry(BASE_MINUTES + queries + startup_seconds / 60.0, attempt)
+
+
+# An LLM reranker's request: a plain answer (a permutation, a yes/no) takes seconds; a reasoning LLM's up to a minute.
+LLM_MINUTES_PER_REQUEST = 0.25
+LLM_REASONING_MINUTES_PER_REQUEST = 1.0
+
+
+def llm_rerank_minutes(requests: int, concurrency: int, reasoning: bool, startup_seconds: float,
+                       attempt: int = 1) -> int:
+    """LLM reranking: ``requests`` answers, ``concurrency`` at a time, plus a vLLM server's start."""
+    per = LLM_REASONING_MINUTES_PER_REQUEST if reasoning else LLM_MINUTES_PER_REQUEST
+    return _retry(BASE_MINUTES + requests * per / max(1, concurrency) + startup_seconds / 60.0, attempt)
 
 
 def light_minutes(input_mb: float, attempt: int = 1) -> int:
@@ -239,6 +252,15 @@ class Resources:
         return generate_minutes(count_lines(input.queries), self._vllm(wildcards.llm).get("startup_seconds", 0),
                                 attempt)
 
+    # the judge of CliniQ's judgment completion ({benchmark} is its benchmark): generation's formula, counting 20
+    # judgments of one chunk each as one query's generation
+    def judge_gpu(self, wildcards) -> int:
+        return int(self._vllm(self.reg.completion["llm"]).get("gpus", 0))
+
+    def judge_runtime(self, wildcards, input, attempt) -> int:
+        return generate_minutes(count_lines(input.sample) // 20, self._vllm(self.reg.completion["llm"]).get(
+            "startup_seconds", 0), attempt)
+
     # index and search
     def lucene_index_mem_mb(self, wildcards, input, attempt) -> int:
         return lucene_index_mem_mb(size_mb(input.corpus), attempt)
@@ -273,6 +295,25 @@ class Resources:
         reranker = self._reranker(wildcards)
         return rerank_minutes(pairs, size_mb(input.corpus) / docs, self._weights(reranker), self.gpu(reranker) > 0,
                               attempt)
+
+    # LLM rerankers: {model} is a rerank run whose reranker asks an LLM server
+    def _rerank_llm(self, wildcards) -> str:
+        return self.models[self._reranker(wildcards)]["llm"]
+
+    def llm_rerank_gpu(self, wildcards) -> int:
+        return int(self._vllm(self._rerank_llm(wildcards)).get("gpus", 0))
+
+    def llm_rerank_runtime(self, wildcards, input, attempt) -> int:
+        from ..llm_rerank import rankgpt_windows
+
+        job = self.reg.derived[wildcards.model]
+        spec = self.models[job["reranker"]]
+        depth = int(job["depth"])
+        per_query = depth if spec["type"] == "llm_pointwise" else len(rankgpt_windows(depth, spec["window"],
+                                                                                      spec["step"]))
+        llm = self._rerank_llm(wildcards)
+        return llm_rerank_minutes(per_query * count_lines(input.queries), self.reg.llm(llm)["generate"]["concurrency"],
+                                  self.reg.reasoning(llm) != "none", self._vllm(llm).get("startup_seconds", 0), attempt)
 
     # parsing, gathering, scoring, fusion
     def light_mem_mb(self, wildcards, input, attempt) -> int:

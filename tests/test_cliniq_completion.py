@@ -1,0 +1,666 @@
+"""CliniQ's judgment completion (issue 24) at the library and stage level, against the fake judge of
+tests/llm_fake_server.py, whose labels follow a known rule (``rule_label``): the design (population, seeded draws,
+pool as a certainty stratum), the estimator's unbiasedness (every permutation enumerated) and its 95% intervals
+against the truth, the re-scoring against a direct computation with the truth, Kendall's tau, Cohen's kappa and the
+Wilson interval against scipy, sklearn and their closed forms, malformed answers, a dead server, a killed job, the
+cache (a new run asks only its pool chunks, a rerun nothing, a prompt edit everything), and where the text goes."""
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import completion_fixture as fx
+from conftest import REPO
+from llm_fake_server import FakeLLM, rule_label
+from r2med_eval import cliniq
+from r2med_eval import cliniq_completion as comp
+from r2med_eval import cliniq_completion_report as rep
+from r2med_eval import cliniq_judge as judge
+from r2med_eval.cliniq_files import read_cliniq_qrels, read_query_types
+from r2med_eval.errors import InputError
+from r2med_eval.io import read_lines
+from r2med_eval.stats import cohen_kappa, kendall_tau_b, wilson_interval
+from r2med_eval.workflow import paths
+
+OUT = Path("results/cliniq/cliniq-demo/completion")
+
+
+# ------------------------------------------------------------------ statistics against their references
+
+def test_wilson_interval_equals_its_closed_form_on_hand_computed_cases():
+    # z^2 = 3.8414588; p = 0, n = 10: [0, z^2 / (n + z^2)]; p = 0.5, n = 10: 0.5 -+ 0.263407; 4 of 20: R's
+    # prop.test(4, 20, correct = FALSE) gives 0.08065766 0.41601743
+    low, high = wilson_interval(0.0, 10)
+    assert low == 0.0 and high == pytest.approx(3.8414588 / 13.8414588, abs=1e-7)
+    assert wilson_interval(0.5, 10) == pytest.approx((0.236593, 0.763407), abs=1e-6)
+    assert wilson_interval(0.2, 20) == pytest.approx((0.08065766, 0.41601743), abs=1e-8)
+    assert wilson_interval(1.0, 5)[1] == 1.0 and wilson_interval(0.3, math.inf) == (0.3, 0.3)
+    z = 1.959963984540054
+    for p, n in ((0.13, 27.5), (0.9, 3.0)):  # a real effective size: the same formula
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        assert wilson_interval(p, n) == pytest.approx((centre - half, centre + half), abs=1e-12)
+    with pytest.raises(ValueError):
+        wilson_interval(0.5, 0)
+
+
+def test_kendall_tau_b_equals_scipy_with_and_without_ties():
+    import numpy as np
+    from scipy.stats import kendalltau
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(2, 12))
+        x = rng.integers(0, 4, n).astype(float) if rng.random() < 0.5 else rng.random(n)
+        y = rng.integers(0, 4, n).astype(float) if rng.random() < 0.5 else rng.random(n)
+        ours, theirs = kendall_tau_b(x, y), kendalltau(x, y).statistic
+        assert (math.isnan(ours) and math.isnan(theirs)) or ours == pytest.approx(theirs, abs=1e-12)
+    assert kendall_tau_b([1, 2, 3], [3, 2, 1]) == -1.0 and kendall_tau_b([1, 2, 3], [1, 2, 3]) == 1.0
+    # hand-computed: 4 systems, one pair swapped: (5 - 1) / 6
+    assert kendall_tau_b([0.4, 0.3, 0.2, 0.1], [0.4, 0.2, 0.3, 0.1]) == pytest.approx(4 / 6)
+
+
+def test_cohen_kappa_by_hand_and_equal_to_sklearn():
+    sklearn = pytest.importorskip("sklearn.metrics")
+    a = ["rel", "rel", "irr", "irr", "rel", "irr", "irr", "irr"]
+    b = ["rel", "irr", "irr", "irr", "rel", "irr", "rel", "irr"]
+    # po = 6/8; pe = (3/8)(3/8) + (5/8)(5/8) = 34/64; kappa = (48/64 - 34/64) / (30/64) = 14/30
+    kappa, po, n = cohen_kappa(a, b)
+    assert (kappa, po, n) == (pytest.approx(14 / 30), 0.75, 8)
+    assert kappa == pytest.approx(sklearn.cohen_kappa_score(a, b))
+    types = ["string", "synonym", "hyponym", "string", "implication", "synonym"]
+    other = ["string", "synonym", "synonym", "abbreviation", "implication", "synonym"]
+    assert cohen_kappa(types, other)[0] == pytest.approx(sklearn.cohen_kappa_score(types, other))
+    assert math.isnan(cohen_kappa(["x", "x"], ["x", "x"])[0]) and cohen_kappa([], [])[2] == 0
+
+
+# ------------------------------------------------------------------ the design and the estimator
+
+def test_population_is_the_unjudged_chunks_of_uncoded_admissions():
+    ids = ["1_0", "1_1", "2_0", "2_1", "3_0", "3_1", "3_2"]
+    coded = comp.coded_admissions([("q", "1_1", "string")])
+    judged = {"q": {"1_1", "3_2"}}  # 3_2: a new judgment on an uncoded admission
+    sample, design = comp.design(["q"], {"q": "disease"}, coded, ids, judged, {"r": {"q": ["1_0", "2_1", "9_9"]}},
+                                 n=10, seed=0)
+    assert {r[2] for r in sample} == {"2_0", "2_1", "3_0", "3_1"}  # admission 1 coded, 3_2 judged
+    pool = [r for r in sample if r[3] == "pool"]
+    assert [(r[2], r[6], r[7], r[8]) for r in pool] == [("2_1", 1.0, 2, 1)]  # 1_0 is coded: not in the pool
+    assert all(r[6] == pytest.approx(1.0) for r in sample if r[3] == "rest")  # n >= population: a census
+    assert design == [("q", "disease", 1, 4, 1, 3, 4, 1, 3, 0)]
+
+
+def test_select_queries():
+    coded = {"disease-1": {"a", "b"}, "disease-2": {"a"}, "procedure-1": {"a", "b", "c"}, "drug-1": {"a", "b", "c"},
+             "disease-3": set()}
+    qtypes = {q: q.split("-")[0] for q in coded}
+    assert comp.select_queries(2, coded, qtypes) == ["procedure-1", "disease-1"]  # drugs are not among the N
+    assert comp.select_queries("all", coded, qtypes) == ["disease-1", "disease-2", "drug-1", "procedure-1"]
+    assert comp.select_queries(["drug-1"], coded, qtypes) == ["drug-1"]
+    with pytest.raises(InputError, match="unknown queries: disease-9"):
+        comp.select_queries(["disease-9"], coded, qtypes)
+    with pytest.raises(InputError, match="judges for no patient: disease-3"):
+        comp.select_queries(["disease-3"], coded, qtypes)
+
+
+def test_draws_are_seeded_per_query_and_do_not_depend_on_the_runs():
+    ids = [f"{a}_{i}" for a in range(1, 30) for i in range(5)]
+    coded = {"q1": {"1"}, "q2": {"2"}}
+    qtypes = {"q1": "disease", "q2": "procedure"}
+    tops = {"r1": {"q1": ids[10:15], "q2": ids[20:25]}}
+    s1, _ = comp.design(["q1", "q2"], qtypes, coded, ids, {}, tops, n=12, seed=7)
+    s2, _ = comp.design(["q2"], qtypes, coded, ids, {}, tops, n=12, seed=7)
+    drawn = {(r[0], r[2]) for r in s1 if r[4]}
+    assert {(r[0], r[2]) for r in s2 if r[4]} == {k for k in drawn if k[0] == "q2"}  # another query: same draw
+    s3, _ = comp.design(["q1", "q2"], qtypes, coded, ids, {}, {**tops, "r2": {"q1": ids[40:45]}}, n=12, seed=7)
+    assert {(r[0], r[2]) for r in s3 if r[4]} == drawn  # a new run: the same uniform sample
+    assert {(r[0], r[2]) for r in s3} - {(r[0], r[2]) for r in s1} <= {("q1", c) for c in ids[40:45]}
+    s4, _ = comp.design(["q1", "q2"], qtypes, coded, ids, {}, tops, n=12, seed=8)
+    assert {(r[0], r[2]) for r in s4 if r[4]} != drawn
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_the_estimator_is_unbiased_over_every_permutation(n):
+    """Every order of a 7-chunk population with a 3-chunk pool (n = 1, 2: the draw often lies inside the pool and
+    is extended): the mean estimate of the relevant chunks, overall and per match type, is the truth."""
+    population = [f"9_{i}" for i in range(7)]
+    pool = {"9_0", "9_3", "9_5"}
+    truth = dict(zip(population, ["synonym", "irrelevant", "string", "synonym", "irrelevant", "irrelevant",
+                                  "implication"]))
+    rest = [c for c in population if c not in pool]
+    sums = {m: 0.0 for m in comp.MEASURES}
+    count = 0
+    for order in itertools.permutations(range(7)):
+        drawn, m, _ = comp.draw_in_order(population, pool, n, list(order))
+        strata = [comp.Stratum("q", "disease", "pool", 3, [truth[c] for c in population if c in pool]),
+                  comp.Stratum("q", "disease", "rest", 4, [truth[c] for c in drawn if c not in pool])]
+        assert m == len(strata[1].labels) >= 1
+        for measure in comp.MEASURES:
+            sums[measure] += comp.estimate(strata, measure)["missing"]
+        count += 1
+    assert sums["relevant"] / count == pytest.approx(4.0, rel=1e-12)
+    for measure, expected in (("synonym", 2), ("string", 1), ("implication", 1), ("hyponym", 0)):
+        assert sums[measure] / count == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    assert len(rest) == 4
+
+
+def test_malformed_answers_are_non_response_within_their_stratum():
+    pool = comp.Stratum("q", "disease", "pool", 4, ["synonym", "irrelevant", "malformed", "string"])
+    rest = comp.Stratum("q", "disease", "rest", 100, ["irrelevant"] * 8 + ["implication"] * 2)
+    e = comp.estimate([pool, rest])
+    assert e["malformed"] == 1 and e["found"] == 4 and e["covered"] == 104
+    assert e["missing"] == pytest.approx(4 * 2 / 3 + 100 * 0.2)
+    assert e["rate_low"] < e["rate"] < e["rate_high"]
+    empty = comp.estimate([comp.Stratum("q", "disease", "rest", 50, ["malformed"] * 3)])
+    assert empty["covered"] == 0 and math.isnan(empty["rate"]) and empty["malformed"] == 3
+
+
+def test_census_is_exact_and_one_sampled_stratum_is_wilson_with_the_finite_population_correction():
+    census = comp.estimate([comp.Stratum("q", "d", "pool", 3, ["string", "irrelevant", "irrelevant"]),
+                            comp.Stratum("q", "d", "rest", 2, ["synonym", "irrelevant"])])
+    assert census["rate"] == census["rate_low"] == census["rate_high"] == pytest.approx(2 / 5)
+    labels = ["synonym"] * 3 + ["irrelevant"] * 17
+    e = comp.estimate([comp.Stratum("q", "d", "pool", 5, ["string"] * 5), comp.Stratum("q", "d", "rest", 80, labels)])
+    low, high = wilson_interval(0.15, 19 / (1 - 20 / 80))  # n_eff = (m - 1) / (1 - f)
+    assert (e["rate_low"], e["rate_high"]) == pytest.approx(((5 + 80 * low) / 85, (5 + 80 * high) / 85))
+    assert e["missing"] == pytest.approx(5 + 80 * 0.15)
+
+
+# ------------------------------------------------------------------ the judge's answers
+
+@pytest.mark.parametrize("text,label", [
+    ("The chunk names it.\nFINAL: relevance=relevant; match=string", "string"),
+    ("reasoning\n**Final answer: relevance=Relevant; match=Hyponym.**", "hyponym"),
+    ("x\nfinal: relevance=irrelevant, match=none\n\n", "irrelevant"),
+])
+def test_final_lines_parse(text, label):
+    assert judge.parse_final_line(text)[0] == label
+
+
+@pytest.mark.parametrize("text", [
+    "", "no final line at all", "FINAL: relevance=relevant; match=none", "FINAL: relevance=irrelevant; match=synonym",
+    "FINAL: relevance=relevant; match=string\nand then more text", "FINAL: relevance=maybe; match=string",
+    "FINAL: relevance=<relevant or irrelevant>; match=<string, synonym, abbreviation, hyponym, implication, or none>",
+])
+def test_malformed_final_lines_are_refused(text):
+    with pytest.raises(ValueError):
+        judge.parse_final_line(text)
+
+
+def test_the_shipped_prompt_has_its_placeholders_and_fills_in_one_pass():
+    template = judge.read_prompt(judge.DEFAULT_PROMPT)
+    prompt = judge.build_prompt(template, "hypertension", "disease", "BP 180/100, {QUERY} stays")
+    assert "Query (disease): hypertension" in prompt and "{QUERY} stays" in prompt
+    with pytest.raises(ValueError):  # the template's last line is no valid final line: an echo is malformed
+        judge.parse_final_line(prompt)
+
+
+# ------------------------------------------------------------------ the stages against the fake judge
+
+@pytest.fixture(scope="module")
+def completed(tmp_path_factory):
+    """The four stages on the CliniQ demo, judged by the fake judge; some answers malformed once (re-asked), two
+    pairs malformed throughout."""
+    work = tmp_path_factory.mktemp("completion")
+    old = os.getcwd()
+    os.chdir(work)
+    try:
+        prepared = fx.prepare(Path("."))
+        w = fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1)
+        with FakeLLM() as server:
+            server.mode = "judge"
+            server.malformed_first = lambda q, c: rule_label(q, c) == "implication"
+            server.malformed_always = lambda q, c: q == "pneumonia" and _hash(c) % 8 == 0
+            fx.run_completion(w, server.url)
+            requests = list(server.requests)
+        yield SimpleNamespace(work=work, prepared=prepared, w=w, requests=requests)
+    finally:
+        os.chdir(old)
+
+
+def _hash(text: str) -> int:
+    import hashlib
+
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+
+
+def _labels(work):
+    return judge.read_labels(work / OUT / "labels.tsv")
+
+
+def test_every_sampled_chunk_is_judged_and_labelled_as_the_truth(completed):
+    work, prepared = completed.work, completed.prepared
+    sample = comp.read_table(work / OUT / "sample.tsv", comp.SAMPLE_HEADER)
+    labels = _labels(work)
+    assert set(labels) == {(r["query_id"], r["chunk_id"]) for r in sample}  # nothing dropped
+    info = json.loads((work / OUT / "judging.json").read_text())
+    malformed = {k for k, v in labels.items() if v == judge.MALFORMED}
+    assert info["malformed"] == len(malformed) and info["judged"] == len(labels)
+    for (q, c), label in labels.items():
+        if label != judge.MALFORMED:
+            assert label == rule_label(prepared["queries"][q], prepared["chunks"][c])
+    # the first round's malformed answers were asked again (with the repair turn) and most came back usable
+    first, *later = info["malformed_after_round"]
+    assert first > later[-1] == len(malformed) and len(later) == 2
+    assert info["requested"] == len(completed.requests) == len(labels) + first + later[0]
+    repaired = [r for r in completed.requests if len(r["messages"]) == 4]
+    assert repaired and all(r["messages"][3]["content"] == judge.REPAIR for r in repaired)
+    assert all(r["temperature"] == 0 for r in completed.requests)
+    est = {(r["scope"], r["group"], r["measure"]): r for r in csv.DictReader(open(work / OUT / "estimates.csv"))}
+    assert int(est[("all", "all", "relevant")]["malformed"]) == len(malformed)
+
+
+def test_the_pool_is_the_uncoded_unjudged_top_chunks_of_every_run(completed):
+    work = completed.work
+    sample = comp.read_table(work / OUT / "sample.tsv", comp.SAMPLE_HEADER)
+    rows, irrelevant = read_cliniq_qrels(work / "results/data/cliniq-demo/cliniq/cliniq_qrels.tsv")
+    coded = comp.coded_admissions(rows)
+    ids = read_lines(work / "results/data/cliniq-demo/cliniq/chunk_ids.txt")
+    expected = set()
+    for name in fx.SYSTEMS:
+        ranked = cliniq.read_ranked_run(work / f"results/runs/cliniq-demo/cliniq/{name}.trec", ids)
+        for q in {r["query_id"] for r in sample}:
+            expected |= {(q, c) for c in comp.top_chunks(ranked, [q], 5)[q]
+                         if cliniq.note_of(c) not in coded[q]}
+    assert {(r["query_id"], r["chunk_id"]) for r in sample if r["stratum"] == "pool"} == expected
+    assert all(float(r["pi"]) == 1.0 for r in sample if r["stratum"] == "pool")
+    design = {d["query_id"]: d for d in comp.read_table(work / OUT / "design.tsv", comp.DESIGN_HEADER)}
+    for r in sample:
+        if r["stratum"] == "rest":
+            d = design[r["query_id"]]
+            assert float(r["pi"]) == pytest.approx(int(d["rest_sampled"]) / int(d["rest"]))
+    qtypes = read_query_types(work / "results/data/cliniq-demo/cliniq/query_types.tsv")
+    assert {qtypes[q] for q in design} == {"disease", "procedure"} and len(design) == 10
+
+
+def test_rescored_figures_equal_a_direct_computation_with_the_truth(completed):
+    """The completed figures equal cliniq.evaluate (the reference implementation) with CliniQ's judgments plus the
+    fake judge's truth on every judged chunk (the malformed ones left unjudged); the original ones equal it with
+    CliniQ's judgments alone."""
+    work, prepared = completed.work, completed.prepared
+    base = work / "results/data/cliniq-demo/cliniq"
+    rows, irrelevant = read_cliniq_qrels(base / "cliniq_qrels.tsv")
+    qtypes = read_query_types(base / "query_types.tsv")
+    ids = read_lines(base / "chunk_ids.txt")
+    judged = [k for k, v in _labels(work).items() if v != judge.MALFORMED]
+    truth = {(q, c): rule_label(prepared["queries"][q], prepared["chunks"][c]) for q, c in judged}
+    full_rows = rows + [(q, c, t) for (q, c), t in truth.items() if t != "irrelevant"]
+    full_irrelevant = irrelevant | {k for k, t in truth.items() if t == "irrelevant"}
+    from r2med_eval.runs import read_run
+
+    got = {(r["model"], r["group"], r["metric"]): r for r in csv.DictReader(open(work / OUT / "rescored.csv"))}
+    design = [d["query_id"] for d in comp.read_table(work / OUT / "design.tsv", comp.DESIGN_HEADER)]
+    checked = 0
+    for name in fx.SYSTEMS:
+        run = read_run(base.parents[2] / f"runs/cliniq-demo/cliniq/{name}.trec")
+        before = cliniq.evaluate(run, rows, qtypes, ids, irrelevant)
+        after = cliniq.evaluate(run, full_rows, qtypes, ids, full_irrelevant)
+        for group in ("all", "disease", "procedure", "drug", comp.COMPLETED_GROUP):
+            for metric in comp.RESCORED_METRICS:
+                for result, column in ((before, "original"), (after, "completed")):
+                    items = result["per_query"]
+                    if group == "all":
+                        chosen = items
+                    elif group == comp.COMPLETED_GROUP:
+                        chosen = [x for x in items if x["query"] in design]
+                    else:
+                        chosen = [x for x in items if x["query_type"] == group]
+                    expected = sum(x[metric] for x in chosen) / len(chosen)
+                    assert float(got[(name, group, metric)][column]) == pytest.approx(expected, abs=1e-6)
+                    checked += 1
+        # the reference's own summary agrees (the overall figures)
+        assert float(got[(name, "all", "mrr")]["completed"]) == pytest.approx(after["multi"]["all"]["mrr"], abs=1e-6)
+    assert checked == 3 * 5 * 5 * 2
+    # the oracle finds the relevant chunks CliniQ left unjudged: completing raises it most
+    gain = {n: float(got[(n, "all", "ndcg_at_10")]["relative_change"]) for n in fx.SYSTEMS}
+    assert gain["oracle"] == max(gain.values()) > 5
+
+
+def test_ranking_and_verdict(completed):
+    work = completed.work
+    ranking = {(r["group"], r["metric"]): r for r in csv.DictReader(open(work / OUT / "ranking.csv"))}
+    got = {(r["model"], r["group"], r["metric"]): r for r in csv.DictReader(open(work / OUT / "rescored.csv"))}
+    for metric in comp.RESCORED_METRICS:
+        orig = [float(got[(n, "all", metric)]["original"]) for n in fx.SYSTEMS]
+        full = [float(got[(n, "all", metric)]["completed"]) for n in fx.SYSTEMS]
+        row = ranking[("all", metric)]
+        if row["kendall_tau"]:
+            assert float(row["kendall_tau"]) == pytest.approx(kendall_tau_b(orig, full), abs=1e-6)
+            assert float(row["ci_low"]) <= float(row["ci_high"])
+        flips = comp.flipped_pairs(dict(zip(fx.SYSTEMS, orig)), dict(zip(fx.SYSTEMS, full)))
+        assert int(row["flipped"]) == len(flips)
+    verdict = json.loads((work / OUT / "verdict.json").read_text())
+    text = (work / OUT / "verdict.md").read_text()
+    moved = {(r["model"], r["metric"]) for r in got.values() if r["group"] == "all" and r["moved"] == "1"
+             and r["metric"] in comp.EFFECTIVENESS}
+    assert {tuple(x) for x in verdict["moved"]} == moved and moved
+    assert verdict["reliable"] is False and "unreliable" in text and "Kendall's tau" in text
+
+
+def test_estimates_hold_the_truth_in_their_intervals_over_seeded_repetitions(tmp_path, monkeypatch):
+    """The fast version of bench/cliniq_completion.py (100 repetitions there, at least 90 of them inside): 10 seeds
+    (fixed: the outcome is deterministic); the answers are cached across them. A biased estimator or intervals too
+    narrow would fail it; the mean estimate lies near the truth."""
+    monkeypatch.chdir(tmp_path)
+    prepared = fx.prepare(Path("."))
+    with FakeLLM() as server:
+        server.mode = "judge"
+        result = fx.coverage(prepared, server.url, range(10), queries=100, sample_per_query=50, pool_depth=10)
+    overall = result[("all", "all", "relevant")]
+    assert overall[0] >= 9 and overall[1] / 10 == pytest.approx(overall[2], rel=0.1)
+    assert sum(hits for hits, _, _ in result.values()) >= 0.9 * 10 * len(result)
+    for key, (hits, total, truth) in result.items():
+        assert hits >= 7, (key, hits, total / 10, truth)
+
+
+def test_expert_agreement_is_cohen_kappa_on_the_pairs_both_judged(completed, tmp_path, monkeypatch):
+    work = completed.work
+    labels = _labels(work)
+    pairs = sorted(k for k, v in labels.items() if v != judge.MALFORMED)[:40]
+    human = {}
+    for i, (q, c) in enumerate(pairs):
+        lab = labels[(q, c)]
+        human[(q, c)] = ("synonym" if lab == "irrelevant" else "irrelevant") if i % 7 == 0 else lab
+    human[("disease-0", "999_0")] = "string"  # a chunk the judge never saw
+    path = tmp_path / "human.tsv"
+    path.write_text("query_id\tchunk_id\tlabel\n" + "".join(f"{q}\t{c}\t{v}\n" for (q, c), v in human.items()))
+    monkeypatch.chdir(work)
+    w = fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1, human_labels=str(path))
+    fx.run_stage(w, "cliniq_completion_estimate")
+    rows = {r["aspect"]: r for r in csv.DictReader(open(OUT / "agreement.csv"))}
+    both = [k for k in human if k in labels]
+    rel = cohen_kappa(["r" if labels[k] != "irrelevant" else "i" for k in both],
+                      ["r" if human[k] != "irrelevant" else "i" for k in both])
+    assert int(rows["relevance"]["n"]) == len(both) == 40
+    assert float(rows["relevance"]["kappa"]) == pytest.approx(rel[0], abs=1e-6)
+    assert float(rows["relevance"]["agreement"]) == pytest.approx(rel[1], abs=1e-6)
+    md = (OUT / "agreement.md").read_text()
+    assert "1 name a chunk the judge did not judge" in md
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("disease-0\t1_0\tmaybe\n")
+    w = fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1, human_labels=str(bad))
+    with pytest.raises(InputError, match="label 'maybe'"):
+        fx.run_stage(w, "cliniq_completion_estimate")
+    fx.run_stage(fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1), "cliniq_completion_estimate")
+
+
+def test_text_stays_owner_only_under_resources(completed):
+    work, prepared = completed.work, completed.prepared
+    private = work / paths.fill(paths.PRIVATE_JUDGMENTS, benchmark="cliniq-demo")
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600 and stat.S_IMODE(private.parent.stat().st_mode) == 0o700
+    cache = work / paths.fill(paths.PRIVATE_JUDGE_CACHE, benchmark="cliniq-demo", llm="judge")
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+    table = private.read_text()
+    assert "The rule says" in table  # the rationale is kept, there only
+    openings = {t[:60] for t in prepared["chunks"].values() if len(t) > 60}
+    for path in (work / "results").rglob("*"):
+        if path.is_file() and not path.is_symlink() and "runs" not in path.parts and "data" not in path.parts:
+            text = path.read_text(errors="replace")
+            assert "The rule says" not in text and not any(o in text for o in openings), path
+
+
+# ------------------------------------------------------------------ the cache, failures and resumption
+
+def _judge_again(w, server, **extra):
+    before = len(server.requests)
+    fx.run_stage(w, "cliniq_completion_judge", extra)
+    return len(server.requests) - before
+
+
+def test_cache_a_new_run_asks_only_its_pool_chunks_a_rerun_nothing_a_prompt_edit_everything(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    prepared = fx.prepare(Path("."))
+    settings = {"queries": 3, "sample_per_query": 8, "pool_depth": 4}
+    w = fx.workflow(**settings)
+    with FakeLLM() as server:
+        server.mode = "judge"
+        monkeypatch.setenv(fx.URL_ENV, server.url)
+        monkeypatch.setenv(fx.KEY_ENV, "k")
+        fx.run_stage(w, "cliniq_completion_sample")
+        first = {(r["query_id"], r["chunk_id"]) for r in comp.read_table(OUT / "sample.tsv", comp.SAMPLE_HEADER)}
+        assert _judge_again(w, server) == len(first)
+        assert _judge_again(w, server) == 0  # the same judge: everything from the cache
+        # a fourth run: only the chunks its top 4 adds to the pool are asked
+        fx.write_run(Path("."), "overlap2", prepared["chunks"], {q: t + " patient" for q, t in
+                                                                  prepared["queries"].items()})
+        w4 = fx.workflow(**settings, systems=fx.SYSTEMS + ("overlap2",))
+        fx.run_stage(w4, "cliniq_completion_sample")
+        second = {(r["query_id"], r["chunk_id"]) for r in comp.read_table(OUT / "sample.tsv", comp.SAMPLE_HEADER)}
+        added = second - first
+        assert added and first <= second
+        assert _judge_again(w4, server) == len(added)
+        # an edited prompt: its sha256 changes the params, and every pair is asked again
+        edited = tmp_path / "prompt.txt"
+        edited.write_text(judge.DEFAULT_PROMPT.read_text() + "Be brief.\n")
+        w5 = fx.workflow(**settings, systems=fx.SYSTEMS + ("overlap2",), prompt=str(edited))
+        assert w5.params.of("cliniq_completion_judge")(SimpleNamespace(benchmark=fx.BENCH))["prompt_sha256"] != \
+            w4.params.of("cliniq_completion_judge")(SimpleNamespace(benchmark=fx.BENCH))["prompt_sha256"]
+        assert _judge_again(w5, server) == len(second)
+
+
+def test_a_dead_server_stops_with_one_message_and_writes_nothing(tmp_path, monkeypatch):
+    import socket
+
+    monkeypatch.chdir(tmp_path)
+    fx.prepare(Path("."))
+    w = fx.workflow(queries=2, sample_per_query=3, pool_depth=2)
+    fx.run_stage(w, "cliniq_completion_sample")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    monkeypatch.setenv(fx.URL_ENV, f"http://127.0.0.1:{port}/v1")
+    monkeypatch.setenv(fx.KEY_ENV, "k")
+    with pytest.raises(InputError, match="cannot connect to the server for judgment"):
+        fx.run_stage(w, "cliniq_completion_judge")
+    assert not (OUT / "labels.tsv").exists() and not (OUT / "judging.json").exists()
+    assert not Path(paths.fill(paths.PRIVATE_JUDGMENTS, benchmark=fx.BENCH)).exists()
+
+
+def test_a_server_that_is_not_loopback_is_refused_before_connecting(tmp_path, monkeypatch, no_network):
+    monkeypatch.chdir(tmp_path)
+    fx.prepare(Path("."))
+    w = fx.workflow(queries=1, sample_per_query=2, pool_depth=1)
+    fx.run_stage(w, "cliniq_completion_sample")
+    monkeypatch.setenv(fx.URL_ENV, "http://llm.example.invalid/v1")
+    monkeypatch.setenv(fx.KEY_ENV, "k")
+    with pytest.raises(InputError, match="the judge prompts of benchmark cliniq-demo quote MIMIC-III notes"):
+        fx.run_stage(w, "cliniq_completion_judge")
+    assert no_network == []
+    with pytest.raises(InputError, match="cannot connect"):  # declared: the check passes, the connection fails
+        fx.run_stage(w, "cliniq_completion_judge", {"phi_servers": ["llm.example.invalid"]})
+    assert no_network
+
+
+KILLED_JOB = """
+import os, sys
+sys.path[:0] = [{tests!r}, {src!r}]
+os.chdir({work!r})
+import completion_fixture as fx
+fx.run_stage(fx.workflow(queries=4, sample_per_query=15, pool_depth=3), "cliniq_completion_judge")
+"""
+
+
+def test_a_killed_job_resumes_asking_only_the_missing_answers(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fx.prepare(Path("."))
+    w = fx.workflow(queries=4, sample_per_query=15, pool_depth=3)
+    fx.run_stage(w, "cliniq_completion_sample")
+    total = len(comp.read_table(OUT / "sample.tsv", comp.SAMPLE_HEADER))
+    cache = Path(paths.fill(paths.PRIVATE_JUDGE_CACHE, benchmark=fx.BENCH, llm="judge"))
+    with FakeLLM() as server:
+        server.mode = "judge"
+        slow = server.judge_answer
+
+        def slowly(messages):
+            time.sleep(0.05)
+            return slow(messages)
+
+        server.judge_answer = slowly
+        env = {**os.environ, fx.URL_ENV: server.url, fx.KEY_ENV: "k"}
+        script = KILLED_JOB.format(tests=str(REPO / "tests"), src=str(REPO / "src"), work=str(tmp_path))
+        proc = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while (not cache.exists() or len(cache.read_text().splitlines()) < total // 3) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        time.sleep(0.5)  # a request sent just before the kill reaches the server's log first
+        assert not (OUT / "labels.tsv").exists()
+        done = len(judge_cache_keys(cache))
+        assert 0 < done < total
+        asked_before = len(server.requests)
+        monkeypatch.setenv(fx.URL_ENV, server.url)
+        monkeypatch.setenv(fx.KEY_ENV, "k")
+        fx.run_stage(w, "cliniq_completion_judge")
+        assert len(server.requests) - asked_before == total - done
+    assert len(judge.read_labels(OUT / "labels.tsv")) == total
+
+
+def judge_cache_keys(cache: Path) -> set:
+    keys = set()
+    for line in cache.read_text().splitlines():
+        try:
+            keys.add(json.loads(line)["key"])
+        except ValueError:  # the torn last line of a kill
+            pass
+    return keys
+
+
+# ------------------------------------------------------------------ the report: LaTeX, plot, index page
+
+def test_latex_tables_compile_and_fit_a_page_with_one_inch_margins(completed, tmp_path):
+    """Every LaTeX table of the completion, and the re-scored table with long run names, compiled with pdflatex on
+    a letter page with 1-inch margins: no overfull line."""
+    from conftest import check_tex, pdflatex
+
+    long_names = [{**r, "model": m} for r in comp.compare(
+        {"x": {"q": dict.fromkeys(comp.RESCORED_METRICS, 0.45)}}, {"x": {"q": dict.fromkeys(comp.RESCORED_METRICS,
+                                                                                               0.4712)}},
+        {"all": ["q"], "disease": ["q"], "procedure": ["q"], "drug": ["q"]}, 5)
+        for m in ("rrf-bm25-minilm--minilm@100", "bm25+lamer-qwen3-32b")]
+    (tmp_path / "long.tex").write_text(rep.rescored_latex("cliniq", long_names, 5))
+    files = sorted((completed.work / OUT).glob("*.tex")) + [tmp_path / "long.tex"]
+    for f in files:
+        check_tex(f.read_text(), f.name)
+    body = "\n".join(f"\\input{{{f.resolve().as_posix()}}}\n\\clearpage" for f in files)
+    (tmp_path / "doc.tex").write_text("\\documentclass{article}\n\\usepackage[T1]{fontenc}\n"
+                                      "\\usepackage[letterpaper,margin=1in]{geometry}\n\\usepackage{booktabs}\n"
+                                      f"\\begin{{document}}\n{body}\n\\end{{document}}\n")
+    proc = subprocess.run([pdflatex(), "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=tmp_path,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    log = (tmp_path / "doc.log").read_text(errors="replace")
+    assert "Overfull \\hbox" not in log and "Undefined control sequence" not in log, log[-3000:]
+
+
+def test_plot_and_the_section_of_the_index_page(completed, monkeypatch):
+    from r2med_eval.stages import report
+
+    monkeypatch.chdir(completed.work)
+    b = {"benchmark": fx.BENCH}
+    png, svg = (paths.fill(paths.PLOT, **b, name="cliniq_completion", ext=e) for e in ("png", "svg"))
+    report.plot_cliniq_completion(SimpleNamespace(
+        input=SimpleNamespace(rescored=str(OUT / "rescored.csv")), output=SimpleNamespace(png=png, svg=svg),
+        wildcards=SimpleNamespace(**b), params=SimpleNamespace(spec={})))
+    assert Path(png).stat().st_size > 1000 and Path(svg).is_file()
+    files = sorted(str(p) for p in Path("results").rglob("*") if p.is_file() and "completion" in str(p))
+    report.report_index(SimpleNamespace(input=files, output=["results/index.html"], params=SimpleNamespace(
+        spec={"benchmarks": [], "cliniq": [], "completion": [fx.BENCH]})))
+    html = Path("results/index.html").read_text()
+    assert 'id="completion-cliniq-demo"' in html and "Verdict (cliniq-demo)" in html
+    assert "False negatives of CliniQ" in html and "Kendall" in html and "cliniq_completion.png" in html
+    assert "The rule says" not in html  # ids and numbers only
+
+
+# ------------------------------------------------------------------ configuration and the control layer
+
+def test_configuration_checks_and_params(tmp_path):
+    from r2med_eval.errors import ConfigError
+    from r2med_eval.workflow import config
+
+    w = fx.workflow()
+    c = w.registry.completion
+    assert (c["queries"], c["sample_per_query"], c["pool_depth"], c["seed"], c["malformed_retries"],
+            c["move_threshold"], c["human_labels"], c["prompt"]) == (100, 200, 10, 0, 2, 5, None, None)
+    wc = SimpleNamespace(benchmark=fx.BENCH)
+    judge_params = w.params.of("cliniq_completion_judge")(wc)
+    assert judge_params["temperature"] == 0 and "top_p" not in judge_params and "lamer_depth" not in judge_params
+    assert judge_params["prompt_sha256"] == judge.prompt_sha256(judge.DEFAULT_PROMPT)
+    assert "phi_servers" not in repr(judge_params) and str(REPO) not in repr(judge_params)
+    assert w.params.of("cliniq_completion_sample")(wc)["runs"] == list(fx.SYSTEMS)
+    assert w.constraint("completion_benchmark") == r"cliniq\-demo"
+    assert "results/cliniq/cliniq-demo/completion/verdict.md" in w.targets()
+    assert not any(t.startswith("resources/") for t in w.targets())
+    assert fx.workflow(runs=["oracle"]).params.of("cliniq_completion_rescore")(wc)["runs"] == ["oracle"]
+    raw = {"benchmarks": {"demo": {"layout": "r2med", "tasks": {"demo": {"path": str(REPO / "data/demo")}}}},
+           "models": {"bm25": {"type": "bm25_lucene"}}, "llms": {"j": {"generate": {"model": "m"}}}}
+    with pytest.raises(ConfigError, match="not a cliniq benchmark"):
+        config.validate({**raw, "cliniq_completion": {"benchmark": "demo", "llm": "j"}})
+    for change, message in (({"llm": "nope"}, "not an llms entry with generate"),
+                            ({"runs": ["bm25"]}, "not a run of benchmark cliniq-demo"),
+                            ({"queries": "some"}, "queries"), ({"sample_per_query": 0}, "sample_per_query")):
+        with pytest.raises(ConfigError, match=message):
+            fx.workflow(**change)
+    base = fx.workflow().cfg
+    with pytest.raises(ConfigError, match="not among the benchmarks that run"):
+        config.validate({**{k: v for k, v in base.items()}, "benchmarks": {**base["benchmarks"], **raw["benchmarks"]},
+                         "benchmarks_to_run": ["demo"]})
+    for name in fx.SYSTEMS:  # the type: run models' files, checked first
+        (tmp_path / f"runs/cliniq-demo/cliniq/{name}.trec").parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"runs/cliniq-demo/cliniq/{name}.trec").write_text("")
+    config.check_paths(fx.workflow().cfg, base=tmp_path)
+    for key in ("human_labels", "prompt"):
+        cfg = fx.workflow(**{key: str(tmp_path / "absent.tsv")}).cfg
+        with pytest.raises(ConfigError, match=f"cliniq_completion.{key}: file"):
+            config.check_paths(cfg, base=tmp_path)
+
+
+def test_bootstrap_interval_of_tau_is_the_percentile_of_tau_over_query_resamples():
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    orig = rng.random((4, 30))
+    comp_ = orig + rng.normal(0, 0.05, (4, 30))
+    low, high, undefined = comp.bootstrap_tau(orig, comp_, 300, seed=11)
+    idx = np.random.default_rng(11).integers(0, 30, (300, 30))
+    taus = [kendall_tau_b(orig[:, i].mean(axis=1), comp_[:, i].mean(axis=1)) for i in idx]
+    assert (low, high) == pytest.approx(tuple(np.quantile(taus, [0.025, 0.975])), abs=1e-12) and undefined == 0
+    assert all(math.isnan(x) for x in comp.bootstrap_tau(orig[:1], comp_[:1], 10, seed=0)[:2])  # one system
+
+
+def test_the_judge_starts_its_vllm_server_inside_the_job_with_an_owner_only_log(tmp_path, monkeypatch):
+    """llms.<judge>.generate.vllm: the judging job starts the server (here the stand-in of llm_fake_server.py, whose
+    answers have no final line: malformed, re-asked, counted) and its output, which may hold prompts, goes to an
+    owner-only file under resources/logs/."""
+    import socket
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(fx.URL_ENV, raising=False)
+    monkeypatch.delenv(fx.KEY_ENV, raising=False)
+    fx.prepare(Path("."))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    vllm = {"enabled": True, "command": [sys.executable, str(REPO / "tests" / "llm_fake_server.py")], "port": port,
+            "startup_seconds": 60}
+    w = fx.workflow(judge_settings={"vllm": vllm}, queries=2, sample_per_query=2, pool_depth=1, malformed_retries=1)
+    assert w.resources.judge_gpu(SimpleNamespace(benchmark=fx.BENCH)) == 1
+    fx.run_stage(w, "cliniq_completion_sample")
+    fx.run_stage(w, "cliniq_completion_judge")
+    log = Path(paths.fill(paths.private_log_file("cliniq_completion_judge", "server"), benchmark=fx.BENCH))
+    assert "fake vllm serving fake-judge" in log.read_text() and stat.S_IMODE(log.stat().st_mode) == 0o600
+    info = json.loads((OUT / "judging.json").read_text())
+    assert info["malformed"] == info["judged"] > 0 and info["malformed_after_round"] == [info["judged"]] * 2
+    assert fx.URL_ENV not in os.environ

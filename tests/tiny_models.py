@@ -1,0 +1,179 @@
+"""Tiny randomly initialised checkpoints of the architecture classes R2MED's retrievers use, built and saved here
+(no download): BERT (contriever, bge, MedCPT), GPT-NeoX / Gemma / Mistral decoders (BMRetriever, e5, SFR,
+GritLM), an INSTRUCTOR-format T5 encoder, and a remote-code model with NV-Embed's ``encode`` interface. Each
+builder takes the texts its tokenizer must cover (word-level tokenizers are trained on them)."""
+from pathlib import Path
+
+import torch
+import transformers
+
+
+def word_level(special: list[str], template: str | None, unk: str, texts):
+    """A word-level tokenizer trained on ``texts`` (and its special tokens)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.WordLevel(unk_token=unk))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(list(texts), trainers.WordLevelTrainer(special_tokens=special))
+    if template:
+        tok.post_processor = processors.TemplateProcessing(
+            single=template, special_tokens=[(t, tok.token_to_id(t)) for t in special if t in template])
+    return tok
+
+
+def vary_norms(model):
+    """Random gains and shifts in every normalisation layer: freshly initialised (LayerNorm/RMSNorm with gain 1)
+    every token's final state would have the same norm, which hides whether vectors are normalised."""
+    for module in model.modules():
+        if "Norm" in type(module).__name__:
+            if getattr(module, "weight", None) is not None:
+                module.weight.data.normal_(1.0, 0.5)
+            if getattr(module, "bias", None) is not None:
+                module.bias.data.normal_(0.0, 0.5)
+    return model
+
+
+def fast(tok, **special):
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, **special)
+
+
+def bert_dir(root: Path, seed: int, texts) -> Path:
+    """A tiny BertModel with a WordPiece vocabulary trained here ([CLS] a [SEP] b [SEP], token types)."""
+    from tokenizers import BertWordPieceTokenizer
+
+    wp = BertWordPieceTokenizer(lowercase=True)
+    wp.train_from_iterator(list(texts), vocab_size=400, min_frequency=1)
+    root.mkdir(parents=True, exist_ok=True)
+    wp.save_model(str(root))
+    tokenizer = transformers.BertTokenizerFast(vocab=str(root / "vocab.txt"), do_lower_case=True)  # (vocab_file: all [UNK] in transformers 5)
+    torch.manual_seed(seed)
+    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+                                     type_vocab_size=2, initializer_range=0.1)
+    vary_norms(transformers.BertModel(config)).eval().save_pretrained(root)
+    tokenizer.save_pretrained(root)
+    return root
+
+
+def causal_dir(root: Path, kind: str, seed: int, texts, *, add_eos: bool = False) -> Path:
+    """A tiny decoder (GPT-NeoX as BMRetriever-410M, Gemma as BMRetriever-2B, Mistral as e5/SFR/BMRetriever-7B/
+    GritLM) with a word-level tokenizer: GPT-NeoX adds no special tokens and has no pad token; Gemma adds <bos>
+    and pads with <pad>; Mistral adds <s> (and </s> when ``add_eos``) and has no pad token."""
+    if kind == "gpt_neox":
+        tok = fast(word_level(["<|endoftext|>", "<unk>"], None, "<unk>", texts), eos_token="<|endoftext|>",
+                   unk_token="<unk>")
+        config = transformers.GPTNeoXConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                            num_attention_heads=2, intermediate_size=64,
+                                            max_position_embeddings=64, rotary_pct=0.5)
+        cls = transformers.GPTNeoXModel
+    elif kind == "gemma":
+        tok = fast(word_level(["<pad>", "<eos>", "<bos>", "<unk>"], "<bos> $A", "<unk>", texts), bos_token="<bos>",
+                   eos_token="<eos>", pad_token="<pad>", unk_token="<unk>")
+        config = transformers.GemmaConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                          num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                                          intermediate_size=64, max_position_embeddings=64, pad_token_id=0)
+        cls = transformers.GemmaModel
+    else:
+        tok = fast(word_level(["<unk>", "<s>", "</s>"], "<s> $A </s>" if add_eos else "<s> $A", "<unk>", texts),
+                   bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+        config = transformers.MistralConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                            num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                                            intermediate_size=64, max_position_embeddings=64)
+        cls = transformers.MistralModel
+    torch.manual_seed(seed)
+    vary_norms(cls(config)).eval().save_pretrained(root)
+    tok.save_pretrained(root)
+    return root
+
+
+def instructor_dir(root: Path, seed: int, texts) -> Path:
+    """A tiny INSTRUCTOR-format checkpoint: T5 encoder, mean Pooling, Dense (no bias, identity), Normalize,
+    saved as sentence-transformers modules; its tokenizer ends every text with </s> as T5's does."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Transformer
+
+    hf = root / "hf"
+    tok = fast(word_level(["<pad>", "</s>", "<unk>"], "$A </s>", "<unk>", texts), eos_token="</s>", pad_token="<pad>",
+               unk_token="<unk>")
+    torch.manual_seed(seed)
+    config = transformers.T5Config(vocab_size=tok.vocab_size, d_model=32, d_kv=16, d_ff=64, num_layers=2,
+                                   num_heads=2, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+    vary_norms(transformers.T5EncoderModel(config)).eval().save_pretrained(hf)
+    tok.save_pretrained(hf)
+    transformer = Transformer(str(hf))
+    transformer.max_seq_length = 512
+    torch.manual_seed(seed + 1)
+    modules = [transformer, Pooling(32, pooling_mode="mean"),
+               Dense(32, 24, bias=False, activation_function=torch.nn.Identity()), Normalize()]
+    SentenceTransformer(modules=modules, device="cpu").save(str(root / "st"))
+    return root / "st"
+
+
+NV_CONFIG = '''from transformers import PretrainedConfig
+
+
+class TinyEmbedConfig(PretrainedConfig):
+    model_type = "tiny_embed_test"
+
+    def __init__(self, vocab_size=64, hidden=16, **kwargs):
+        self.vocab_size, self.hidden = vocab_size, hidden
+        super().__init__(**kwargs)
+'''
+NV_MODEL = '''import torch
+from transformers import AutoTokenizer, PreTrainedModel
+
+from .configuration_tiny import TinyEmbedConfig
+
+
+class TinyEmbedModel(PreTrainedModel):
+    """NV-Embed's interface: encode(prompts, instruction, max_length) prepends the instruction, appends EOS,
+    and leaves the instruction's tokens out of the (here: mean) pooling."""
+    config_class = TinyEmbedConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.emb = torch.nn.Embedding(config.vocab_size, config.hidden)
+        self.mix = torch.nn.Linear(config.hidden, config.hidden)
+        self.post_init()
+
+    def _init_weights(self, module):
+        pass
+
+    def encode(self, prompts, instruction="", max_length=4096):
+        tok = AutoTokenizer.from_pretrained(self.config._name_or_path, trust_remote_code=True)
+        texts = [instruction + p + tok.eos_token for p in prompts]
+        batch = tok(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        mask = batch["attention_mask"].clone()
+        n = len(tok(instruction)["input_ids"]) if instruction else 0
+        mask[:, :n] = 0
+        hidden = torch.tanh(self.mix(self.emb(batch["input_ids"])))
+        return (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
+'''
+
+
+def remote_code_dir(root: Path, seed: int, texts) -> Path:
+    """A tiny model with remote code (config auto_map) whose ``encode`` has NV-Embed's interface."""
+    import importlib.util
+    import json
+
+    from safetensors.torch import save_file
+
+    root.mkdir(parents=True)
+    (root / "configuration_tiny.py").write_text(NV_CONFIG)
+    (root / "modeling_tiny.py").write_text(NV_MODEL)
+    tok = fast(word_level(["<pad>", "</s>", "<unk>"], None, "<unk>", texts), eos_token="</s>", pad_token="<pad>",
+               unk_token="<unk>")
+    tok.save_pretrained(root)
+    spec = importlib.util.spec_from_file_location("configuration_tiny", root / "configuration_tiny.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(seed)
+    weights = {"emb.weight": torch.randn(tok.vocab_size, 16), "mix.weight": torch.randn(16, 16),
+               "mix.bias": torch.randn(16)}
+    save_file(weights, str(root / "model.safetensors"))
+    config = {"model_type": "tiny_embed_test", "vocab_size": tok.vocab_size, "hidden": 16,
+              "architectures": ["TinyEmbedModel"],
+              "auto_map": {"AutoConfig": "configuration_tiny.TinyEmbedConfig",
+                           "AutoModel": "modeling_tiny.TinyEmbedModel"}}
+    (root / "config.json").write_text(json.dumps(config))
+    return root
