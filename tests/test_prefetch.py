@@ -214,7 +214,7 @@ def test_a_later_config_files_source_path_is_a_local_copy_of_the_hub_entry(tmp_p
     info = provenance.model_source(spec, "enc")["source"]
     assert info["copy_of"] == {"hf": REPO_ID, "revision": "main"} and "warning" not in info
     assert list(info["weights_sha256"]) == ["model.safetensors"]
-    from r2med_eval.dense import resolve_source
+    from r2med_eval.dense_models import resolve_source
 
     assert resolve_source(spec["source"], "enc") == (str(folder.resolve()), None)
 
