@@ -209,12 +209,18 @@ def write_jsonl(path: Path, rows) -> int:
     return n
 
 
-def write_task(folder: Path, task: str, spec: dict, vocab: Vocabulary, seed: int, scale: float) -> dict:
+def draw_lengths(spec: dict, seed: int, scale: float):
+    """The task's random stream and its document and query lengths in characters (the first draws of the stream)."""
     rng = np.random.default_rng(seed)
     n_docs = max(20, round(spec["documents"] * scale))
     n_queries = max(2, round(spec["queries"] * scale))
-    doc_len = clipped_lognormal(rng, n_docs, *spec["doc_chars"], sigma=0.9)
-    query_len = clipped_lognormal(rng, n_queries, *spec["query_chars"], sigma=0.5)
+    return (rng, clipped_lognormal(rng, n_docs, *spec["doc_chars"], sigma=0.9),
+            clipped_lognormal(rng, n_queries, *spec["query_chars"], sigma=0.5))
+
+
+def write_task(folder: Path, task: str, spec: dict, vocab: Vocabulary, seed: int, scale: float) -> dict:
+    rng, doc_len, query_len = draw_lengths(spec, seed, scale)
+    n_docs, n_queries = len(doc_len), len(query_len)
     lo, mean, hi = spec["relevant"]
     n_rel = np.minimum(counts_with_mean(rng, n_queries, lo, mean, hi), n_docs)
     topics = [vocab.rare(rng, 6) for _ in range(n_queries)]
@@ -434,6 +440,45 @@ def run(args) -> int:
     return code
 
 
+# ------------------------------------------------------------------ the encoding budget
+
+def token_budget(chars_per_token: float = 4.0, seed: int = 0) -> dict:
+    """Tokens a model encodes on R2MED: per task, the documents cut at L tokens for L in 512, 1024, 2048, 4096 and
+    uncut, and the queries; per dense entry of config/r2med_models.yaml, its documents (max_length) and queries
+    (query_max_length or max_length) over the eight tasks. A text of c characters is taken as ceil(c /
+    chars_per_token) tokens plus 2 special tokens; the lengths are the generator's (drawn from MTEB's statistics)."""
+    import yaml
+
+    cuts = (512, 1024, 2048, 4096, None)
+    tasks = {}
+    for i, (task, spec) in enumerate(task_statistics().items()):
+        _, docs, queries = draw_lengths(spec, seed * 100 + i, 1.0)
+        dt, qt = np.ceil(docs / chars_per_token) + 2, np.ceil(queries / chars_per_token) + 2
+        tasks[task] = {"documents": {str(c): int(np.minimum(dt, c or dt.max()).sum()) for c in cuts},
+                       "queries": {str(c): int(np.minimum(qt, c or qt.max()).sum()) for c in cuts}}
+    models = {}
+    for name, entry in yaml.safe_load((REPO / "config/r2med_models.yaml").read_text())["models"].items():
+        length = str(entry.get("max_length", 512))
+        qlength = str(entry.get("query_max_length", entry.get("max_length", 512)))
+        models[name] = {"max_length": int(length), "documents": sum(t["documents"][length] for t in tasks.values()),
+                        "queries": sum(t["queries"][qlength] for t in tasks.values())}
+    return {"chars_per_token": chars_per_token, "tasks": tasks, "models": models}
+
+
+def budget_markdown(budget: dict) -> str:
+    m = lambda n: f"{n / 1e6:.1f} M"  # noqa: E731
+    lines = ["| task | documents cut at 512 | 1024 | 2048 | 4096 | uncut | queries (uncut) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for task, t in budget["tasks"].items():
+        d = t["documents"]
+        lines.append(f"| {task} | {m(d['512'])} | {m(d['1024'])} | {m(d['2048'])} | {m(d['4096'])} | "
+                     f"{m(d['None'])} | {t['queries']['None'] / 1e3:.0f} k |")
+    lines += ["", "| entry | max_length | document tokens | query tokens |", "|---|---:|---:|---:|"]
+    for name, e in budget["models"].items():
+        lines.append(f"| `{name}` | {e['max_length']} | {m(e['documents'])} | {e['queries'] / 1e3:.0f} k |")
+    return "\n".join(lines) + "\n"
+
+
 # ------------------------------------------------------------------ main
 
 def generate(out: Path, *, seed: int = 0, scale: float = 1.0, parts=("r2med", "cliniq", "models", "config")) -> dict:
@@ -486,7 +531,15 @@ def main(argv=None) -> int:
                      help="local: the whole matrix with --cores 2 (default); dry_run; slurm: its SLURM part")
     cmd.add_argument("--nice", type=int, default=5, help="niceness of the run (default 5)")
     cmd.add_argument("extra", nargs="*", help="more Snakemake arguments (after --)")
+    tok = sub.add_parser("tokens", help="print the tokens each R2MED-named dense entry encodes (the encoding budget)")
+    tok.add_argument("--chars-per-token", type=float, default=4.0,
+                     help="characters per token of the real tokenizers (default 4.0)")
+    tok.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     args = parser.parse_args(argv)
+    if args.command == "tokens":
+        budget = token_budget(args.chars_per_token)
+        print(json.dumps(budget, indent=1) if args.json else budget_markdown(budget), end="")
+        return 0
     if args.command == "generate":
         print(json.dumps(generate(args.out, seed=args.seed, scale=args.scale, parts=args.parts), indent=1))
         return 0
