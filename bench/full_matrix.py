@@ -445,8 +445,10 @@ def run(args) -> int:
 def token_budget(chars_per_token: float = 4.0, seed: int = 0) -> dict:
     """Tokens a model encodes on R2MED: per task, the documents cut at L tokens for L in 512, 1024, 2048, 4096 and
     uncut, and the queries; per dense entry of config/r2med_models.yaml, its documents (max_length) and queries
-    (query_max_length or max_length) over the eight tasks. A text of c characters is taken as ceil(c /
-    chars_per_token) tokens plus 2 special tokens; the lengths are the generator's (drawn from MTEB's statistics)."""
+    (query_max_length or max_length) over the eight tasks; a cross-encoder's (query, document) pair cut at 512
+    tokens, averaged over the task's documents, and the tokens of reranking every query's top 10 and top 100. A
+    text of c characters is taken as ceil(c / chars_per_token) tokens plus 2 special tokens; the lengths are the
+    generator's (drawn from MTEB's statistics); instructions and prompts are not counted."""
     import yaml
 
     cuts = (512, 1024, 2048, 4096, None)
@@ -454,25 +456,32 @@ def token_budget(chars_per_token: float = 4.0, seed: int = 0) -> dict:
     for i, (task, spec) in enumerate(task_statistics().items()):
         _, docs, queries = draw_lengths(spec, seed * 100 + i, 1.0)
         dt, qt = np.ceil(docs / chars_per_token) + 2, np.ceil(queries / chars_per_token) + 2
+        # a cross-encoder's pair (query, document) cut at 512 tokens, over the task's documents
+        pair = float(np.mean([np.minimum(q + dt - 1, 512).mean() for q in qt]))
         tasks[task] = {"documents": {str(c): int(np.minimum(dt, c or dt.max()).sum()) for c in cuts},
-                       "queries": {str(c): int(np.minimum(qt, c or qt.max()).sum()) for c in cuts}}
+                       "queries": {str(c): int(np.minimum(qt, c or qt.max()).sum()) for c in cuts},
+                       "query_count": len(qt), "pair_tokens_512": round(pair, 1)}
     models = {}
     for name, entry in yaml.safe_load((REPO / "config/r2med_models.yaml").read_text())["models"].items():
         length = str(entry.get("max_length", 512))
         qlength = str(entry.get("query_max_length", entry.get("max_length", 512)))
         models[name] = {"max_length": int(length), "documents": sum(t["documents"][length] for t in tasks.values()),
                         "queries": sum(t["queries"][qlength] for t in tasks.values())}
-    return {"chars_per_token": chars_per_token, "tasks": tasks, "models": models}
+    rerank = {str(k): int(sum(t["query_count"] * k * t["pair_tokens_512"] for t in tasks.values())) for k in (10, 100)}
+    return {"chars_per_token": chars_per_token, "tasks": tasks, "models": models, "rerank_tokens_512": rerank}
 
 
 def budget_markdown(budget: dict) -> str:
     m = lambda n: f"{n / 1e6:.1f} M"  # noqa: E731
-    lines = ["| task | documents cut at 512 | 1024 | 2048 | 4096 | uncut | queries (uncut) |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| task | documents cut at 512 | 1024 | 2048 | 4096 | uncut | queries (uncut) | rerank pair at 512 |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for task, t in budget["tasks"].items():
         d = t["documents"]
         lines.append(f"| {task} | {m(d['512'])} | {m(d['1024'])} | {m(d['2048'])} | {m(d['4096'])} | "
-                     f"{m(d['None'])} | {t['queries']['None'] / 1e3:.0f} k |")
+                     f"{m(d['None'])} | {t['queries']['None'] / 1e3:.0f} k | {t['pair_tokens_512']:.0f} |")
+    r = budget["rerank_tokens_512"]
+    lines += ["", f"Reranking every query's top k with a cross-encoder at 512 tokens: {m(r['10'])} tokens at k = 10, "
+                  f"{m(r['100'])} at k = 100 (eight tasks)."]
     lines += ["", "| entry | max_length | document tokens | query tokens |", "|---|---:|---:|---:|"]
     for name, e in budget["models"].items():
         lines.append(f"| `{name}` | {e['max_length']} | {m(e['documents'])} | {e['queries'] / 1e3:.0f} k |")
