@@ -140,3 +140,8 @@ def test_fragments_register_stand_ins_under_the_real_names(generated, tmp_path):
     runs = reg.runs_of("r2med")
     assert 50 <= len(runs) <= 60, len(runs)
     assert "nv-embed-v2--rankllama-7b@10" in runs and "bm25-paper+hyde-qwq-32b" in runs
+    # the rehearsal: the same runs on one R2MED task
+    files = files + [str(out / "rehearsal.yaml")]
+    small = Workflow.load(_merged(files), files, base=REPO).registry
+    assert small.tasks == [("r2med-rehearsal", "Biology"), ("cliniq", "cliniq")]
+    assert small.runs_of("r2med-rehearsal") == runs and small.runs_of("cliniq") == reg.runs_of("cliniq")
