@@ -17,11 +17,11 @@ Reports:
 * total wall and CPU; the sum of the jobs' own wall (benchmark ``s``) against ``cores x wall``;
 * planning: from the start of the invocation to the first job's start (Snakemake's parse and DAG);
 * scheduling and job start: per job, the span Snakemake logged minus the job's own benchmark wall (process spawn,
-  output checks, benchmark and metadata writes), summed; and the per-job start-up floor, the median wall of the
-  lightest jobs (rule ``link_cliniq_corpus``, ``download_query_variant`` and the like: an interpreter and the
-  package's imports, almost no work), times the job count; with ``--startup-from`` (the working directory of the
-  same matrix on tiny data), each rule's own start-up (its median job wall there: imports, model loading) times
-  its jobs here;
+  output checks, benchmark and metadata writes), summed; the time before each job's stage function (its wall
+  minus the ``done in`` its log ends with: the interpreter, Snakemake's script wrapper, the imports at module
+  level); with ``--startup-from`` (the working directory of the same matrix on tiny data, ``bench/full_matrix.py
+  run --kind rehearsal``), each rule's fixed cost (its median job wall there: imports, model loading, almost no
+  work) times its jobs here;
 * per rule: jobs, summed wall and CPU, the largest peak RSS; the top ``--top`` by summed wall;
 * the report rules (leaderboards, plots, significance, provenance, index page, ...), each job;
 * disk per stage: ``results/<folder>``, ``resources/``, ``logs/``, ``benchmarks/``, ``.snakemake/`` (apparent size
@@ -45,8 +45,6 @@ from pathlib import Path
 REPORT_RULES = ("collect_metrics", "leaderboard", "leaderboard_benchmark", "significance", "plot_leaderboard",
                 "plot_rerank_depth", "plot_scatter", "plot_cliniq", "report_cliniq", "provenance", "r2med_vs_paper",
                 "mteb_export", "report_index")
-# Rules that do almost nothing but start: their wall is the floor every job pays.
-LIGHT_RULES = ("link_cliniq_corpus", "download_query_variant", "download_task", "prepare_query_variant")
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 JOBID = re.compile(r"^\s+jobid: (\d+)$")
 FINISHED = re.compile(r"^Finished jobid: (\d+)")
@@ -75,6 +73,24 @@ def read_benchmarks(workdir: Path) -> list[dict]:
         rows.append({"rule": rule, "file": str(path.relative_to(workdir)), "s": num("s"), "cpu": num("cpu_time"),
                      "rss": num("max_rss")})
     return rows
+
+
+DONE = re.compile(r" r2med_eval: done in ([0-9.]+) s$")
+
+
+def stage_seconds(workdir: Path, bench_file: str) -> float | None:
+    """The time the job's stage function took (its log's last ``done in`` line, r2med_eval.smk.run); the log
+    mirrors the benchmark file's path under logs/."""
+    log = workdir / "logs" / Path(bench_file).relative_to("benchmarks").with_suffix(".log")
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        m = DONE.search(line)
+        if m:
+            return float(m.group(1))
+    return None
 
 
 def parse_log(path: Path) -> dict:
@@ -190,19 +206,18 @@ def summarise(workdir: Path, log: Path | None, timing: dict | None, cores: int, 
         logged = sum(s["end"] - s["start"] for s in parsed["spans"])
         out["logged_job_span_s"] = round(logged, 1)
         out["scheduling_overhead_s"] = round(logged - job_wall, 1)
-    light = [r["s"] for r in rows if r["rule"] in LIGHT_RULES]
-    if light:
-        floor = statistics.median(light)
-        out["startup_floor_s"] = round(floor, 2)
-        out["startup_total_s"] = round(floor * len(rows), 1)
-        out["startup_share_of_job_wall"] = round(floor * len(rows) / job_wall, 3) if job_wall else None
+    outside = [(r, r["s"] - t) for r in rows if (t := stage_seconds(workdir, r["file"])) is not None]
+    if outside:  # interpreter start, Snakemake's script wrapper, module-level imports: before the stage function
+        out["outside_stage_s"] = round(sum(max(0.0, o) for _, o in outside), 1)
+        out["outside_stage_jobs"] = len(outside)
+        out["outside_stage_median_s"] = round(statistics.median(o for _, o in outside), 2)
     if startup_from:
         # each rule's start-up: the median wall of its jobs in a rehearsal on tiny data (work close to nothing)
         tiny: dict[str, list] = {}
         for r in read_benchmarks(startup_from):
             tiny.setdefault(r["rule"], []).append(r["s"])
         per_rule = {rule: statistics.median(v) for rule, v in tiny.items()}
-        total = sum(per_rule.get(a["rule"], floor if light else 0.0) * a["jobs"] for a in by_rule.values())
+        total = sum(per_rule.get(a["rule"], 0.0) * a["jobs"] for a in by_rule.values())
         out["startup_by_rule_s"] = {k: round(v, 2) for k, v in sorted(per_rule.items())}
         out["startup_estimate_s"] = round(total, 1)
         out["startup_estimate_share_of_job_wall"] = round(total / job_wall, 3) if job_wall else None
@@ -240,10 +255,10 @@ def markdown(s: dict) -> str:
         lines += [f"| planning (start to the first job) | {s['planning_s']:,.0f} s |",
                   f"| scheduling and job start outside the jobs (logged span - own wall, summed) | "
                   f"{s['scheduling_overhead_s']:,.0f} s |"]
-    if "startup_floor_s" in s:
-        lines += [f"| start-up inside each job (median wall of the lightest jobs) | {s['startup_floor_s']:.2f} s "
-                  f"x {s['jobs']:,} = {s['startup_total_s']:,.0f} s ({s['startup_share_of_job_wall']:.0%} of the "
-                  "jobs' own wall) |"]
+    if "outside_stage_s" in s:
+        lines.append(f"| before each job's stage function (interpreter, Snakemake's script wrapper, imports at module "
+                     f"level: wall - the log's `done in`), {s['outside_stage_jobs']:,} jobs | {s['outside_stage_s']:,.0f} s "
+                     f"(median {s['outside_stage_median_s']:.2f} s a job) |")
     if "startup_estimate_s" in s:
         lines += [f"| start-up inside the jobs, per rule (median wall of its jobs in a rehearsal on tiny data, x its "
                   f"jobs here) | {s['startup_estimate_s']:,.0f} s ({s['startup_estimate_share_of_job_wall']:.0%} of "
