@@ -40,18 +40,77 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def generate_notes(path: Path, n_notes: int, rng: random.Random) -> list[str]:
-    vocab = [f"w{i}" for i in range(5000)] + ["[**Name**]", "mg", "q6h", "Pt.", "\t"]
+VOCAB = [f"w{i}" for i in range(5000)] + ["[**Name**]", "mg", "q6h", "Pt.", "\t"]
+
+
+def _note_text(words: list[str]) -> str:
+    return "\n".join(" ".join(words[j:j + 12]) for j in range(0, len(words), 12))
+
+
+def _chunk_count(words: list[str]) -> int:
+    return len(cc.split_text(cc.clean_text(_note_text(words))))
+
+
+def _words_for(rng: random.Random, chunks: int) -> list[str]:
+    """Words of a note that the real chunking cuts into exactly ``chunks`` chunks (100 words, overlap 10)."""
+    words = [rng.choice(VOCAB) for _ in range(100 + 90 * (chunks - 1) - 30)]
+    while _chunk_count(words) < chunks:
+        words += [rng.choice(VOCAB) for _ in range(5)]
+    while len(words) > 5 and _chunk_count(words) > chunks:
+        del words[-5:]
+    if _chunk_count(words) != chunks:
+        raise RuntimeError(f"no note of {chunks} chunks from the generator")  # cannot happen: +-5 words per step
+    return words
+
+
+def generate_notes(path: Path, n_notes: int, rng: random.Random, total_chunks: int | None = None) -> list[str]:
+    """NOTEEVENTS.csv with ``n_notes`` listed discharge summaries (plus as many other rows); their HADM_IDs.
+
+    Without ``total_chunks`` a note has 1,100-1,900 words; with it, the notes are sized so that the real chunking
+    (``cliniq_corpus.clean_text`` + ``split_text``) gives exactly ``total_chunks`` chunks, spread evenly."""
     hadm = [str(100000 + 7 * i) for i in range(n_notes)]
     with open(path, "w", encoding="utf-8", newline="") as handle:
         w = csv.writer(handle, lineterminator="\n")
         w.writerow(cc.NOTE_HEADER)
         for i, h in enumerate(hadm):
             w.writerow([2 * i, i, h, "2101-01-01", "", "", "Nursing/other", "Report", "", "", "short note"])
-            words = [rng.choice(vocab) for _ in range(rng.randint(1100, 1900))]
-            lines = [" ".join(words[j:j + 12]) for j in range(0, len(words), 12)]
-            w.writerow([2 * i + 1, i, h, "2101-01-01", "", "", "Discharge summary", "Report", "", "", "\n".join(lines)])
+            if total_chunks is None:
+                words = [rng.choice(VOCAB) for _ in range(rng.randint(1100, 1900))]
+            else:
+                words = _words_for(rng, total_chunks // n_notes + (i < total_chunks % n_notes))
+            w.writerow([2 * i + 1, i, h, "2101-01-01", "", "", "Discharge summary", "Report", "", "", _note_text(words)])
     return hadm
+
+
+def write_annotations(folder: Path, chunks: list[tuple[str, str]], n_queries: int, n_judgments: int,
+                      rng: random.Random) -> dict:
+    """CliniQ's annotation files for generated chunks (``benchmark/`` of github.com/zhao-zy15/CliniQ: queries_{type}.jsonl
+    ``{_id, text}``, qrels_{type}.tsv without header: query id, chunk id, match type). Each query is judged on about
+    ``n_judgments / n_queries`` chunks of a few notes, every match type, and its text is two words of its first
+    relevant chunk (so that lexical retrieval finds something). test_hadm_ids.txt is written by the caller."""
+    by_note: dict[str, list[str]] = {}
+    text_of = dict(chunks)
+    for cid, _ in chunks:
+        by_note.setdefault(cliniq.note_of(cid), []).append(cid)
+    notes = list(by_note)
+    per_query = max(1, n_judgments // n_queries)
+    counts = {"queries": 0, "judgments": 0}
+    folder.mkdir(parents=True, exist_ok=True)
+    for t, qtype in enumerate(cc.QUERY_TYPES):
+        ids = [str(i) for i in range(n_queries // 3 + (t < n_queries % 3))]
+        rows, queries = [], []
+        for qid in ids:
+            judged = []
+            for note in rng.sample(notes, min(len(notes), max(1, per_query // 4))):
+                judged += rng.sample(by_note[note], min(len(by_note[note]), 4))
+            rows += [(qid, c, rng.choice(cc.MATCH_TYPES)) for c in judged]
+            words = [w for w in text_of[judged[0]].split() if w.startswith("w")] or ["w0"]
+            queries.append({"_id": qid, "text": " ".join(rng.sample(words, min(2, len(words))))})
+        (folder / f"queries_{qtype}.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+        (folder / f"qrels_{qtype}.tsv").write_text("".join(f"{q}\t{c}\t{m}\n" for q, c, m in rows))
+        counts["queries"] += len(queries)
+        counts["judgments"] += len(rows)
+    return counts
 
 
 def main() -> None:

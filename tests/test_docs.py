@@ -14,7 +14,7 @@ of a block preceded by ``<!-- network-only -->``, is only counted. Every other c
 * ``make [target]``, ``.ci/run``, ``pytest`` over the whole suite: the Makefile target exists (nothing run).
 * ``pytest`` over named files: the files exist.
 * ``python bench/<script>.py ...``: ``--help`` exits 0 and lists every option the command uses (or the
-  file compiles, for a script without argparse).
+  file compiles, for a script without argparse); ``python bench/<script>.py <subcommand> ...``: the subcommand's.
 * ``r2med-eval <command> ...`` (or ``python -m r2med_eval``): ``r2med-eval <command> --help`` exits 0 and lists
   every option the command uses (``run`` passes the others to Snakemake, whose ``--help`` must list them).
 * anything else: an entry of ALLOWED below, with its reason.
@@ -351,9 +351,11 @@ def test_bench_command(cmd):
     if "argparse" not in script.read_text():
         py_compile.compile(str(script), doraise=True, cfile=os.devnull)
         return
-    proc = subprocess.run([sys.executable, str(script), "--help"], cwd=REPO, capture_output=True, text=True,
+    # a subcommand (``bench/x.py generate --out ...``): its own --help lists its options
+    sub = cmd.argv[2:3] if len(cmd.argv) > 2 and not cmd.argv[2].startswith("-") else []
+    proc = subprocess.run([sys.executable, str(script), *sub, "--help"], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
-    assert proc.returncode == 0, f"{cmd.id}: {cmd.argv[1]} --help failed:\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, f"{cmd.id}: {cmd.argv[1]} {' '.join(sub)} --help failed:\n{proc.stderr[-3000:]}"
     for option in (a.split("=")[0] for a in cmd.argv[2:] if a.startswith("--")):
         assert option in proc.stdout, f"{cmd.id}: {cmd.argv[1]} has no option {option}"
 

@@ -191,6 +191,34 @@ def test_prefetch_targets_and_encoding_inputs_follow_the_registry():
                                                                                      "revision": "main"}
 
 
+def test_a_later_config_files_source_path_is_a_local_copy_of_the_hub_entry(tmp_path):
+    """A fragment ``source: {path}`` given after a registered Hub entry (Snakemake merges config files key by key, so
+    the entry's source becomes {hf, revision, path}) reads the local folder: nothing to prefetch, no manifest input,
+    the Hub id kept in the provenance as what the folder is a copy of."""
+    import yaml
+    from snakemake.utils import update_config
+
+    from r2med_eval import provenance
+
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"weights")
+    cfg = yaml.safe_load(hub_config())
+    update_config(cfg, {"models": {"enc": {"source": {"path": str(folder)}}}})
+    w = Workflow(validate(cfg))
+    spec = w.registry.models["enc"]
+    assert spec["source"] == {"hf": REPO_ID, "revision": "main", "path": str(folder)}
+    assert w.registry.hub_models() == [] and prefetch_targets(w.registry) == []
+    wc = SimpleNamespace(benchmark="demo", task="demo", model="enc", shard="1", nshards="1")
+    assert "weights" not in w.inputs.encode_corpus_shard(wc)
+    info = provenance.model_source(spec, "enc")["source"]
+    assert info["copy_of"] == {"hf": REPO_ID, "revision": "main"} and "warning" not in info
+    assert list(info["weights_sha256"]) == ["model.safetensors"]
+    from r2med_eval.dense_models import resolve_source
+
+    assert resolve_source(spec["source"], "enc") == (str(folder.resolve()), None)
+
+
 def test_snakemake_prefetch_fetches_from_the_mirror(mirror, tmp_path):
     work = workflow_dir(tmp_path, hub_config())
     env = {**os.environ, **mirror.env}

@@ -361,6 +361,52 @@ def test_each_run_has_one_style_in_every_plot_of_the_full_matrix(tmp_path):
     assert [x.replace("%2B", "+").replace("%40", "@") for x in first_panel] == order
 
 
+def test_cliniq_breakdown_of_many_runs_is_a_grid_of_heatmaps_in_the_leaderboards_order(tmp_path):
+    """40 CliniQ runs (the full matrix's) as 40 bars per group could not be told apart: beyond CLINIQ_BAR_RUNS each
+    (setting, metric) panel is a heatmap, the runs as rows in the order given (the leaderboard's), every value
+    printed, within a page's width; up to CLINIQ_BAR_RUNS runs the panels keep their bars."""
+    runs, _ = full_matrix_runs()
+    many = runs[:40]
+    groups = ("all", "abbreviation", "hyponym", "implication", "string", "synonym")
+    cliniq = tmp_path / "by_match_type.csv"
+    cliniq.write_text("model,setting,group,metric,value,n_queries\n" + "".join(
+        f"{m},{s},{g},{met},{(i * 7 + j) % 100 / 100},{7 + j}\n" for i, m in enumerate(many)
+        for s, mets in (("single", ("mrr", "ndcg", "map")), ("multi", ("mrr", "ndcg_at_10", "ndcg_at_10_cliniq",
+                                                                        "recall_at_100")))
+        for met in mets for j, g in enumerate(groups)))
+    order = list(reversed(many))
+    captured = {}
+    real_save = plots.save
+
+    def keep(fig, png, svg):
+        captured["fig"] = fig
+        real_save(fig, png, svg)
+
+    import unittest.mock as mock
+
+    with mock.patch.object(plots, "save", keep):
+        plots.cliniq_breakdown(cliniq, "match_type", "cliniq", tmp_path / "c.png", tmp_path / "c.svg",
+                               palette.assign(many), order)
+    axes = [ax for ax in captured["fig"].axes]
+    assert len(axes) == 7 and all(len(ax.images) == 1 and not ax.containers for ax in axes)  # no bars
+    for ax in axes:
+        assert ax.images[0].get_array().shape == (40, 6)
+        assert len(ax.texts) == 40 * 6  # every value printed
+    named = [ax for ax in axes if [t.get_text() for t in ax.get_yticklabels()] == order]
+    assert len(named) == 4  # the first panel of each of the 4 rows of panels names the runs, in the given order
+    from PIL import Image
+
+    assert Image.open(tmp_path / "c.png").size[0] <= plots.PAGE_WIDTH_IN * plots.DPI
+    assert set(svg_run_colours(tmp_path / "c.svg")) == set(many)  # each run's swatch in its style
+    few = tmp_path / "few.csv"
+    few.write_text("\n".join(line for line in cliniq.read_text().splitlines()
+                             if line.split(",")[0] in ("model", *many[:plots.CLINIQ_BAR_RUNS])) + "\n")
+    with mock.patch.object(plots, "save", keep):
+        plots.cliniq_breakdown(few, "match_type", "cliniq", tmp_path / "f.png", tmp_path / "f.svg",
+                               palette.assign(many))
+    assert all(ax.containers and not ax.images for ax in captured["fig"].axes)
+
+
 def test_axes_start_at_zero_and_intervals_are_drawn(tmp_path, monkeypatch):
     seen = []
     check = plots.check_panels

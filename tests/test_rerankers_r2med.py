@@ -4,7 +4,6 @@ architecture classes built here (BERT cross-encoders with one- and two-logit hea
 LoRA adapter), tokenizers built locally, texts shorter and longer than max_length. RankLLaMA also runs in the
 pipeline (Snakemake on the demo task) and its scores equal the transcription's."""
 import json
-import string
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ import torch
 
 import r2med_reranker_ref as ref
 from conftest import DEMO_BENCHMARK, REPO, snakemake, workflow_dir
+from tiny_models import rankllama_dirs
 from r2med_eval import datasets, rerank, runs
 from r2med_eval.errors import InputError
 from r2med_eval.workflow.config import with_defaults
@@ -52,41 +52,10 @@ def berts(tmp_path_factory):
     return {"one": build_bert(root / "one", 1, 0), "two": build_bert(root / "two", 2, 1)}
 
 
-def build_rankllama(root):
-    """A Llama-2-shaped causal LM (random), its tokenizer (Llama's: BOS before each segment), and a LoRA adapter
-    trained on nothing but given random non-zero weights, saved as RankLLaMA's is (task SEQ_CLS, the score head
-    among the saved modules)."""
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForSequenceClassification, LlamaConfig, LlamaForCausalLM, LlamaTokenizer
-
-    base, adapter = root / "llama-base", root / "rankllama-lora"
-    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
-    for ch in "▁" + string.ascii_letters + string.digits + string.punctuation:
-        vocab.setdefault(ch, len(vocab))
-    tokenizer = LlamaTokenizer(vocab=vocab, merges=[], add_bos_token=True)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         bos_token_id=1, eos_token_id=2)
-    LlamaForCausalLM(config).eval().save_pretrained(base)
-    tokenizer.save_pretrained(base)
-    seq = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1)
-    lora = LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, lora_dropout=0.0,
-                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
-    model = get_peft_model(seq, lora)
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_B" in name or "score" in name:
-                p.normal_(0.0, 0.3)
-    model.save_pretrained(adapter)
-    return base, adapter
-
-
 @pytest.fixture(scope="module")
 def rankllama(tmp_path_factory):
     pytest.importorskip("peft", reason="peft (requirements.lock) is needed for RankLLaMA")
-    return build_rankllama(tmp_path_factory.mktemp("rankllama"))
+    return rankllama_dirs(tmp_path_factory.mktemp("rankllama"))
 
 
 def ce_spec(path, **kw):

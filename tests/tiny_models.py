@@ -37,48 +37,128 @@ def fast(tok, **special):
     return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, **special)
 
 
-def bert_dir(root: Path, seed: int, texts) -> Path:
-    """A tiny BertModel with a WordPiece vocabulary trained here ([CLS] a [SEP] b [SEP], token types)."""
+def wordpiece(root: Path, texts, vocab_size: int):
+    """A lower-casing WordPiece tokenizer trained on ``texts``, saved in ``root`` ([CLS] a [SEP] b [SEP])."""
     from tokenizers import BertWordPieceTokenizer
 
     wp = BertWordPieceTokenizer(lowercase=True)
-    wp.train_from_iterator(list(texts), vocab_size=400, min_frequency=1)
+    wp.train_from_iterator(list(texts), vocab_size=vocab_size, min_frequency=1)
     root.mkdir(parents=True, exist_ok=True)
     wp.save_model(str(root))
     tokenizer = transformers.BertTokenizerFast(vocab=str(root / "vocab.txt"), do_lower_case=True)  # (vocab_file: all [UNK] in transformers 5)
-    torch.manual_seed(seed)
-    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                                     type_vocab_size=2, initializer_range=0.1)
-    vary_norms(transformers.BertModel(config)).eval().save_pretrained(root)
     tokenizer.save_pretrained(root)
+    return tokenizer
+
+
+# (hidden size, layers) of every checkpoint built here: heads of 16 dimensions, feed-forward twice the hidden size.
+TINY = (32, 2)
+
+
+def bert_config(vocab_size: int, max_positions: int, size=TINY, **extra):
+    hidden, layers = size
+    return transformers.BertConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+                                   num_attention_heads=hidden // 16, intermediate_size=2 * hidden,
+                                   max_position_embeddings=max_positions, type_vocab_size=2, **extra)
+
+
+def bert_dir(root: Path, seed: int, texts, *, vocab_size: int = 400, max_positions: int = 64, size=TINY) -> Path:
+    """A tiny BertModel with a WordPiece vocabulary trained here ([CLS] a [SEP] b [SEP], token types)."""
+    tokenizer = wordpiece(root, texts, vocab_size)
+    torch.manual_seed(seed)
+    config = bert_config(tokenizer.vocab_size, max_positions, size, initializer_range=0.1)
+    vary_norms(transformers.BertModel(config)).eval().save_pretrained(root)
     return root
 
 
-def causal_dir(root: Path, kind: str, seed: int, texts, *, add_eos: bool = False) -> Path:
+def cross_encoder_dir(root: Path, kind: str, num_labels: int, seed: int, texts, *, vocab_size: int = 400,
+                      max_positions: int = 64, size=TINY) -> Path:
+    """A tiny cross-encoder with ``num_labels`` logits: ``bert`` (BertForSequenceClassification, a WordPiece
+    vocabulary: MedCPT-Cross-Encoder, monoBERT) or ``xlm_roberta`` (XLMRobertaForSequenceClassification, a
+    word-level vocabulary with RoBERTa's <s> a </s></s> b </s>: bge-reranker-v2-m3)."""
+    torch.manual_seed(seed)
+    if kind == "bert":
+        tokenizer = wordpiece(root, texts, vocab_size)
+        model = transformers.BertForSequenceClassification(
+            bert_config(tokenizer.vocab_size, max_positions, size, num_labels=num_labels, initializer_range=0.5))
+    else:
+        from tokenizers import processors
+
+        tok = word_level(["<s>", "<pad>", "</s>", "<unk>"], None, "<unk>", texts)
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+            special_tokens=[("<s>", tok.token_to_id("<s>")), ("</s>", tok.token_to_id("</s>"))])
+        tokenizer = fast(tok, bos_token="<s>", eos_token="</s>", sep_token="</s>", cls_token="<s>",
+                         pad_token="<pad>", unk_token="<unk>")
+        tokenizer.save_pretrained(root)
+        config = transformers.XLMRobertaConfig(vocab_size=tokenizer.vocab_size, hidden_size=size[0],
+                                               num_hidden_layers=size[1], num_attention_heads=size[0] // 16,
+                                               intermediate_size=2 * size[0],
+                                               max_position_embeddings=max_positions + 2, pad_token_id=1,
+                                               num_labels=num_labels, initializer_range=0.5)
+        model = transformers.XLMRobertaForSequenceClassification(config)
+    model.eval().save_pretrained(root)
+    return root
+
+
+def rankllama_dirs(root: Path, seed: int = 0) -> tuple[Path, Path]:
+    """A Llama-2-shaped causal LM (random), its tokenizer (Llama's: BOS before each segment; one token per
+    character), and a LoRA adapter trained on nothing but given random non-zero weights, saved as RankLLaMA's is
+    (task SEQ_CLS, the score head among the saved modules). Returns (base, adapter)."""
+    import string
+
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForSequenceClassification, LlamaConfig, LlamaForCausalLM, LlamaTokenizer
+
+    base, adapter = root / "llama-base", root / "rankllama-lora"
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for ch in "▁" + string.ascii_letters + string.digits + string.punctuation:
+        vocab.setdefault(ch, len(vocab))
+    tokenizer = LlamaTokenizer(vocab=vocab, merges=[], add_bos_token=True)
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         bos_token_id=1, eos_token_id=2)
+    LlamaForCausalLM(config).eval().save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    seq = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1)
+    lora = LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, lora_dropout=0.0,
+                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    model = get_peft_model(seq, lora)
+    torch.manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name or "score" in name:
+                p.normal_(0.0, 0.3)
+    model.save_pretrained(adapter)
+    return base, adapter
+
+
+def causal_dir(root: Path, kind: str, seed: int, texts, *, add_eos: bool = False, max_positions: int = 64,
+               size=TINY) -> Path:
     """A tiny decoder (GPT-NeoX as BMRetriever-410M, Gemma as BMRetriever-2B, Mistral as e5/SFR/BMRetriever-7B/
     GritLM) with a word-level tokenizer: GPT-NeoX adds no special tokens and has no pad token; Gemma adds <bos>
     and pads with <pad>; Mistral adds <s> (and </s> when ``add_eos``) and has no pad token."""
+    hidden, layers = size
     if kind == "gpt_neox":
         tok = fast(word_level(["<|endoftext|>", "<unk>"], None, "<unk>", texts), eos_token="<|endoftext|>",
                    unk_token="<unk>")
-        config = transformers.GPTNeoXConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
-                                            num_attention_heads=2, intermediate_size=64,
-                                            max_position_embeddings=64, rotary_pct=0.5)
+        config = transformers.GPTNeoXConfig(vocab_size=tok.vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+                                            num_attention_heads=hidden // 16, intermediate_size=2 * hidden,
+                                            max_position_embeddings=max_positions, rotary_pct=0.5)
         cls = transformers.GPTNeoXModel
     elif kind == "gemma":
         tok = fast(word_level(["<pad>", "<eos>", "<bos>", "<unk>"], "<bos> $A", "<unk>", texts), bos_token="<bos>",
                    eos_token="<eos>", pad_token="<pad>", unk_token="<unk>")
-        config = transformers.GemmaConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
-                                          num_attention_heads=2, num_key_value_heads=1, head_dim=16,
-                                          intermediate_size=64, max_position_embeddings=64, pad_token_id=0)
+        config = transformers.GemmaConfig(vocab_size=tok.vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+                                          num_attention_heads=hidden // 16, num_key_value_heads=1, head_dim=16,
+                                          intermediate_size=2 * hidden, max_position_embeddings=max_positions, pad_token_id=0)
         cls = transformers.GemmaModel
     else:
         tok = fast(word_level(["<unk>", "<s>", "</s>"], "<s> $A </s>" if add_eos else "<s> $A", "<unk>", texts),
                    bos_token="<s>", eos_token="</s>", unk_token="<unk>")
-        config = transformers.MistralConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
-                                            num_attention_heads=2, num_key_value_heads=1, head_dim=16,
-                                            intermediate_size=64, max_position_embeddings=64)
+        config = transformers.MistralConfig(vocab_size=tok.vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+                                            num_attention_heads=hidden // 16, num_key_value_heads=1, head_dim=16,
+                                            intermediate_size=2 * hidden, max_position_embeddings=max_positions)
         cls = transformers.MistralModel
     torch.manual_seed(seed)
     vary_norms(cls(config)).eval().save_pretrained(root)
@@ -86,7 +166,7 @@ def causal_dir(root: Path, kind: str, seed: int, texts, *, add_eos: bool = False
     return root
 
 
-def instructor_dir(root: Path, seed: int, texts) -> Path:
+def instructor_dir(root: Path, seed: int, texts, *, size=TINY) -> Path:
     """A tiny INSTRUCTOR-format checkpoint: T5 encoder, mean Pooling, Dense (no bias, identity), Normalize,
     saved as sentence-transformers modules; its tokenizer ends every text with </s> as T5's does."""
     from sentence_transformers import SentenceTransformer
@@ -96,15 +176,17 @@ def instructor_dir(root: Path, seed: int, texts) -> Path:
     tok = fast(word_level(["<pad>", "</s>", "<unk>"], "$A </s>", "<unk>", texts), eos_token="</s>", pad_token="<pad>",
                unk_token="<unk>")
     torch.manual_seed(seed)
-    config = transformers.T5Config(vocab_size=tok.vocab_size, d_model=32, d_kv=16, d_ff=64, num_layers=2,
-                                   num_heads=2, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+    hidden, layers = size
+    config = transformers.T5Config(vocab_size=tok.vocab_size, d_model=hidden, d_kv=16, d_ff=2 * hidden,
+                                   num_layers=layers, num_heads=hidden // 16, pad_token_id=0, eos_token_id=1,
+                                   decoder_start_token_id=0)
     vary_norms(transformers.T5EncoderModel(config)).eval().save_pretrained(hf)
     tok.save_pretrained(hf)
     transformer = Transformer(str(hf))
     transformer.max_seq_length = 512
     torch.manual_seed(seed + 1)
-    modules = [transformer, Pooling(32, pooling_mode="mean"),
-               Dense(32, 24, bias=False, activation_function=torch.nn.Identity()), Normalize()]
+    modules = [transformer, Pooling(hidden, pooling_mode="mean"),
+               Dense(hidden, 24, bias=False, activation_function=torch.nn.Identity()), Normalize()]
     SentenceTransformer(modules=modules, device="cpu").save(str(root / "st"))
     return root / "st"
 
@@ -140,7 +222,9 @@ class TinyEmbedModel(PreTrainedModel):
         pass
 
     def encode(self, prompts, instruction="", max_length=4096):
-        tok = AutoTokenizer.from_pretrained(self.config._name_or_path, trust_remote_code=True)
+        if getattr(self, "_tok", None) is None:  # loaded once, as NV-Embed keeps its tokenizer
+            self._tok = AutoTokenizer.from_pretrained(self.config._name_or_path, trust_remote_code=True)
+        tok = self._tok
         texts = [instruction + p + tok.eos_token for p in prompts]
         batch = tok(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
         mask = batch["attention_mask"].clone()

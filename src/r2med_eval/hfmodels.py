@@ -19,9 +19,14 @@ log = logging.getLogger("r2med_eval")
 SIDES = ("source", "query_source", "base_source")
 
 
+def is_hub_source(source) -> bool:
+    """Weights downloaded from the Hub: ``{hf, revision}`` without a local copy (``path``)."""
+    return isinstance(source, dict) and "hf" in source and "path" not in source
+
+
 def hub_sources(spec: dict) -> dict[str, dict]:
     """The Hub sources of a model entry: side (source, query_source, base_source) -> {hf, revision}."""
-    return {side: spec[side] for side in SIDES if isinstance(spec.get(side), dict) and "hf" in spec[side]}
+    return {side: spec[side] for side in SIDES if is_hub_source(spec.get(side))}
 
 
 def _offline_fix(model_name: str) -> str:

@@ -117,7 +117,7 @@ def _top(values, floor: float = 10.0) -> float:
     return min(100.0, max(floor, math.ceil((max(finite, default=0.0) + 1e-9) / 10) * 10))
 
 
-def _order(table: dict, benchmark: str) -> tuple[list[str], list[str], list[list]]:
+def leaderboard_order(table: dict, benchmark: str) -> tuple[list[str], list[str], list[list]]:
     """Runs in the leaderboard's order, the benchmark's tasks, and the leaderboard's rows [run, tasks..., avg]."""
     from .leaderboard import build_benchmark
 
@@ -162,7 +162,7 @@ def by_task(table: dict, benchmark: str, metric: str, png, svg, palette: dict, c
     every panel."""
     plt = _pyplot()
     ci = ci or {}
-    runs, tasks, rows = _order(table, benchmark)
+    runs, tasks, rows = leaderboard_order(table, benchmark)
     styles = pal.styles_of(palette, runs)
     panels = tasks + (["mean over tasks"] if len(tasks) > 1 and any(r[-1] is not None for r in rows) else [])
     label = _label_width(runs)
@@ -217,7 +217,7 @@ def heatmap(table: dict, benchmark: str, metric: str, png, svg) -> None:
     import numpy as np
 
     plt = _pyplot()
-    runs, tasks, rows = _order(table, benchmark)
+    runs, tasks, rows = leaderboard_order(table, benchmark)
     columns = tasks + (["mean"] if len(tasks) > 1 else [])
     grid = np.array([[math.nan if v is None else v * 100 for v in r[1:1 + len(columns)]] for r in rows], dtype=float)
     label = _label_width(runs)
@@ -279,7 +279,7 @@ def rerank_depth(table: dict, benchmark: str, metric: str, png, svg, lineage: di
     with several they are means over the tasks. False (nothing written) when there are no reranked runs."""
     plt = _pyplot()
     ci = ci or {}
-    runs, tasks, rows = _order(table, benchmark)
+    runs, tasks, rows = leaderboard_order(table, benchmark)
     value = {r[0]: r[-1] * 100 for r in rows if r[-1] is not None}  # a run missing a task has no mean
     groups = rerank_groups({n: j for n, j in lineage.items() if n in value and j["run"] in value})
     if not groups:
@@ -418,15 +418,23 @@ def read_cliniq(path) -> list[dict]:
     return rows
 
 
-def cliniq_breakdown(path, what: str, benchmark: str, png, svg, palette: dict) -> None:
+# Beyond this many runs a CliniQ breakdown draws each panel as a heatmap: 40 bars per group cannot be told apart.
+CLINIQ_BAR_RUNS = 12
+
+
+def cliniq_breakdown(path, what: str, benchmark: str, png, svg, palette: dict, order=None) -> None:
     """CliniQ by match type or by query type: a grid of small panels, one per metric of each setting
     (single-patient first; the settings measure different metrics), grouped bars (group x run, each run in its
     style) x 100 on a 0-100 axis, the number of queries of each group under its label, one legend for all.
     As many panels side by side as a page's width allows their bars. Groups nothing was scored on are left out
-    (logged)."""
+    (logged). With more than ``CLINIQ_BAR_RUNS`` runs each panel is a heatmap instead (``_cliniq_heatmaps``).
+    ``order``: the runs in the leaderboard's order (the rows of the heatmaps, the bars' order); runs it lacks
+    follow in the file's order."""
     plt = _pyplot()
     rows = read_cliniq(path)
     models = list(dict.fromkeys(r["model"] for r in rows))
+    if order:
+        models = [m for m in order if m in set(models)] + [m for m in models if m not in set(order)]
     styles = pal.styles_of(palette, models)
     panels = []
     for setting in ("single", "multi"):
@@ -442,6 +450,9 @@ def cliniq_breakdown(path, what: str, benchmark: str, png, svg, palette: dict) -
                 panels.append((setting, metric, groups, values))
     if not panels:
         raise InputError(f"nothing was scored in {path}.", path=path, fix="check the CliniQ scoring step.")
+    if len(models) > CLINIQ_BAR_RUNS:
+        _cliniq_heatmaps(panels, models, styles, f"{benchmark}: by {what.replace('_', ' ')}", png, svg)
+        return
     most = max(len(p[2]) for p in panels)
     panel_w = max(2.0, 0.45 + most * (0.1 + 0.055 * len(models)))
     nrows, ncols = _grid(len(panels), max(1, int(_WIDTH_IN // panel_w)))
@@ -483,6 +494,67 @@ def cliniq_breakdown(path, what: str, benchmark: str, png, svg, palette: dict) -
     _layout(fig, f"{benchmark}: by {what.replace('_', ' ')}",
             legend={"handles": handles, "ncol": legend_cols, "rows": math.ceil(len(models) / legend_cols)},
             note="; ".join(["n = queries of the group"] + [f"{a} = {g}" for a, g in short.items()]))
+    save(fig, png, svg)
+
+
+def _cliniq_heatmaps(panels, models, styles, title: str, png, svg) -> None:
+    """The CliniQ breakdown of many runs: a heatmap per (setting, metric), the runs as rows (the given order, named
+    on the first panel of each row of panels beside a swatch of their style), the groups as columns with their query
+    counts, the value x 100 in each cell, one colour scale from 0 to 100 for every panel; an empty cell is a group
+    nothing was scored on for that run."""
+    import numpy as np
+
+    plt = _pyplot()
+    label = _label_width(models, 6.5) + 0.25  # and the swatch
+    most = max(len(p[2]) for p in panels)
+    ncols = max(1, min(len(panels), int((_WIDTH_IN - label + 0.1) // (most * 0.27 + 0.1))))
+    cell = max(0.27, min(0.42, (_WIDTH_IN - label - 0.1 * (ncols - 1)) / (ncols * most)))
+    nrows = math.ceil(len(panels) / ncols)
+    head = 0.6  # a panel's title and its column labels
+    panel_h = head + 0.145 * len(models)
+    fig_w = min(_WIDTH_IN, label + ncols * most * cell + 0.1 * (ncols - 1))
+    short = {abbreviate(g): g for _, _, groups, _ in panels for g in groups if text_inches(g, 6) > cell - 0.02}
+    note = textwrap.wrap("; ".join(["x 100, colour from 0 to 100; under each group its number of queries"]
+                                   + [f"{a} = {g}" for a, g in short.items()]), int(fig_w / (_CHAR_IN * 1.05)))
+    fig = plt.figure(figsize=(fig_w, 0.22 + nrows * panel_h + 0.15 + 0.14 * len(note)))
+    cmap = plt.get_cmap("viridis")
+    for p, (setting, metric, groups, values) in enumerate(panels):
+        r, c = divmod(p, ncols)
+        left = (label + c * (most * cell + 0.1)) / fig_w
+        bottom = 1 - (0.22 + r * panel_h + panel_h) / fig.get_figheight()
+        ax = fig.add_axes((left, bottom, len(groups) * cell / fig_w, (panel_h - head) / fig.get_figheight()))
+        grid = np.array([[values[(m, g)]["value"] * 100 if (m, g) in values else math.nan for g in groups]
+                         for m in models], dtype=float)
+        image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=100, aspect="auto",
+                          interpolation="nearest")
+        for i in range(len(models)):
+            for j in range(len(groups)):
+                v = grid[i, j]
+                if math.isfinite(v):
+                    ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=5.5,
+                            color=_ink_on(image.cmap(image.norm(v))))
+        n = {g: max(values[(m, g)]["n_queries"] for m in models if (m, g) in values) for g in groups}
+        names = [g if text_inches(g, 6) <= cell - 0.02 else abbreviate(g) for g in groups]
+        ax.xaxis.tick_top()
+        ax.set_xticks(range(len(groups)), [f"{a}\n{n[g]}" for a, g in zip(names, groups)], fontsize=6)
+        ax.set_yticks(range(len(models)), models if c == 0 else [], fontsize=6.5)
+        ax.tick_params(length=0)
+        if c == 0:  # each run's style beside its name, as in the benchmark's other figures
+            from matplotlib.patches import Rectangle
+
+            ax.tick_params(axis="y", pad=11)
+            width = 0.1 / cell
+            for i, model in enumerate(models):
+                swatch = Rectangle((-0.55 - width, i - 0.36), width, 0.72, clip_on=False,
+                                   **_bar_style(styles[model]))
+                swatch.set_gid(run_gid(fig, model))
+                ax.add_patch(swatch)
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+        ax.set_title(f"{setting}-patient: {metric_label(metric)}", fontsize=7.5, pad=3)
+    fig.suptitle("\n".join(textwrap.wrap(title, max(30, int(fig_w / (_CHAR_IN * 9 / 7))))),
+                 y=1 - 0.05 / fig.get_figheight(), va="top")
+    fig.text(0.5, 0.05 / fig.get_figheight(), "\n".join(note), ha="center", va="bottom", fontsize=7, color="#444444")
     save(fig, png, svg)
 
 

@@ -89,7 +89,9 @@ def model_source(spec: dict, name: str) -> dict:
         if not source:
             continue
         info: dict = {"source": source}
-        if "hf" in source:
+        if "hf" in source and "path" in source:
+            info["copy_of"] = {"hf": source["hf"], "revision": source.get("revision")}
+        if "hf" in source and "path" not in source:
             info["revision"] = source["revision"]
             if info["revision"] == "main":
                 info["warning"] = "revision 'main' is a branch, not a pinned commit"

@@ -132,13 +132,17 @@ def plot_scatter(sm) -> None:
 
 
 def plot_cliniq(sm) -> None:
+    """CliniQ by match type and by query type, the runs in the leaderboard's order."""
+    from .. import leaderboard as lb
     from .. import palette, plots
 
     styles = palette.read(sm.input.palette)
-    plots.cliniq_breakdown(sm.input.match_type, "match_type", sm.wildcards.benchmark, sm.output.match_png,
-                           sm.output.match_svg, styles)
-    plots.cliniq_breakdown(sm.input.query_type, "query_type", sm.wildcards.benchmark, sm.output.query_png,
-                           sm.output.query_svg, styles)
+    bench = sm.wildcards.benchmark
+    order, _, _ = plots.leaderboard_order(lb.collect(list(sm.input.metrics), sm.params.spec["metric"]), bench)
+    plots.cliniq_breakdown(sm.input.match_type, "match_type", bench, sm.output.match_png, sm.output.match_svg, styles,
+                           order)
+    plots.cliniq_breakdown(sm.input.query_type, "query_type", bench, sm.output.query_png, sm.output.query_svg, styles,
+                           order)
 
 
 def plot_cliniq_completion(sm) -> None:

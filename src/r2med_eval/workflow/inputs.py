@@ -245,10 +245,12 @@ class Inputs:
                 "b": [fill(PER_QUERY, benchmark=wildcards.benchmark, task=t, model=b) for t in tasks]}
 
     def plot_cliniq(self, wildcards) -> dict:
+        """CliniQ's breakdowns, the palette, and the collected metrics (the leaderboard's order of the runs)."""
         if not self.reg.is_cliniq(wildcards.benchmark):
             return {}
         return {**{g: fill(CLINIQ_TABLE, benchmark=wildcards.benchmark, grouping=g, ext="csv")
-                   for g in ("match_type", "query_type")}, "palette": fill(PALETTE, benchmark=wildcards.benchmark)}
+                   for g in ("match_type", "query_type")}, "palette": fill(PALETTE, benchmark=wildcards.benchmark),
+                "metrics": self.benchmark_metric_table(wildcards)}
 
     def provenance(self) -> dict:
         """Metrics and task statistics; each run file is named in its metrics JSON (and hashed from there)."""

@@ -406,6 +406,9 @@ class Params:
             notes.append("per-query scatter skipped: report.scatter (or the first two runs) not all run here")
         return {"metric": self.cfg["leaderboard"]["metric"], "notes": notes}
 
+    def plot_cliniq(self, wildcards) -> dict:
+        return {"metric": self.cfg["leaderboard"]["metric"]}  # the leaderboard's order of the runs
+
     def plot_rerank_depth(self, wildcards) -> dict:
         return {"metric": self.cfg["leaderboard"]["metric"], "lineage": self.reg.rerank_lineage(wildcards.benchmark)}
 

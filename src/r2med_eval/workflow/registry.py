@@ -182,9 +182,9 @@ class Registry:
         return [m for m in dict.fromkeys(names) if self.is_hub_model(m)]
 
     def is_hub_model(self, model: str) -> bool:
-        spec = self.models[model]
-        return any(isinstance(spec.get(side), dict) and "hf" in spec[side]
-                   for side in ("source", "query_source", "base_source"))
+        from ..hfmodels import hub_sources
+
+        return bool(hub_sources(self.models[model]))
 
     def root_types(self, run: str, seen: tuple = ()) -> set[str]:
         """Types of the first-stage retrievers a run comes from (through reranking and fusion)."""
