@@ -145,3 +145,11 @@ def test_fragments_register_stand_ins_under_the_real_names(generated, tmp_path):
     small = Workflow.load(_merged(files), files, base=REPO).registry
     assert small.tasks == [("r2med-rehearsal", "Biology"), ("cliniq", "cliniq")]
     assert small.runs_of("r2med-rehearsal") == runs and small.runs_of("cliniq") == reg.runs_of("cliniq")
+    # the SLURM part: BM25, one dense model and one reranker at depth 10 over BM25 on R2MED (a file, since
+    # Snakemake's --config reads a depth in rerank=[{...}] as a string, which the schema refused)
+    files = fm.config_files(out) + [str(out / "slurm.yaml")]
+    part = Workflow.load(_merged(files), files, base=REPO).registry
+    assert part.benchmarks == ["r2med"]
+    assert sorted(part.runs_of("r2med")) == ["bge-large-en-v1.5", "bm25", "bm25--bge-reranker-v2-m3@10", "rrf-bm25-bge"]
+    slurm = fm.commands(out, tmp_path / "work")["slurm"]
+    assert slurm[slurm.index("--max-threads") + 1] == "2" and slurm[-1] == str(out / "slurm.yaml")
