@@ -434,7 +434,8 @@ def cliniq_breakdown(path, what: str, benchmark: str, png, svg, palette: dict, o
     rows = read_cliniq(path)
     models = list(dict.fromkeys(r["model"] for r in rows))
     if order:
-        models = [m for m in order if m in set(models)] + [m for m in models if m not in set(order)]
+        known, wanted = set(models), set(order)
+        models = [m for m in order if m in known] + [m for m in models if m not in wanted]
     styles = pal.styles_of(palette, models)
     panels = []
     for setting in ("single", "multi"):

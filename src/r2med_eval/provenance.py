@@ -25,6 +25,7 @@ import subprocess
 from pathlib import Path
 
 from .datasets import sha256
+from .hfmodels import is_hub_source
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +90,9 @@ def model_source(spec: dict, name: str) -> dict:
         if not source:
             continue
         info: dict = {"source": source}
-        if "hf" in source and "path" in source:
+        if "hf" in source and not is_hub_source(source):  # a local copy (path) of a Hub checkpoint
             info["copy_of"] = {"hf": source["hf"], "revision": source.get("revision")}
-        if "hf" in source and "path" not in source:
+        if is_hub_source(source):
             info["revision"] = source["revision"]
             if info["revision"] == "main":
                 info["warning"] = "revision 'main' is a branch, not a pinned commit"
