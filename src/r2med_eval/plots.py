@@ -212,6 +212,28 @@ def _ink_on(rgba) -> str:
     return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.45 else "white"
 
 
+def _value_cells(ax, grid, vmax: float, fontsize: float, missing: str | None = None):
+    """``grid`` (rows by columns, NaN where empty) drawn on ``ax`` in viridis from 0 to ``vmax``, its value to one
+    decimal in every cell in the ink that reads on the cell (an empty cell shows ``missing`` in grey, or nothing),
+    the column labels on top, no ticks or spines. Returns the image, for a colour bar."""
+    import numpy as np
+
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap=_pyplot().get_cmap("viridis"), vmin=0, vmax=vmax,
+                      aspect="auto", interpolation="nearest")
+    for i, j in np.ndindex(grid.shape):
+        v = grid[i, j]
+        if math.isfinite(v):
+            ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=fontsize,
+                    color=_ink_on(image.cmap(image.norm(v))))
+        elif missing is not None:
+            ax.text(j, i, missing, ha="center", va="center", fontsize=fontsize, color="#555555")
+    ax.xaxis.tick_top()
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    return image
+
+
 def heatmap(table: dict, benchmark: str, metric: str, png, svg) -> None:
     """Runs (rows, leaderboard order) by tasks (columns, then the mean over tasks), the value in every cell."""
     import numpy as np
@@ -227,24 +249,12 @@ def heatmap(table: dict, benchmark: str, metric: str, png, svg) -> None:
     head = 0.45 + (widest * 0.7 if rotate else 0.15)
     fig, ax = plt.subplots(figsize=(min(_WIDTH_IN, label + cell * len(columns) + 0.15),
                                     head + 0.75 + 0.17 * len(runs)))
-    cmap = plt.get_cmap("viridis")
-    image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=_top(grid[np.isfinite(grid)].tolist()),
-                      aspect="auto", interpolation="nearest")
-    ax.xaxis.tick_top()
+    image = _value_cells(ax, grid, _top(grid[np.isfinite(grid)].tolist()), 6.5, missing="\u2013")
     ax.set_xticks(range(len(columns)), columns, rotation=40 if rotate else 0, ha="left" if rotate else "center",
                   rotation_mode="anchor")
     ax.set_yticks(range(len(runs)), runs)
-    ax.tick_params(length=0)
-    for spine in ax.spines.values():
-        spine.set_visible(False)
     if len(columns) > len(tasks):
         ax.axvline(len(tasks) - 0.5, color="white", linewidth=2.5)
-    for i in range(len(runs)):
-        for j in range(len(columns)):
-            v = grid[i, j]
-            colour = _ink_on(image.cmap(image.norm(v))) if math.isfinite(v) else "#555555"
-            ax.text(j, i, "\u2013" if math.isnan(v) else f"{v:.1f}", ha="center", va="center", fontsize=6.5,
-                    color=colour)
     fig.colorbar(image, ax=ax, label=f"{metric_label(metric)} x 100", orientation="horizontal",
                  fraction=0.5 / fig.get_figheight(), pad=0.15 / fig.get_figheight(), aspect=40)
     ax.set_title(f"{benchmark}: {metric_label(metric)} x 100, run by task", pad=8)
@@ -518,7 +528,6 @@ def _cliniq_heatmaps(panels, models, styles, title: str, png, svg) -> None:
     note = textwrap.wrap("; ".join(["x 100, colour from 0 to 100; under each group its number of queries"]
                                    + [f"{a} = {g}" for a, g in short.items()]), int(fig_w / (_CHAR_IN * 1.05)))
     fig = plt.figure(figsize=(fig_w, 0.22 + nrows * panel_h + 0.15 + 0.14 * len(note)))
-    cmap = plt.get_cmap("viridis")
     for p, (setting, metric, groups, values) in enumerate(panels):
         r, c = divmod(p, ncols)
         left = (label + c * (most * cell + 0.1)) / fig_w
@@ -526,20 +535,11 @@ def _cliniq_heatmaps(panels, models, styles, title: str, png, svg) -> None:
         ax = fig.add_axes((left, bottom, len(groups) * cell / fig_w, (panel_h - head) / fig.get_figheight()))
         grid = np.array([[values[(m, g)]["value"] * 100 if (m, g) in values else math.nan for g in groups]
                          for m in models], dtype=float)
-        image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=100, aspect="auto",
-                          interpolation="nearest")
-        for i in range(len(models)):
-            for j in range(len(groups)):
-                v = grid[i, j]
-                if math.isfinite(v):
-                    ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=5.5,
-                            color=_ink_on(image.cmap(image.norm(v))))
+        _value_cells(ax, grid, 100, 5.5)
         n = {g: max(values[(m, g)]["n_queries"] for m in models if (m, g) in values) for g in groups}
         names = [g if text_inches(g, 6) <= cell - 0.02 else abbreviate(g) for g in groups]
-        ax.xaxis.tick_top()
         ax.set_xticks(range(len(groups)), [f"{a}\n{n[g]}" for a, g in zip(names, groups)], fontsize=6)
         ax.set_yticks(range(len(models)), models if c == 0 else [], fontsize=6.5)
-        ax.tick_params(length=0)
         if c == 0:  # each run's style beside its name, as in the benchmark's other figures
             from matplotlib.patches import Rectangle
 
@@ -550,8 +550,6 @@ def _cliniq_heatmaps(panels, models, styles, title: str, png, svg) -> None:
                                    **_bar_style(styles[model]))
                 swatch.set_gid(run_gid(fig, model))
                 ax.add_patch(swatch)
-        for spine in ax.spines.values():
-            spine.set_visible(False)
         ax.set_title(f"{setting}-patient: {metric_label(metric)}", fontsize=7.5, pad=3)
     fig.suptitle("\n".join(textwrap.wrap(title, max(30, int(fig_w / (_CHAR_IN * 9 / 7))))),
                  y=1 - 0.05 / fig.get_figheight(), va="top")
