@@ -6,16 +6,20 @@ the report rules, disk per stage.
 Reads, in Snakemake's working directory ``--workdir``:
 
 * ``benchmarks/<rule>/**.tsv`` (every rule's ``benchmark:`` file: wall ``s``, ``cpu_time``, ``max_rss``);
-* the newest ``.snakemake/log/*.snakemake.log`` (or ``--log``): the time each job started and finished
-  (``[date]`` lines, one-second resolution);
+* the newest ``.snakemake/log/*.snakemake.log`` (or ``--log``, repeated for a run resumed over several
+  invocations, or ``--all-logs``: every invocation of the working directory that started a job): the time each
+  job started and finished (``[date]`` lines, one-second resolution);
 * ``--timing``: the JSON that ``bench/full_matrix.py run`` writes (the invocation's wall, user + system CPU of
   Snakemake and every job, its start); without it the wall is taken from the log (its name's start time to its
   last line).
 
 Reports:
 
-* total wall and CPU; the sum of the jobs' own wall (benchmark ``s``) against ``cores x wall``;
-* planning: from the start of the invocation to the first job's start (Snakemake's parse and DAG);
+* total wall and CPU; the sum of the jobs' own wall (benchmark ``s``) against ``cores x wall``; over several
+  invocations the wall is the sum of theirs (each from its log's start to its last line; the time between them is
+  not the run's), and each invocation is listed;
+* planning: from the start of the invocation to the first job's start (Snakemake's parse and DAG), summed over the
+  invocations;
 * scheduling and job start: per job, the span Snakemake logged minus the job's own benchmark wall (process spawn,
   output checks, benchmark and metadata writes), summed; the time before each job's stage function (its wall
   minus the ``done in`` its log ends with: the interpreter, Snakemake's script wrapper, the imports at module
@@ -131,13 +135,38 @@ def parse_log(path: Path) -> dict:
             if m and m.group(1) in started and stamp is not None:
                 t0, r = started.pop(m.group(1))
                 spans.append({"rule": r, "start": t0, "end": stamp})
-    return {"first": first, "last": last, "spans": spans, "threads": threads}
+    return {"first": first, "last": last, "spans": spans, "threads": threads,
+            "started": len(spans) + len(started)}
 
 
 def log_start(path: Path) -> float | None:
     """The start time in a Snakemake log's name (``2026-12-03T201334.479515.snakemake.log``)."""
     m = re.match(r"(\d{4}-\d\d-\d\dT\d{6}\.\d+)", path.name)
     return datetime.strptime(m.group(1), "%Y-%m-%dT%H%M%S.%f").timestamp() if m else None
+
+
+def invocation_logs(workdir: Path) -> list[Path]:
+    """The logs of every invocation in ``workdir`` that started at least one job, oldest first (``--unlock``, a
+    dry run or a refused start are not the run's)."""
+    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
+    return [p for p in logs if parse_log(p)["started"]]
+
+
+def invocations(logs: list[Path]) -> list[dict]:
+    """Each log's invocation: its start (the log's name, else its first stamp), end (its last stamp), wall, planning
+    (start to its first job) and its jobs started and finished, with the spans and threads of its jobs."""
+    out = []
+    for path in logs:
+        parsed = parse_log(path)
+        if parsed["last"] is None:
+            continue
+        start = log_start(path) or parsed["first"]
+        first_job = min((s["start"] for s in parsed["spans"]), default=None)
+        out.append({"log": str(path), "start": start, "end": parsed["last"], "wall_s": parsed["last"] - start,
+                    "planning_s": None if first_job is None else first_job - start,
+                    "jobs_started": parsed["started"], "jobs_finished": len(parsed["spans"]),
+                    "spans": parsed["spans"], "threads": parsed["threads"]})
+    return out
 
 
 def disk_usage(workdir: Path) -> dict[str, int]:
@@ -161,7 +190,7 @@ def disk_usage(workdir: Path) -> dict[str, int]:
     return out
 
 
-def summarise(workdir: Path, log: Path | None, timing: dict | None, cores: int, top: int,
+def summarise(workdir: Path, logs: list[Path] | None, timing: dict | None, cores: int, top: int,
               startup_from: Path | None = None) -> dict:
     rows = read_benchmarks(workdir)
     if not rows:
@@ -180,30 +209,36 @@ def summarise(workdir: Path, log: Path | None, timing: dict | None, cores: int, 
     out: dict = {"workdir": str(workdir), "jobs": len(rows), "cores": cores, "job_wall_s": round(job_wall, 1),
                  "job_cpu_s": round(job_cpu, 1)}
 
-    if log is None:
-        logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
-        log = logs[-1] if logs else None
-    parsed = parse_log(log) if log else None
+    if not logs:
+        newest = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
+        logs = newest[-1:]
+    if timing and len(logs) > 1:
+        raise SystemExit("--timing describes one invocation: give it with one --log")
+    runs = invocations(logs)
+    spans = [s for inv in runs for s in inv["spans"]]
+    threads = {k: v for inv in runs for k, v in inv["threads"].items()}
     if timing:
-        wall, start = timing["wall_s"], timing["start"]
+        wall = timing["wall_s"]
         out["cpu_s"] = round(timing["cpu_s"], 1)
-    elif parsed and parsed["last"]:
-        start = log_start(log) or parsed["first"]
-        wall = parsed["last"] - start
+        if runs:
+            runs[0]["wall_s"] = wall
+            first_job = min((s["start"] for s in runs[0]["spans"]), default=None)
+            runs[0]["planning_s"] = None if first_job is None else first_job - timing["start"]
+    elif runs:
+        wall = sum(inv["wall_s"] for inv in runs)
     else:
         raise SystemExit("no timing file and no Snakemake log: cannot tell the wall time")
     out["wall_s"] = round(wall, 1)
     out["occupancy"] = round(job_wall / (cores * wall), 3) if wall else None
-    if parsed and parsed["threads"]:  # a job holds min(threads, cores) cores for its wall
-        held = sum(r["s"] * min(cores, parsed["threads"].get(r["file"], 1)) for r in rows)
+    if threads:  # a job holds min(threads, cores) cores for its wall
+        held = sum(r["s"] * min(cores, threads.get(r["file"], 1)) for r in rows)
         out["core_occupancy"] = round(held / (cores * wall), 3) if wall else None
-    if parsed and parsed["spans"]:
-        out["log"] = str(log)
-        out["planning_s"] = round(min(s["start"] for s in parsed["spans"]) - start, 1)
-        own = {}
-        for r in rows:
-            own.setdefault(r["rule"], []).append(r["s"])
-        logged = sum(s["end"] - s["start"] for s in parsed["spans"])
+    out["invocations"] = [{k: (round(v, 1) if isinstance(v, float) else v) for k, v in inv.items()
+                           if k not in ("spans", "threads")} for inv in runs]
+    if spans:
+        out["log"] = [inv["log"] for inv in runs]
+        out["planning_s"] = round(sum(inv["planning_s"] or 0.0 for inv in runs), 1)
+        logged = sum(s["end"] - s["start"] for s in spans)
         out["logged_job_span_s"] = round(logged, 1)
         out["scheduling_overhead_s"] = round(logged - job_wall, 1)
     outside = [(r, r["s"] - t) for r in rows if (t := stage_seconds(workdir, r["file"])) is not None]
@@ -251,18 +286,29 @@ def markdown(s: dict) -> str:
     if "core_occupancy" in s:
         lines.append(f"| cores held by jobs: jobs' own wall x their threads / ({s['cores']} cores x wall) | "
                      f"{s['core_occupancy']:.0%} |")
+    if len(s.get("invocations", [])) > 1:
+        lines.append(f"| invocations (the run resumed with `--rerun-incomplete`; walls summed) | "
+                     f"{len(s['invocations'])} |")
     if "planning_s" in s:
-        lines += [f"| planning (start to the first job) | {s['planning_s']:,.0f} s |",
+        summed = ", summed over the invocations" if len(s["invocations"]) > 1 else ""
+        lines += [f"| planning (start to the first job{summed}) | {s['planning_s']:,.0f} s |",
                   f"| scheduling and job start outside the jobs (logged span - own wall, summed) | "
                   f"{s['scheduling_overhead_s']:,.0f} s |"]
     if "outside_stage_s" in s:
         lines.append(f"| before each job's stage function (interpreter, Snakemake's script wrapper, imports at module "
-                     f"level: wall - the log's `done in`), {s['outside_stage_jobs']:,} jobs | {s['outside_stage_s']:,.0f} s "
-                     f"(median {s['outside_stage_median_s']:.2f} s a job) |")
+                     f"level: wall - the log's `done in`), {s['outside_stage_jobs']:,} jobs | "
+                     f"{s['outside_stage_s']:,.0f} s (median {s['outside_stage_median_s']:.2f} s a job) |")
     if "startup_estimate_s" in s:
         lines += [f"| start-up inside the jobs, per rule (median wall of its jobs in a rehearsal on tiny data, x its "
                   f"jobs here) | {s['startup_estimate_s']:,.0f} s ({s['startup_estimate_share_of_job_wall']:.0%} of "
                   "the jobs' own wall) |"]
+    if len(s.get("invocations", [])) > 1:
+        lines += ["", "Invocations:", "", "| log | wall | planning | jobs started | jobs finished |",
+                  "|---|---:|---:|---:|---:|"]
+        for inv in s["invocations"]:
+            plan = "-" if inv["planning_s"] is None else f"{inv['planning_s']:,.0f} s"
+            lines.append(f"| `{Path(inv['log']).name}` | {hms(inv['wall_s'])} | {plan} | {inv['jobs_started']:,} | "
+                         f"{inv['jobs_finished']:,} |")
     lines += ["", "Slowest rules (summed wall):", "",
               "| rule | jobs | wall, summed | CPU, summed | longest job | peak RSS |", "|---|---:|---:|---:|---:|---:|"]
     for a in s["top"]:
@@ -283,7 +329,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", type=Path, required=True, help="Snakemake's working directory of the run")
-    parser.add_argument("--log", type=Path, help="the Snakemake log of the run (default: the newest in .snakemake/log)")
+    parser.add_argument("--log", type=Path, action="append",
+                        help="the Snakemake log of the run (default: the newest in .snakemake/log); repeat it for a "
+                             "run resumed over several invocations")
+    parser.add_argument("--all-logs", action="store_true",
+                        help="every invocation in the working directory that started a job (a resumed run)")
     parser.add_argument("--timing", type=Path, help="the JSON bench/full_matrix.py run wrote (wall, CPU, start)")
     parser.add_argument("--cores", type=int, default=2, help="the run's --cores (default 2)")
     parser.add_argument("--top", type=int, default=10, help="rules listed by summed wall (default 10)")
@@ -294,7 +344,9 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, help="write every figure as JSON here")
     args = parser.parse_args(argv)
     timing = json.loads(args.timing.read_text()) if args.timing else None
-    s = summarise(args.workdir.resolve(), args.log, timing, args.cores, args.top, args.startup_from)
+    workdir = args.workdir.resolve()
+    logs = invocation_logs(workdir) if args.all_logs else args.log
+    s = summarise(workdir, logs, timing, args.cores, args.top, args.startup_from)
     text = markdown(s)
     print(text)
     if args.markdown:

@@ -153,3 +153,40 @@ def test_fragments_register_stand_ins_under_the_real_names(generated, tmp_path):
     assert sorted(part.runs_of("r2med")) == ["bge-large-en-v1.5", "bm25", "bm25--bge-reranker-v2-m3@10", "rrf-bm25-bge"]
     slurm = fm.commands(out, tmp_path / "work")["slurm"]
     assert slurm[slurm.index("--max-threads") + 1] == "2" and slurm[-1] == str(out / "slurm.yaml")
+
+
+def test_a_resumed_run_sums_the_walls_of_its_invocations(tmp_path):
+    """bench/matrix_summary.py on a run resumed over invocations: the walls and plannings are summed (the time
+    between invocations is not the run's), an --unlock or a start that ran no job is not an invocation, a job
+    killed in flight counts as started, not finished."""
+    import matrix_summary as ms
+
+    logs = tmp_path / ".snakemake" / "log"
+    logs.mkdir(parents=True)
+
+    def job(stamp, rule, jobid, bench, finished=None):
+        text = f"[{stamp}]\nrule {rule}:\n    jobid: {jobid}\n    benchmark: {bench}\n    threads: 2\n"
+        return text + (f"[{finished}]\nFinished jobid: {jobid} (Rule: {rule})\n" if finished else "")
+
+    (logs / "2026-12-03T100000.000000.snakemake.log").write_text(
+        "Building DAG of jobs...\n" + job("Thu Dec  3 10:00:04 2026", "a", 1, "benchmarks/a/1.tsv",
+                                          "Thu Dec  3 10:01:00 2026")
+        + job("Thu Dec  3 10:01:00 2026", "a", 2, "benchmarks/a/2.tsv"))  # killed in flight
+    (logs / "2026-12-03T110000.000000.snakemake.log").write_text("Building DAG of jobs...\n"
+                                                                  "Unlocked working directory.\n")
+    (logs / "2026-12-03T120000.000000.snakemake.log").write_text(
+        "Building DAG of jobs...\n" + job("Thu Dec  3 12:00:06 2026", "a", 1, "benchmarks/a/2.tsv",
+                                          "Thu Dec  3 12:00:36 2026"))
+    for name, wall in (("1", 50.0), ("2", 29.0)):
+        bench = tmp_path / "benchmarks" / "a" / f"{name}.tsv"
+        bench.parent.mkdir(parents=True, exist_ok=True)
+        bench.write_text(f"s\th:m:s\tmax_rss\tcpu_time\n{wall}\t0:00:{int(wall)}\t100.0\t{wall}\n")
+    found = ms.invocation_logs(tmp_path)
+    assert [p.name[:17] for p in found] == ["2026-12-03T100000", "2026-12-03T120000"]
+    s = ms.summarise(tmp_path, found, None, cores=2, top=5)
+    assert s["wall_s"] == 60 + 36 and s["planning_s"] == 4 + 6
+    assert [(i["jobs_started"], i["jobs_finished"]) for i in s["invocations"]] == [(2, 1), (1, 1)]
+    assert s["job_wall_s"] == 79 and s["core_occupancy"] == round(79 * 2 / (2 * 96), 3)
+    assert "| invocations (the run resumed with `--rerun-incomplete`; walls summed) | 2 |" in ms.markdown(s)
+    with pytest.raises(SystemExit, match="one invocation"):
+        ms.summarise(tmp_path, found, {"wall_s": 1.0, "start": 0.0, "cpu_s": 1.0}, cores=2, top=5)
