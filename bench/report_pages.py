@@ -8,7 +8,9 @@ images. Load time: the wall time of ``chromium --headless --screenshot`` of the 
 event) minus that of a blank page, median of ``--repeats``. Screenshots: the whole page, ``--width`` pixels wide
 (one screenshot ``--max-height`` tall, since headless Chromium cannot scroll to an anchor before its screenshot), cut
 into tiles of ``--height`` pixels, ``<out>/index-01.png``, ...; the page's height is where the last non-white row
-lies. Prints one JSON object.
+lies. With ``--latex``, every table of ``results/tables/*.tex`` is also compiled in one article on US letter with
+1-inch margins, as the tests compile them (``tests/conftest.py::compile_tex``: no overfull box, no float too large),
+and the pages are counted. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -72,6 +74,19 @@ def weight(page: Path) -> dict:
             "largest_images": sorted(sizes.items(), key=lambda kv: -kv[1])[:5]}
 
 
+def latex(tables: list, workdir: Path) -> dict:
+    """The tables compiled by the tests' harness (one definition of "fits the page"); its failure names the boxes."""
+    if not tables:
+        raise SystemExit("no results/tables/*.tex to compile")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from conftest import compile_tex
+
+    log = compile_tex(tables, workdir)
+    pages = re.search(r"Output written on doc\.pdf \((\d+) pages?", log.replace("\n", ""))
+    return {"tables": [p.name for p in tables], "pages": int(pages.group(1)) if pages else None,
+            "pdf": str(workdir / "doc.pdf")}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -82,6 +97,8 @@ def main(argv=None) -> int:
     parser.add_argument("--max-height", type=int, default=60000,
                         help="height of the whole-page screenshot (default 60000; the page must fit)")
     parser.add_argument("--repeats", type=int, default=3, help="load-time repeats (default 3)")
+    parser.add_argument("--latex", action="store_true",
+                        help="also compile results/tables/*.tex on a page with 1-inch margins (pdflatex)")
     args = parser.parse_args(argv)
     page = (args.results / "index.html").resolve()
     if not page.is_file():
@@ -103,6 +120,8 @@ def main(argv=None) -> int:
         shoot(page.as_uri(), tall, args.width, args.max_height, tmp / "profile")
         out["screenshots"] = tiles(tall, args.out, args.height)
         out["page_height_px"] = out["screenshots"].pop()
+    if args.latex:
+        out["latex"] = latex(sorted((args.results / "tables").glob("*.tex")), args.out / "latex")
     print(json.dumps(out, indent=1))
     return 0
 
