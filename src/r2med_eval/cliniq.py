@@ -371,60 +371,26 @@ def read_ranked_run(path, chunk_ids: list[str], tie_order: str = "corpus") -> Ra
     white space than single spaces, a bad line) or with a document twice for a query go through
     :func:`runs.read_run`, which names the file and line of the problem."""
     import numpy as np
-    import pyarrow as pa
-    from pyarrow import csv as pacsv
 
-    from .runs import read_run
+    from .runs import read_run, read_run_columns
 
     _check_tie_order(tie_order)
     phase("reading the run")
-    names = ["qid", "q0", "doc", "rank", "score", "tag"]
-    dict_type = pa.dictionary(pa.int32(), pa.string())
-    try:
-        table = pacsv.read_csv(
-            path, read_options=pacsv.ReadOptions(column_names=names, block_size=64 << 20),
-            parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False,
-                                              escape_char=False, newlines_in_values=False,
-                                              ignore_empty_lines=True),
-            convert_options=pacsv.ConvertOptions(include_columns=["qid", "doc", "score"], strings_can_be_null=False,
-                                                 column_types={"qid": dict_type, "doc": dict_type,
-                                                               "score": pa.float64()}))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
+    cols = read_run_columns(path)
+    if cols is None:  # a file pyarrow does not take, or a document twice: read_run reads it or names the line
         return ranked_from_dict(read_run(path), chunk_ids, tie_order)
-    n = table.num_rows
+    n = len(cols)
     if n == 0:
         return RankedRun([], np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), list(chunk_ids))
-
-    table = table.unify_dictionaries()  # one dictionary per column across the read blocks
-
-    def codes(column):
-        chunks = table.column(column).chunks
-        return (np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks]),
-                chunks[0].dictionary.to_pylist())
-
-    q_code, q_names = codes("qid")
-    d_code, d_names = codes("doc")
-    score = table.column("score").to_numpy()
-    del table
+    q_names, q_code, d_names, score = cols.qids, cols.q, cols.docs, cols.score
     vocab = list(chunk_ids)
     index = {c: i for i, c in enumerate(vocab)}
     for d in d_names:
         if d not in index:
             index[d] = len(vocab)
             vocab.append(d)
-    doc = np.asarray([index[d] for d in d_names], dtype=np.int32)[d_code]
-    del d_code
-    cells = len(q_names) * len(vocab)
-    if cells <= 1 << 29:  # one flag per (query, document): a scatter, not a sort
-        seen = np.zeros(cells, dtype=bool)
-        for lo in range(0, n, 1 << 22):
-            seen[q_code[lo:lo + (1 << 22)].astype(np.int64) * len(vocab) + doc[lo:lo + (1 << 22)]] = True
-        repeated = int(np.count_nonzero(seen)) != n
-        del seen
-    else:
-        repeated = len(np.unique(q_code.astype(np.int64) * len(vocab) + doc)) != n
-    if repeated:  # a document twice for a query: read_run names the line
-        return ranked_from_dict(read_run(path), chunk_ids, tie_order)
+    doc = np.asarray([index[d] for d in d_names], dtype=np.int32)[cols.d]
+    del cols
     # ranking order: query (by id), score descending, then the tie key; skip the sort when the file has it
     q_rank = np.empty(len(q_names), dtype=np.int32)
     q_rank[np.argsort(np.asarray(q_names, dtype=object), kind="stable")] = np.arange(len(q_names))

@@ -104,6 +104,27 @@ def pipeline_measures(k_values=K_VALUES) -> list[Measure]:
     return [measure(n) for n in metric_names(k_values)]
 
 
+def prefix_read(measures) -> tuple[int, int | None] | None:
+    """How much of each query's ranking in trec_eval's order the measures read: ``(k, rel)``, the top k and, where
+    ``rel`` is not None, down to the first document judged ``rel`` or more (``recip_rank`` without a cutoff); None
+    where a measure reads the whole ranking (``map``, ``ndcg``, ``Rprec``, ``bpref``). A run cut so
+    (:func:`runs.read_run_prefixes`) gives every such measure its value on the whole run: ``ndcg_cut_k``,
+    ``map_cut_k``, ``recall_k``, ``P_k`` and ``success_k`` count the top k against the judgments' totals, and
+    ``recip_rank`` stops at the first relevant document."""
+    k, rel = 1, None
+    for m in measures:
+        cut = re.fullmatch(r"(.*)_(\d+)", m.trec)
+        if cut and cut.group(1) in _CUT_FAMILIES:
+            k = max(k, int(cut.group(2)))
+        elif m.trec == "recip_rank" and m.depth is not None:
+            k = max(k, m.depth)
+        elif m.trec == "recip_rank":
+            rel = m.rel if rel is None else min(rel, m.rel)
+        else:
+            return None
+    return k, rel
+
+
 def _top(docs: dict[str, float], k: int) -> dict[str, float]:
     """A query's top ``k`` in trec_eval's order: score descending, then document id descending."""
     return dict(sorted(docs.items(), key=lambda x: (x[1], x[0]), reverse=True)[:k])

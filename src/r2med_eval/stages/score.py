@@ -12,13 +12,19 @@ def score_run(sm) -> None:
     from .. import datasets, io, metrics, runs
     from ..errors import InputError
 
-    run = runs.read_run(sm.input.run)
     qrels = datasets.read_qrels(sm.input.qrels)
     queries = datasets.read_queries(sm.input.queries)
-    identical = None
-    if sm.params.spec["ignore_identical_ids"]:
-        run, identical = runs.drop_identical_ids(run)
+    # the measures read each query's top 100 and, for MRR, down to its first relevant document: only that is kept
+    # (a full-depth CliniQ run is 20 M lines), the values are those of the whole run (tests/test_score_prefix.py)
+    k, rel = metrics.prefix_read(metrics.pipeline_measures())
+    relevant = {q: {d for d, g in docs.items() if g >= rel} for q, docs in qrels.items()} if rel is not None else None
+    ignore = sm.params.spec["ignore_identical_ids"]
+    run, depth, identical = runs.read_run_prefixes(sm.input.run, k, relevant, queries=set(qrels),
+                                                   ignore_identical_ids=ignore)
+    if ignore:
         log.info("ignore_identical_ids: dropped %d retrieved documents whose id equals the query id", identical)
+    else:
+        identical = None
     result = metrics.evaluate(run, qrels, queries)
     c = result["counts"]
     if not c["judged_queries_scored"]:
@@ -37,7 +43,7 @@ def score_run(sm) -> None:
     names = metrics.metric_names()
     io.write_json(sm.output.metrics, {
         "benchmark": sm.wildcards.benchmark, "task": sm.wildcards.task, "model": sm.wildcards.model,
-        "run": str(sm.input.run), "run_depth": runs.run_depth(run),
+        "run": str(sm.input.run), "run_depth": depth,
         "metrics": {m: round(result["metrics"][m], 6) for m in names}, "counts": c,
     })
     io.write_text(sm.output.per_query, metrics.per_query_tsv(result["per_query"], names))
