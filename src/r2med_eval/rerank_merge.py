@@ -10,7 +10,11 @@ from .runs import ranked
 def check_depth(run: dict, k: int, name: str) -> str | None:
     """A note when ``k`` is deeper than the run (its longest ranking): then the whole run is re-scored, which
     is what the depth asks for on a shorter run."""
-    depth = max((len(d) for d in run.values()), default=0)
+    return depth_note(max((len(d) for d in run.values()), default=0), k, name)
+
+
+def depth_note(depth: int, k: int, name: str) -> str | None:
+    """:func:`check_depth` for a run whose depth (its longest ranking) is ``depth``."""
     if k > depth:
         return (f"rerank depth {k} is larger than the depth {depth} of run {name!r}: the whole run is re-scored "
                 f"(retrieve at least {k} documents with {name!r}, top_k, for a true top-{k} rerank).")

@@ -185,6 +185,51 @@ def columns_of(run: Run) -> RunColumns:
                       np.asarray(score, dtype=np.float64))
 
 
+def _query_lines(q, n_queries: int):
+    """(query index, its lines) for each query with lines: slices where the file holds each query's lines together
+    (a file written query by query, in any query order), else index arrays (the lines grouped by a stable sort)."""
+    import numpy as np
+
+    counts = np.bincount(q, minlength=n_queries)
+    starts = np.flatnonzero(np.r_[True, q[1:] != q[:-1]])
+    if len(starts) == np.count_nonzero(counts):
+        for i, lo, hi in zip(q[starts].tolist(), starts.tolist(), np.r_[starts[1:], len(q)].tolist()):
+            yield i, slice(lo, hi)
+        return
+    lines = np.argsort(q, kind="stable")
+    ends = np.cumsum(counts)
+    for i in np.flatnonzero(counts).tolist():
+        yield i, lines[ends[i] - counts[i]:ends[i]]
+
+
+def read_run_tops(path, k: int) -> tuple[Run, int]:
+    """Each query's top ``k`` in the run's own order (:func:`ranked`: the score rounded to 6 decimals descending,
+    then document id ascending), with the scores as read, and the run's depth (its most documents for one query):
+    what a truncating reranker reads of a run, without holding the whole run as dicts. Every query of the file is
+    in the result."""
+    import numpy as np
+
+    cols = read_run_columns(path)
+    if cols is None:
+        cols = columns_of(read_run(path))
+    qids, q, docs, d, score = cols
+    if not len(q):
+        return {}, 0
+    depth = int(np.bincount(q, minlength=len(qids)).max())
+    out: Run = {}
+    for i, at in _query_lines(q, len(qids)):
+        seg_d, seg_s = d[at], score[at]
+        if len(seg_s) > k:
+            # the candidates: every document whose rounded score can reach the k-th largest exact score's rounded
+            # value (rounding to 6 decimals moves a score by at most 5e-7 and an ulp); ranked() orders them exactly
+            t = -np.partition(-seg_s, k - 1)[k - 1]
+            near = np.flatnonzero(seg_s >= t - (1.5e-6 + 1e-9 * abs(t)))
+            seg_d, seg_s = seg_d[near], seg_s[near]
+        cand = dict(zip([docs[x] for x in seg_d.tolist()], seg_s.tolist()))
+        out[qids[i]] = {did: cand[did] for did, _ in ranked(cand)[:k]}
+    return out, depth
+
+
 def read_run_prefixes(path, depth: int, relevant: dict[str, set] | None = None, queries=None,
                       ignore_identical_ids: bool = False) -> tuple[Run, int, int]:
     """What trec_eval's cut measures read of a run, without holding the run as dicts: each query's top ``depth``
@@ -212,24 +257,13 @@ def read_run_prefixes(path, depth: int, relevant: dict[str, set] | None = None, 
     out: Run = {qid: {} for qid in qids if queries is None or qid in queries}
     if not len(q):
         return out, run_depth_, dropped
-    # each query's lines: contiguous in a file written query by query (in any query order), else grouped by a sort
-    starts = np.flatnonzero(np.r_[True, q[1:] != q[:-1]])
-    if len(starts) == len(qids):
-        segments = zip(q[starts].tolist(), starts.tolist(), np.r_[starts[1:], len(q)].tolist())
-        lines = None
-    else:
-        lines = np.argsort(q, kind="stable")
-        counts = np.bincount(q, minlength=len(qids))
-        ends = np.cumsum(counts)
-        segments = ((i, int(ends[i] - counts[i]), int(ends[i])) for i in range(len(qids)) if counts[i])
     d_rank = np.empty(len(docs), dtype=np.int64)
     d_rank[sorted(range(len(docs)), key=docs.__getitem__)] = np.arange(len(docs))  # code point order = strcmp's
     doc_index = {did: i for i, did in enumerate(docs)} if relevant else {}
-    for i, lo, hi in segments:
+    for i, at in _query_lines(q, len(qids)):
         qid = qids[i]
         if qid not in out:
             continue
-        at = slice(lo, hi) if lines is None else lines[lo:hi]
         seg_d, seg_s = d[at], score[at]
         order = np.lexsort((-d_rank[seg_d], -seg_s))  # score descending, then document id descending
         n = depth

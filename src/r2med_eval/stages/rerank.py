@@ -9,12 +9,17 @@ log = logging.getLogger("r2med_eval")
 
 
 def rerank_run(sm) -> None:
-    from .. import datasets, io, rerank, runs
+    from .. import datasets, io, rerank, rerank_merge, runs
 
     job = sm.params.spec
     spec = job["reranker_spec"]
-    run = runs.read_run(sm.input.run)
-    note = rerank.check_depth(run, int(job["depth"]), job["run"])
+    truncate = bool(spec["truncate"]) if "truncate" in spec else False  # a dense reranker has no truncate key
+    if truncate:  # only each query's top k is read, not the whole run (a full-depth CliniQ run is 20 M lines)
+        run, depth = runs.read_run_tops(sm.input.run, int(job["depth"]))
+    else:  # the documents below k stay in the reranked run
+        run = runs.read_run(sm.input.run)
+        depth = runs.run_depth(run)
+    note = rerank_merge.depth_note(depth, int(job["depth"]), job["run"])
     if note:
         log.warning("note: %s", note)
     if spec["type"] == "cross_encoder":
@@ -29,7 +34,6 @@ def rerank_run(sm) -> None:
         batch_size = max(1, int(job["depth"]))  # cached embeddings: one product per query
     queries = datasets.read_queries(sm.input.queries)
     corpus = datasets.read_corpus(sm.input.corpus)
-    truncate = bool(spec["truncate"]) if "truncate" in spec else False  # a dense reranker has no truncate key
     merged, raw, info = rerank.rerank_run(run, int(job["depth"]), scorer, queries, corpus, batch_size=batch_size,
                                           truncate=truncate)
     if truncate:

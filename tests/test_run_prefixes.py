@@ -1,7 +1,10 @@
-"""score_run keeps of a run only what its measures read (runs.read_run_prefixes, metrics.prefix_read): each query's
-top 100 in trec_eval's order and, for MRR, down to the first relevant document. Every value, count and the run's
-depth must be those of the whole run read as dicts (runs.read_run, the path the fidelity tests check against
-trec_eval), ties, unjudged queries, empty queries and BEIR's ignore_identical_ids included."""
+"""Rules that read only part of a run must see what they would see in the whole run read as dicts (runs.read_run).
+
+score_run keeps each query's top 100 in trec_eval's order and, for MRR, down to the first relevant document
+(runs.read_run_prefixes, metrics.prefix_read): every value, count and the run's depth are those of the whole run
+(the path the fidelity tests check against trec_eval), ties, unjudged queries, empty queries and BEIR's
+ignore_identical_ids included. A truncating reranker keeps each query's top k in the run's own order
+(runs.read_run_tops): the same documents, the same reranked run."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import random
 
 import pytest
 
-from r2med_eval import metrics, runs
+from r2med_eval import metrics, rerank, runs
 
 
 def _ids(rng: random.Random, n: int) -> list[str]:
@@ -146,3 +149,48 @@ def test_a_document_twice_is_named_by_file_and_line(tmp_path):
     with pytest.raises(Exception) as err:
         runs.read_run_prefixes(path, 100, None)
     assert "r.trec" in str(err.value) and "3" in str(err.value) and "twice" in str(err.value)
+
+
+def _rounding_case(tmp_path, seed: int, interleave: bool) -> tuple:
+    """Scores with more than 6 decimals, many on either side of a rounding boundary and many equal once rounded
+    (the run's order rounds them: runs.ranked), written exactly (repr)."""
+    rng = random.Random(seed)
+    lines = []
+    for qi in range(9):
+        q = f"q{qi}"
+        docs = _ids(rng, rng.choice([5, 30, 80]))
+        for d in docs:
+            grid = rng.randrange(6) * 1e-6 + 0.25
+            s = grid + rng.choice([0.0, 4.9e-7, 5e-7, 5.1e-7, -4.9e-7, -5e-7, 2e-7, 1e-9])
+            lines.append(f"{q} Q0 {d} 0 {s!r} t")
+    if interleave:
+        rng.shuffle(lines)
+    path = tmp_path / f"r{seed}.trec"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("seed,interleave", [(0, False), (1, True), (2, False)])
+@pytest.mark.parametrize("k", [1, 10, 40])
+def test_tops_are_the_runs_own_top_k(tmp_path, seed, interleave, k):
+    path = _rounding_case(tmp_path, seed, interleave)
+    whole = runs.read_run(path)
+    tops, depth = runs.read_run_tops(path, k)
+    assert depth == runs.run_depth(whole)
+    assert tops == {q: {d: whole[q][d] for d, _ in runs.ranked(docs)[:k]} for q, docs in whole.items()}
+    assert [list(tops[q]) for q in sorted(tops)] == [[d for d, _ in runs.ranked(whole[q])[:k]] for q in sorted(whole)]
+
+
+def test_a_truncating_rerank_of_the_tops_is_the_rerank_of_the_whole_run(tmp_path):
+    path = _rounding_case(tmp_path, 3, True)
+    whole = runs.read_run(path)
+    tops, _ = runs.read_run_tops(path, 10)
+    queries = {q: f"query {q}" for q in whole}
+    corpus = {d: {"title": "", "text": f"text of {d}"} for docs in whole.values() for d in docs}
+
+    def scorer(pairs, qid, ids):  # deterministic, with ties
+        return [float(sum(map(ord, qid + d)) % 5) for d in ids]
+
+    a = rerank.rerank_run(whole, 10, scorer, queries, corpus, batch_size=4, truncate=True)
+    b = rerank.rerank_run(tops, 10, scorer, queries, corpus, batch_size=4, truncate=True)
+    assert a[:2] == b[:2] and a[2]["pairs"] == b[2]["pairs"]
