@@ -194,3 +194,36 @@ def test_a_truncating_rerank_of_the_tops_is_the_rerank_of_the_whole_run(tmp_path
     a = rerank.rerank_run(whole, 10, scorer, queries, corpus, batch_size=4, truncate=True)
     b = rerank.rerank_run(tops, 10, scorer, queries, corpus, batch_size=4, truncate=True)
     assert a[:2] == b[:2] and a[2]["pairs"] == b[2]["pairs"]
+
+
+@pytest.mark.parametrize("orders", [
+    {"a": "evalpy", "b": "corpus", "c": "corpus"},
+    {"a": "corpus", "b": "corpus", "c": "corpus"},
+    {"a": "doc_id", "b": "doc_id", "c": "doc_id"},
+    {"a": "evalpy", "b": "doc_id", "c": "corpus"},
+])
+def test_cliniq_pool_from_each_runs_top_is_the_pool_of_the_whole_runs(tmp_path, orders):
+    """report_cliniq pools one run at a time from its top chunks (stages.report._cliniq_pool): the same pool as
+    cliniq.pool over every run read whole, ties in each run's order, a chunk outside the corpus included."""
+    from r2med_eval import cliniq
+    from r2med_eval.stages.report import _cliniq_pool
+
+    rng = random.Random(7)
+    ids = [f"{n}_{i}" for n in (3, 12, 40) for i in range(9)]  # corpus order is not id order
+    files, whole = {}, {}
+    for name in orders:
+        lines = []
+        for q in ("q1", "q2", "q3"):
+            docs = rng.sample(ids, 20) + (["99_0"] if name == "b" and q == "q2" else [])
+            docs.sort(key=lambda _: rng.random())  # ties stay in this (the file's) order
+            lines += [f"{q} Q0 {d} {r} {rng.choice([0.5, 0.25, 0.125]):.6f} {name}" for r, d in enumerate(docs, 1)]
+        files[name] = tmp_path / f"{name}.trec"
+        files[name].write_text("\n".join(lines) + "\n", encoding="utf-8")
+        whole[name] = runs.read_run(files[name])
+    judged = {"q1": set(ids[:5]), "q2": set(ids[10:14])}
+    position = {c: i for i, c in enumerate(ids)} if "corpus" in orders.values() else None
+    for depth in (1, 4, 10):
+        want = cliniq.pool(whole, judged, depth, queries=["q1", "q2", "q3"], position=position,
+                           in_order={m for m, o in orders.items() if o == "evalpy"})
+        assert _cliniq_pool(files, orders, ids, judged, depth, ["q1", "q2", "q3"]) == want
+        assert want
