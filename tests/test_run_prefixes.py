@@ -227,3 +227,26 @@ def test_cliniq_pool_from_each_runs_top_is_the_pool_of_the_whole_runs(tmp_path, 
                            in_order={m for m, o in orders.items() if o == "evalpy"})
         assert _cliniq_pool(files, orders, ids, judged, depth, ["q1", "q2", "q3"]) == want
         assert want
+
+
+@pytest.mark.parametrize("method,options", [("rrf", {"k": 60}), ("rrf", {"k": 1, "depth": 5}),
+                                            ("minmax", {"weights": [0.7, 0.3, 1.0]}), ("zscore", {"depth": 20})])
+def test_fusion_query_by_query_writes_the_fusion_of_the_whole_runs(tmp_path, method, options):
+    """fuse_runs fuses one query at a time from runs held as columns (runs.QueryDocs, runs.write_run_stream): the
+    bytes of fusion.fuse over the runs read whole, then runs.write_run. Queries missing from some runs, lines of
+    the queries mixed in one file, ties."""
+    from types import SimpleNamespace
+
+    from r2med_eval import fusion
+    from r2med_eval.stages.fuse import fuse_runs
+
+    paths = [_case(20, tmp_path, interleave=True)[0], _rounding_case(tmp_path, 21, False), _case(22, tmp_path)[0]]
+    want = tmp_path / "want.trec"
+    runs.write_run(fusion.fuse([runs.read_run(p) for p in paths], method, **options), want, tag="f", decimals=8)
+    sm = SimpleNamespace(input=SimpleNamespace(runs=[str(p) for p in paths]),
+                         output=SimpleNamespace(run=str(tmp_path / "got.trec"), info=str(tmp_path / "got.json")),
+                         params=SimpleNamespace(spec={"method": method, "runs": ["a", "b", "c"], **options}),
+                         wildcards=SimpleNamespace(model="f"))
+    fuse_runs(sm)
+    assert (tmp_path / "got.trec").read_bytes() == want.read_bytes()
+    assert len(want.read_text().splitlines()) > 100

@@ -41,18 +41,23 @@ def write_run(run: Run, target, tag: str, decimals: int = 6, query_order=None, k
     """Write ``run`` atomically; queries in ``query_order`` (default: sorted ids). ``keep_order``: each query's
     documents in the order of its dict (a ranking made elsewhere, e.g. CliniQ's eval.py order), whose rounded
     scores must not increase; otherwise score descending, ties by document id."""
+    order = list(query_order) if query_order is not None else sorted(run)
+    return write_run_stream(((qid, run.get(qid, {})) for qid in order), target, tag, decimals, keep_order)
+
+
+def write_run_stream(queries, target, tag: str, decimals: int = 6, keep_order: bool = False) -> int:
+    """:func:`write_run` of ``(qid, docs)`` pairs made one at a time, in the order given: a run that is never
+    held whole (a fusion of full-depth runs)."""
     if any(ch.isspace() for ch in tag) or not tag:
         raise InputError(f"run tag {tag!r} is empty or holds white space.", fix="use a model name without spaces.")
     lines = 0
-    order = list(query_order) if query_order is not None else sorted(run)
     with atomic_path(target) as tmp:
         with open(tmp, "w", encoding="utf-8") as handle:
-            for qid in order:
-                docs = run.get(qid, {})
+            for qid, docs in queries:
                 items = _kept(qid, docs, decimals) if keep_order else ranked(docs, decimals)
-                for rank, (did, score) in enumerate(items, start=1):
-                    handle.write(f"{qid} Q0 {did} {rank} {score:.{decimals}f} {tag}\n")
-                    lines += 1
+                handle.write("".join(f"{qid} Q0 {did} {rank} {score:.{decimals}f} {tag}\n"
+                                     for rank, (did, score) in enumerate(items, start=1)))
+                lines += len(items)
     return lines
 
 
@@ -200,6 +205,29 @@ def _query_lines(q, n_queries: int):
     ends = np.cumsum(counts)
     for i in np.flatnonzero(counts).tolist():
         yield i, lines[ends[i] - counts[i]:ends[i]]
+
+
+class QueryDocs:
+    """A run file held as columns (:func:`read_run_columns`), each query's documents read out as a dict on demand,
+    in the file's order: what :func:`read_run` gives for that query, without the dicts of every query at once."""
+
+    def __init__(self, path):
+        cols = read_run_columns(path)
+        self._cols = cols if cols is not None else columns_of(read_run(path))
+        self._at = {self._cols.qids[i]: at for i, at in _query_lines(self._cols.q, len(self._cols.qids))}
+
+    def qids(self) -> list[str]:
+        return list(self._at)
+
+    def __contains__(self, qid: str) -> bool:
+        return qid in self._at
+
+    def docs(self, qid: str) -> dict[str, float]:
+        at = self._at.get(qid)
+        if at is None:
+            return {}
+        c = self._cols
+        return dict(zip([c.docs[x] for x in c.d[at].tolist()], c.score[at].tolist()))
 
 
 def read_run_tops(path, k: int) -> tuple[Run, int]:

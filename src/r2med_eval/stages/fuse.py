@@ -11,9 +11,17 @@ def fuse_runs(sm) -> None:
     from .. import fusion, io, runs
 
     job = sm.params.spec
-    inputs = [runs.read_run(p) for p in sm.input.runs]
-    fused = fusion.fuse(inputs, job["method"], **{n: job[n] for n in ("k", "weights", "depth") if n in job})
-    runs.write_run(fused, sm.output.run, tag=sm.wildcards.model, decimals=8)
+    options = {n: job[n] for n in ("k", "weights", "depth") if n in job}
+    # query by query: each query's fusion reads only that query's documents of each run (fusion.fuse is per query),
+    # so no run is held as dicts whole (three full-depth CliniQ runs are 62 M lines)
+    inputs = [runs.QueryDocs(p) for p in sm.input.runs]
+    qids = sorted({q for run in inputs for q in run.qids()})
+
+    def fused():
+        for q in qids:
+            yield q, fusion.fuse([{q: run.docs(q)} if q in run else {} for run in inputs], job["method"], **options)[q]
+
+    runs.write_run_stream(fused(), sm.output.run, tag=sm.wildcards.model, decimals=8)
     io.write_json(sm.output.info, {"kind": "fusion", "method": job["method"], "inputs": job["runs"],
                                    **{k: v for k, v in job.items() if k in ("k", "weights", "depth")}})
-    log.info("fused %s with %s into %d queries", ", ".join(job["runs"]), job["method"], len(fused))
+    log.info("fused %s with %s into %d queries", ", ".join(job["runs"]), job["method"], len(qids))
