@@ -156,7 +156,8 @@ def bm25_paper_search_mem_mb(model_mb: float, attempt: int = 1) -> int:
 
 # Rules that run on the submitting host (``localrule: True``), never as their own SLURM job: scoring,
 # fusion, the reports and the CliniQ symlink read small files and take seconds, far less than a job's
-# wait in the queue. The downloads are local too (they need the network). tests/test_workflow_resources.py
+# wait in the queue. The largest inputs are CliniQ's full-depth runs (20.6 M lines, 1 GB): read as columns,
+# one query or one run at a time, they take up to about 2 min and 2 GB (a fusion of three; docs/scale.md). The downloads are local too (they need the network). tests/test_workflow_resources.py
 # checks the rules files against these tuples.
 LOCAL_LIGHT_RULES = ("score_run", "score_cliniq", "collect_metrics", "fuse_runs", "significance", "leaderboard", "leaderboard_benchmark",
                      "plot_palette", "plot_leaderboard", "plot_rerank_depth", "plot_scatter", "plot_cliniq", "provenance",
