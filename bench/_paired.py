@@ -19,9 +19,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def anchor_src(commit: str, dest: Path) -> Path:
-    """``src/`` of ``commit`` extracted under ``dest``; returns the folder to put on PYTHONPATH."""
-    data = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", commit, "src"], check=True,
+def anchor_src(commit: str, dest: Path, paths=("src",)) -> Path:
+    """``src/`` of ``commit`` extracted under ``dest`` (with the other top-level ``paths`` asked for: ``schemas``
+    for the control layer, ``()`` for the whole tree); returns the folder to put on PYTHONPATH."""
+    data = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", commit, *paths], check=True,
                           stdout=subprocess.PIPE).stdout
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:

@@ -10,7 +10,8 @@ Four rules read such runs:
 * ``report_cliniq``: the tables and the pool of unjudged chunks over the benchmark's runs; the first
   ``--report-runs`` of them (the earlier code reads every run whole at once: all of them do not fit in memory).
 
-Each side runs the rule's own stage function in a fresh process (``PYTHONPATH`` the side's ``src/``), with the
+Each side runs the rule's own stage function in a fresh process (``PYTHONPATH`` the side's ``src/``; the anchor's
+whole tree is extracted with ``git archive``, its schema and data files included), with the
 rule's inputs and params from that side's control layer (``Workflow``) and the working directory's configuration
 (``--configfile``, the files the run was made with), writing its outputs to a temporary folder. Every repeat's
 outputs must be byte-identical between the two sides (exit 1 if not). Prints, per rule, each side's median wall and
@@ -94,7 +95,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workdir", required=True, help="the full matrix's working directory")
     ap.add_argument("--configfile", nargs="+", required=True, help="the configuration files of that run, in order")
-    ap.add_argument("--anchor", required=True, help="the earlier commit to compare with")
+    ap.add_argument("--anchor", help="the earlier commit to compare with (required)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rules", default=",".join(RULES))
     ap.add_argument("--run", default="e5-mistral-7b-instruct", help="score_run's run")
@@ -109,6 +110,8 @@ def main() -> int:
     if args.rule:
         child(args)
         return 0
+    if not args.anchor:
+        ap.error("--anchor is required")
 
     sys.path.insert(0, str(HERE))
     from _paired import REPO, anchor_src, env_with, median, summary, timed
@@ -118,7 +121,7 @@ def main() -> int:
     figures, same = {}, True
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        sides = {f"@{args.anchor}": anchor_src(args.anchor, tmp / "anchor"), "this checkout": REPO / "src"}
+        sides = {f"@{args.anchor}": anchor_src(args.anchor, tmp / "anchor", paths=()), "this checkout": REPO / "src"}
         for rule in args.rules.split(","):
             walls = {s: [] for s in sides}
             rss = {s: [] for s in sides}

@@ -94,8 +94,9 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for the screenshots")
     parser.add_argument("--width", type=int, default=1400, help="window width in pixels (default 1400)")
     parser.add_argument("--height", type=int, default=2400, help="tile height in pixels (default 2400)")
-    parser.add_argument("--max-height", type=int, default=60000,
-                        help="height of the whole-page screenshot (default 60000; the page must fit)")
+    parser.add_argument("--max-height", type=int, default=150000,
+                        help="height of the whole-page screenshot (default 150000; a page that reaches it is cut "
+                             "there, and the output says so)")
     parser.add_argument("--repeats", type=int, default=3, help="load-time repeats (default 3)")
     parser.add_argument("--latex", action="store_true",
                         help="also compile results/tables/*.tex on a page with 1-inch margins (pdflatex)")
@@ -120,6 +121,10 @@ def main(argv=None) -> int:
         shoot(page.as_uri(), tall, args.width, args.max_height, tmp / "profile")
         out["screenshots"] = tiles(tall, args.out, args.height)
         out["page_height_px"] = out["screenshots"].pop()
+        out["cut_at_max_height"] = out["page_height_px"] >= args.max_height
+        if out["cut_at_max_height"]:
+            print(f"the page reaches --max-height {args.max_height} px: the screenshots stop there; give a larger one",
+                  file=sys.stderr)
     if args.latex:
         out["latex"] = latex(sorted((args.results / "tables").glob("*.tex")), args.out / "latex")
     print(json.dumps(out, indent=1))

@@ -13,6 +13,8 @@ caption { caption-side: top; text-align: left; font-weight: 600; padding-bottom:
 th, td { border: 1px solid #ccc; padding: .3em .7em; }
 th { background: #f0f0f0; }
 th.model { text-align: left; }
+tbody td:first-child, tbody th:first-child { white-space: nowrap; position: sticky; left: 0; background: #fff; }
+thead th:first-child { position: sticky; left: 0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.best { font-weight: 700; background: #e8f4e8; }
 td.missing { color: #999; }
