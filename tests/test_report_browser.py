@@ -275,3 +275,43 @@ def test_index_page_in_headless_chromium(tmp_path, monkeypatch):
         inks = crop.getcolors(maxcolors=1 << 20)
         assert inks is not None and len(inks) > 20  # painted, not an empty box
         assert {c for _, c in inks} & {tuple(int(cliniq_styles["bm25"].colour[k:k + 2], 16) for k in (1, 3, 5))}
+
+
+ROW_HEIGHTS = """<script>
+window.addEventListener("load", () => {
+  const table = document.querySelector("table");
+  const first = [...table.querySelectorAll("tbody tr")].map(tr => tr.cells[0].getBoundingClientRect().height);
+  const pre = document.createElement("pre");
+  pre.id = "layout";
+  pre.textContent = JSON.stringify({first: first, table: table.scrollWidth, box: table.clientWidth,
+                                    width: document.documentElement.scrollWidth});
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def test_a_wide_leaderboard_keeps_each_run_on_one_line(tmp_path):
+    """The full matrix's leaderboard (issue 28): eight tasks, CliniQ and the average, run names of up to 43
+    characters. In a 1000 px window each run's name stays on one line (its cell one line high), and the table
+    scrolls inside its box instead of widening the page."""
+    import json
+
+    from r2med_eval import htmlreport
+
+    binary = chromium()
+    names = ["bm25", "bge-large-en-v1.5--medcpt-cross-encoder@100", "bm25-paper+hyde-huatuo-o1-70b",
+             "nv-embed-v2--bge-reranker-v2-m3@10", "rrf-bm25paper-nv"]
+    header = ["model", "cliniq/cliniq"] + [f"r2med/{t}" for t in (
+        "Bioinformatics", "Biology", "IIYi-Clinical", "MedQA-Diag", "MedXpertQA-Exam", "Medical-Sciences",
+        "PMC-Clinical", "PMC-Treatment")] + ["r2med/avg"]
+    rows = [[n] + [0.1 * i + 0.01 * j for j in range(len(header) - 1)] for i, n in enumerate(names)]
+    body = htmlreport.table(header, rows, table_id="t", caption="Leaderboard", best={}, marks={(names[1], 3): "*†"})
+    page = tmp_path / "wide.html"
+    page.write_text(htmlreport.page("wide", [body]).replace("</body>", ROW_HEIGHTS + "</body>"), encoding="utf-8")
+    window = ["--window-size=1000,2000", "--hide-scrollbars", "--virtual-time-budget=5000"]
+    dom = run_chromium(binary, tmp_path, "--dump-dom", *window, page.as_uri())
+    layout = json.loads(dom.split('<pre id="layout">')[1].split("</pre>")[0].replace("&quot;", '"'))
+    # no name wraps: every row one line high (a superscript mark adds a little; a second line would double it)
+    assert max(layout["first"]) < 1.5 * min(layout["first"]), layout["first"]
+    assert layout["table"] > layout["box"]  # wider than its box: it scrolls
+    assert layout["width"] <= 1000  # the page itself does not widen
