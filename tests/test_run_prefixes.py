@@ -136,6 +136,9 @@ def test_columns_hold_what_read_run_reads(tmp_path):
     ("q1 Q0 a 1 0.5 t\n# x Q0 b 2 0.4\nq1 Q0 b 2 0.4 t\n", "a comment line of 6 words"),
     ("q1 Q0 a 1 0.5 t\nq1 Q0 a 2 0.4 t\n", "a document twice for a query"),
     ("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 1_0 t\n", "a score only Python reads"),
+    ("q1 Q0 a 1 0.5 t\tx\nq1 Q0 b 2 0.4 t\n", "a tab inside the tag: a seventh column for trec_eval"),
+    ("q1 Q0 a 1 0.5 t\r\nq1 Q0 b 2 0.4 t\r\n", "carriage returns"),
+    ("q1 Q0 a\x00 1 0.5 t\n", "a NUL byte"),
 ])
 def test_columns_decline_what_read_run_must_judge(tmp_path, text, why):
     path = tmp_path / "r.trec"
@@ -250,3 +253,15 @@ def test_fusion_query_by_query_writes_the_fusion_of_the_whole_runs(tmp_path, met
     fuse_runs(sm)
     assert (tmp_path / "got.trec").read_bytes() == want.read_bytes()
     assert len(want.read_text().splitlines()) > 100
+
+
+def test_a_line_trec_eval_splits_differently_is_named_as_read_run_names_it(tmp_path):
+    path = tmp_path / "r.trec"
+    path.write_text("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 0.4 t\tx\n", encoding="utf-8")
+    with pytest.raises(Exception) as whole:
+        runs.read_run(path)
+    for reader in (lambda: runs.read_run_prefixes(path, 10), lambda: runs.read_run_tops(path, 10),
+                   lambda: runs.QueryDocs(path)):
+        with pytest.raises(Exception) as part:
+            reader()
+        assert str(part.value) == str(whole.value) and "line 2" in str(part.value)
