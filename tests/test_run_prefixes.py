@@ -206,10 +206,9 @@ def test_a_truncating_rerank_of_the_tops_is_the_rerank_of_the_whole_run(tmp_path
     {"a": "evalpy", "b": "doc_id", "c": "corpus"},
 ])
 def test_cliniq_pool_from_each_runs_top_is_the_pool_of_the_whole_runs(tmp_path, orders):
-    """report_cliniq pools one run at a time from its top chunks (stages.report._cliniq_pool): the same pool as
+    """report_cliniq pools one run at a time from its top chunks (cliniq.pool_files): the same pool as
     cliniq.pool over every run read whole, ties in each run's order, a chunk outside the corpus included."""
     from r2med_eval import cliniq
-    from r2med_eval.stages.report import _cliniq_pool
 
     rng = random.Random(7)
     ids = [f"{n}_{i}" for n in (3, 12, 40) for i in range(9)]  # corpus order is not id order
@@ -228,7 +227,7 @@ def test_cliniq_pool_from_each_runs_top_is_the_pool_of_the_whole_runs(tmp_path, 
     for depth in (1, 4, 10):
         want = cliniq.pool(whole, judged, depth, queries=["q1", "q2", "q3"], position=position,
                            in_order={m for m, o in orders.items() if o == "evalpy"})
-        assert _cliniq_pool(files, orders, ids, judged, depth, ["q1", "q2", "q3"]) == want
+        assert cliniq.pool_files(files, orders, ids, judged, depth, ["q1", "q2", "q3"]) == want
         assert want
 
 

@@ -325,6 +325,24 @@ def pool(runs: dict[str, dict], judged: dict[str, set], depth: int, queries=None
 
 # ------------------------------------------------------------------ vectorised scoring of large runs
 
+def pool_files(run_files: dict[str, str], orders: dict[str, str], ids: list[str], judged, depth: int, queries):
+    """``cliniq.pool`` of the runs in ``run_files`` (name -> TREC file) with their tie orders, reading one run at a
+    time as arrays and keeping its top ``depth`` chunks per query: a full-depth CliniQ run is 20 M lines, and dicts
+    of all the runs at once do not fit in memory. Equal to ``cliniq.pool`` of the runs read whole."""
+    position = {c: i for i, c in enumerate(ids)} if "corpus" in orders.values() else None
+    in_order = {m for m, o in orders.items() if o == "evalpy"}
+    tops = {}
+    for m, path in run_files.items():
+        # ranked as cliniq.pool ranks it (ranking_of with this position and in_order); scores -1, -2, ... keep that
+        ranked = read_ranked_run(path, ids, "evalpy" if m in in_order else
+                                 "corpus" if position is not None else "doc_id")
+        tops[m] = {q: {ranked.vocab[i]: -float(r) for r, i in enumerate(ranked.ranking(q)[:depth].tolist(), 1)}
+                   for q in ranked.qids}
+        del ranked
+    return pool(tops, judged, depth, queries=queries, position=position, in_order=in_order)
+
+
+
 class RankedRun:
     """A run as arrays: per query, its documents in ranking order (score descending, ties in the file's order,
     in corpus order or by id, as :func:`ranking_of`), as indices into ``vocab``. ``chunk_ids`` come first in ``vocab``, then documents

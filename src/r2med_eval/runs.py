@@ -203,6 +203,13 @@ def columns_of(run: Run) -> RunColumns:
                       np.asarray(score, dtype=np.float64))
 
 
+def _columns(path) -> RunColumns:
+    """:func:`read_run_columns`, or :func:`read_run` as columns for a file it declines (which read_run reads, or
+    refuses naming the line)."""
+    cols = read_run_columns(path)
+    return cols if cols is not None else columns_of(read_run(path))
+
+
 def _query_lines(q, n_queries: int):
     """(query index, its lines) for each query with lines: slices where the file holds each query's lines together
     (a file written query by query, in any query order), else index arrays (the lines grouped by a stable sort)."""
@@ -225,8 +232,7 @@ class QueryDocs:
     in the file's order: what :func:`read_run` gives for that query, without the dicts of every query at once."""
 
     def __init__(self, path):
-        cols = read_run_columns(path)
-        self._cols = cols if cols is not None else columns_of(read_run(path))
+        self._cols = _columns(path)
         self._at = {self._cols.qids[i]: at for i, at in _query_lines(self._cols.q, len(self._cols.qids))}
 
     def qids(self) -> list[str]:
@@ -250,9 +256,7 @@ def read_run_tops(path, k: int) -> tuple[Run, int]:
     in the result."""
     import numpy as np
 
-    cols = read_run_columns(path)
-    if cols is None:
-        cols = columns_of(read_run(path))
+    cols = _columns(path)
     qids, q, docs, d, score = cols
     if not len(q):
         return {}, 0
@@ -281,9 +285,7 @@ def read_run_prefixes(path, depth: int, relevant: dict[str, set] | None = None, 
     for one query, how many were dropped). A query whose every document was dropped stays, with none."""
     import numpy as np
 
-    cols = read_run_columns(path)
-    if cols is None:
-        cols = columns_of(read_run(path))
+    cols = _columns(path)
     qids, q, docs, d, score = cols
     dropped = 0
     if ignore_identical_ids and len(q):

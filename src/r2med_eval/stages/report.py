@@ -212,25 +212,6 @@ def r2med_vs_paper(sm) -> None:
         log.info("not compared: %s", reason)
 
 
-def _cliniq_pool(run_files: dict[str, str], orders: dict[str, str], ids: list[str], judged, depth: int, queries):
-    """``cliniq.pool`` of the runs in ``run_files`` (name -> TREC file) with their tie orders, reading one run at a
-    time as arrays and keeping its top ``depth`` chunks per query: a full-depth CliniQ run is 20 M lines, and dicts
-    of all the runs at once do not fit in memory. Equal to ``cliniq.pool`` of the runs read whole."""
-    from .. import cliniq
-
-    position = {c: i for i, c in enumerate(ids)} if "corpus" in orders.values() else None
-    in_order = {m for m, o in orders.items() if o == "evalpy"}
-    tops = {}
-    for m, path in run_files.items():
-        # ranked as cliniq.pool ranks it (ranking_of with this position and in_order); scores -1, -2, ... keep that
-        ranked = cliniq.read_ranked_run(path, ids, "evalpy" if m in in_order else
-                                        "corpus" if position is not None else "doc_id")
-        tops[m] = {q: {ranked.vocab[i]: -float(r) for r, i in enumerate(ranked.ranking(q)[:depth].tolist(), 1)}
-                   for q in ranked.qids}
-        del ranked
-    return cliniq.pool(tops, judged, depth, queries=queries, position=position, in_order=in_order)
-
-
 def report_cliniq(sm) -> None:
     from .. import cliniq
     from ..cliniq_files import (completeness_markdown, judged_chunks, nan_back, read_cliniq_qrels, read_query_types,
@@ -255,8 +236,8 @@ def report_cliniq(sm) -> None:
     judged = judged_chunks(rows, irrelevant)
     qtypes = read_query_types(sm.input.query_types)
     orders = spec["tie_orders"]  # the runs' tie orders: evalpy and corpus, or all corpus, or all doc_id
-    pooled = _cliniq_pool(dict(zip(models, sm.input.runs)), orders, read_lines(sm.input.ids), judged, spec["depth"],
-                          qtypes)
+    pooled = cliniq.pool_files(dict(zip(models, sm.input.runs)), orders, read_lines(sm.input.ids), judged,
+                               spec["depth"], qtypes)
     lines = ["query_id\tchunk_id\tquery_type\tbest_rank\tn_systems\tsystems"]
     lines += [f"{p['query_id']}\t{p['chunk_id']}\t{qtypes[p['query_id']]}\t{p['best_rank']}\t{len(p['systems'])}\t"
               f"{','.join(p['systems'])}" for p in pooled]

@@ -15,7 +15,7 @@ def score_run(sm) -> None:
     qrels = datasets.read_qrels(sm.input.qrels)
     queries = datasets.read_queries(sm.input.queries)
     # the measures read each query's top 100 and, for MRR, down to its first relevant document: only that is kept
-    # (a full-depth CliniQ run is 20 M lines), the values are those of the whole run (tests/test_score_prefix.py)
+    # (a full-depth CliniQ run is 20 M lines), the values are those of the whole run (tests/test_run_prefixes.py)
     k, rel = metrics.prefix_read(metrics.pipeline_measures())
     relevant = {q: {d for d, g in docs.items() if g >= rel} for q, docs in qrels.items()} if rel is not None else None
     ignore = sm.params.spec["ignore_identical_ids"]
