@@ -187,8 +187,13 @@ def test_plain_hf_folder_warns_naming_the_pooling(tmp_path, caplog):
 
 def test_offline_download_says_what_to_do(tmp_path, monkeypatch):
     """Issue 14.5: a model download inside an offline job gave a 111-line OSError."""
+    import huggingface_hub.constants
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    # huggingface_hub reads HF_HUB_OFFLINE when it is imported: where an earlier test imported it, the variable
+    # alone leaves it online, and the load retried the unreachable Hub for about a minute before failing
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     spec = {**MINILM, "source": {"hf": "no-such-org/no-such-model-r2med", "revision": "main"}}
     with pytest.raises(InputError, match=r"cannot download no-such-org/no-such-model-r2med .*Fix: download the "
                                          r"weights where the network is reachable.*hf download") as err:
