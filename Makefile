@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 CORES ?= 8
+# test files run on this many workers (pytest-xdist, one file per worker at a time: a file's module fixtures run once)
+TEST_WORKERS ?= 2
 BIN := $(VENV)/bin
 
 .PHONY: all setup run test lint readme clean
@@ -21,7 +23,7 @@ run: setup
 	$(BIN)/snakemake --cores $(CORES) --rerun-incomplete all
 
 test: setup
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile tests
 
 lint: setup
 	$(BIN)/snakemake --lint
