@@ -244,7 +244,10 @@ def test_readme_is_short_and_keeps_the_two_commands():
     # --rerun-incomplete: a run after a killed Snakemake recomputes the killed jobs' outputs (docs/cluster.md)
     assert re.search(r"^run: setup\n\t\$\(BIN\)/snakemake --cores \$\(CORES\) --rerun-incomplete all$", makefile,
                      flags=re.M)
-    assert re.search(r"^test: setup\n\t\$\(BIN\)/python -m pytest tests$", makefile, flags=re.M)
+    # the whole suite (no marker deselected), its files on TEST_WORKERS workers (pytest-xdist, whole files)
+    assert re.search(r"^test: setup\n\t\$\(BIN\)/python -m pytest -n \$\(TEST_WORKERS\) --dist loadfile tests$",
+                     makefile, flags=re.M)
+    assert re.search(r"^TEST_WORKERS \?= \d+$", makefile, flags=re.M)
     assert makefile_targets()[0] == "all" and re.search(r"^all: run$", makefile, flags=re.M)
     assert "make test" in (REPO / ".ci" / "run").read_text().splitlines()[-1]
 
