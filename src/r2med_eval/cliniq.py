@@ -342,7 +342,6 @@ def pool_files(run_files: dict[str, str], orders: dict[str, str], ids: list[str]
     return pool(tops, judged, depth, queries=queries, position=position, in_order=in_order)
 
 
-
 class RankedRun:
     """A run as arrays: per query, its documents in ranking order (score descending, ties in the file's order,
     in corpus order or by id, as :func:`ranking_of`), as indices into ``vocab``. ``chunk_ids`` come first in ``vocab``, then documents
