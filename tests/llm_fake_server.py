@@ -20,6 +20,8 @@ class FakeLLM:
         self.mode = "ok"
         self.status = 500
         self.fail_first = 0       # answer this many requests with `status` first, then as mode says
+        self.short_first = 0      # then cut this many answers short: half the body of its Content-Length, then close
+        self.served_model = None  # the model name the answers report (None: the one asked)
         self.long_chars = 100_000
         self.huge_bytes = 60_000_000
         self.interval = 0.2
@@ -34,6 +36,7 @@ class FakeLLM:
         self.malformed_always = lambda query, chunk: False
         self.sent = 0             # bytes of the body sent in mode huge or trickle
         self.requests: list[dict] = []
+        self.gets: list[str] = []  # the paths of GET requests (e.g. a readiness probe of /v1/models)
         self.headers: list[dict] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -42,6 +45,11 @@ class FakeLLM:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
+
+            def do_GET(self):
+                with fake._lock:
+                    fake.gets.append(self.path)
+                self._send(404, b'{"error": {"message": "not here"}}')
 
             def do_POST(self):
                 if fake.mode == "trickle-head":
@@ -52,6 +60,8 @@ class FakeLLM:
                     fake.headers.append(dict(self.headers))
                     failing = fake.fail_first > 0
                     fake.fail_first -= 1 if failing else 0
+                    short = not failing and fake.short_first > 0
+                    fake.short_first -= 1 if short else 0
                 if failing or fake.mode == "status":
                     return self._send(fake.status, json.dumps({"error": {"message": "boom"}}).encode())
                 if fake.mode == "malformed":
@@ -99,11 +109,21 @@ class FakeLLM:
                             {"token": "no", "logprob": -1.5, "bytes": [110, 111]}][:max(1, body.get("top_logprobs", 0))]
                     choice["logprobs"] = {"content": [{"token": "yes", "logprob": -0.25, "bytes": [121, 101, 115],
                                                        "top_logprobs": alts if body.get("top_logprobs") else []}]}
-                out = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
+                out = {"id": "c1", "object": "chat.completion", "created": 0,
+                       "model": fake.served_model or body["model"],
                        "choices": [choice],
                        "usage": {"prompt_tokens": len(user.split()), "completion_tokens": 2,
                                  "total_tokens": len(user.split()) + 2}}
-                self._send(200, json.dumps(out).encode())
+                data = json.dumps(out).encode()
+                if short:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data[:len(data) // 2])
+                    self.close_connection = True
+                    return None
+                self._send(200, data)
 
             def _send(self, code, data):
                 self.send_response(code)
@@ -205,24 +225,36 @@ def rule_label(query: str, chunk: str) -> str:
 if __name__ == "__main__":  # a stand-in for `vllm serve MODEL --host H --port P --served-model-name M ...`
     import argparse
     import os
+    import sys
 
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
     ap.add_argument("--host")
     ap.add_argument("--port", type=int)
     ap.add_argument("--served-model-name")
+    # how the stand-in misbehaves (tests of the started server's checks): ignore the key, list no model, exit
+    ap.add_argument("--fake-ignore-key", action="store_true")
+    ap.add_argument("--fake-list-nothing", action="store_true")
+    ap.add_argument("--fake-exit", type=int)
     args, _ = ap.parse_known_args()
+    if args.fake_exit is not None:
+        print("fake vllm failing to start", flush=True)
+        sys.exit(args.fake_exit)
     key = os.environ["VLLM_API_KEY"]
     base = FakeLLM().server
     base.server_close()
+    served = [] if args.fake_list_nothing else [{"id": args.served_model_name, "object": "model"}]
 
     class Checked(base.RequestHandlerClass):
+        def _keyed(self):
+            return args.fake_ignore_key or self.headers.get("Authorization") == f"Bearer {key}"
+
         def do_GET(self):
-            ok = self.headers.get("Authorization") == f"Bearer {key}"
-            self._send(200 if ok else 401, b'{"object": "list", "data": []}')
+            ok = self._keyed()
+            self._send(200 if ok else 401, json.dumps({"object": "list", "data": served if ok else []}).encode())
 
         def do_POST(self):
-            if self.headers.get("Authorization") != f"Bearer {key}":
+            if not self._keyed():
                 return self._send(401, b'{"error": {"message": "key"}}')
             return super().do_POST()
 

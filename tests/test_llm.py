@@ -241,7 +241,7 @@ def test_usage_counts_and_adds(server, tmp_path):
     assert (second.requested, second.cached, second.prompt_tokens) == (1, 1, 5)
     total = first + second
     assert total.as_dict() == {"requested": 3, "cached": 1, "prompt_tokens": 9, "completion_tokens": 8,
-                               "cost": round((9 * 2.0 + 8 * 10.0) / 1e6, 6)}
+                               "cost": round((9 * 2.0 + 8 * 10.0) / 1e6, 6), "served_models": {"tiny": 4}}
 
 
 def test_private_cache_is_owner_only(server, tmp_path):

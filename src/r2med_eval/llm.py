@@ -13,15 +13,18 @@ and returns an ``Answer`` per id and the ``Usage`` of the batch (requests sent, 
 * **Server policy.** When the requests carry MIMIC-derived text (``ServerPolicy``), the server's address, read
   from the environment at job time, must be a loopback address or a host the user declared in ``phi_servers``;
   the check runs before any connection is attempted (``check_server``). Names are not resolved: ``localhost`` is
-  the only name taken as loopback. Such requests go straight to the named host (proxy variables are ignored) and
-  redirects are never followed.
+  the only name taken as loopback. The host checked is the host connected to: one canonical spelling
+  (``canonical_host``: ``localhost.`` is ``localhost``; what has none is refused), and a loopback host is
+  connected to by its address (``localhost`` is 127.0.0.1), so no name lookup ever happens for it. Such requests
+  go straight to the named host (proxy variables are ignored) and redirects are never followed.
 * **Bounds.** Each request has a total deadline (``deadline_seconds``, its retries and their waits included;
   ``timeout_seconds`` bounds each silent wait); the answer's bytes are counted as they arrive and reading stops
   past what ``max_tokens`` allows (``max_response_bytes``); an answer longer than ``max_tokens`` allows
   (``max_answer_chars``) is an error.
-* **Retries** are for timeouts, HTTP 408, 429 and 5xx only, with exponential backoff (``backoff_seconds``,
-  doubling; a 429's Retry-After is honoured) within the deadline. A refused connection, an unknown host, another
-  HTTP status, a broken connection or a malformed response stops at once with one message (``LLMError``).
+* **Retries** are for timeouts, broken connections (a body shorter than its Content-Length among them), HTTP 408,
+  429 and 5xx only, with exponential backoff (``backoff_seconds``, doubling; a 429's Retry-After is honoured)
+  within the deadline. A refused connection, an unknown host, another HTTP status or a malformed response stops at
+  once with one message (``LLMError``).
 * **Parsed answers.** ``ask_parsed`` asks a batch, parses every answer and re-asks the malformed ones (the next
   ``attempt``, optionally with a repair turn), then returns every result, malformed ones included and counted.
 * **Concurrency.** ``concurrency`` requests in flight; the first failure stops the batch (queued requests are
@@ -42,6 +45,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import socket
 import ssl
 import threading
@@ -136,13 +140,15 @@ class Answer:
     """A server's answer: ``content``; ``reasoning`` (a reasoning model's separate ``reasoning_content``, when the
     server splits it off); ``logprobs`` (when asked and returned: per generated token {token, logprob,
     top_logprobs: [{token, logprob}]}; None when the server sent none); ``finish_reason`` ("stop", "length", ...);
-    ``usage`` {prompt_tokens, completion_tokens}; ``cached``: whether it came from the cache."""
+    ``usage`` {prompt_tokens, completion_tokens}; ``served_model``: the model name the server reported (None when
+    it reported none); ``cached``: whether it came from the cache."""
 
     content: str
     usage: dict
     reasoning: str | None = None
     logprobs: list[dict] | None = None
     finish_reason: str | None = None
+    served_model: str | None = None
     cached: bool = False
 
     def top_logprobs(self, position: int = 0) -> dict[str, float] | None:
@@ -158,7 +164,7 @@ class Answer:
     def entry(self) -> dict:
         """What the cache stores besides the key."""
         out = {"content": self.content, "usage": self.usage}
-        for name in ("reasoning", "logprobs", "finish_reason"):
+        for name in ("reasoning", "logprobs", "finish_reason", "served_model"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out
@@ -166,28 +172,36 @@ class Answer:
     @classmethod
     def from_entry(cls, obj: dict) -> "Answer":
         return cls(content=obj["content"], usage=obj.get("usage") or {}, reasoning=obj.get("reasoning"),
-                   logprobs=obj.get("logprobs"), finish_reason=obj.get("finish_reason"), cached=True)
+                   logprobs=obj.get("logprobs"), finish_reason=obj.get("finish_reason"),
+                   served_model=obj.get("served_model"), cached=True)
 
 
 @dataclass
 class Usage:
     """What a batch cost: requests sent now, answers taken from the cache, the tokens of every answer returned
-    (cached ones included: the cost of the whole output) and their price. ``+`` adds batches (e.g. re-asks)."""
+    (cached ones included: the cost of the whole output) and their price, and the model names the server reported
+    for them ({name: answers}; answers cached before names were recorded are not counted). ``+`` adds batches
+    (e.g. re-asks)."""
 
     requested: int = 0
     cached: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float = 0.0
+    served_models: dict = field(default_factory=dict)
 
     def __add__(self, other: "Usage") -> "Usage":
+        models = dict(self.served_models)
+        for name, n in other.served_models.items():
+            models[name] = models.get(name, 0) + n
         return Usage(self.requested + other.requested, self.cached + other.cached,
                      self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens,
-                     round(self.cost + other.cost, 6))
+                     round(self.cost + other.cost, 6), dict(sorted(models.items())))
 
     def as_dict(self) -> dict:
         return {"requested": self.requested, "cached": self.cached, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "cost": self.cost}
+                "completion_tokens": self.completion_tokens, "cost": self.cost,
+                "served_models": dict(sorted(self.served_models.items()))}
 
 
 # ------------------------------------------------------------------ the cache
@@ -249,14 +263,48 @@ class Cache:
 # ------------------------------------------------------------------ the server policy
 
 
-def _bare_host(host: str) -> str:
-    host = host.strip().lower().rstrip(".")
+_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
+
+
+def canonical_host(host: str) -> str:
+    """The one spelling of a URL's host that the policy checks and the connection uses: lower case, without
+    brackets; an IP address in its standard form (``ipaddress``); a name without its one trailing dot (the root of
+    DNS: ``localhost.`` is ``localhost``). ValueError for what has no such spelling: an empty label (``a..b``,
+    ``localhost..``), a label of other characters than ASCII letters, digits, ``-`` and ``_`` (an international
+    name is written in its ``xn--`` form), an address in a form that only the C library reads (``127.1``,
+    ``2130706433``, ``0x7f000001``), a zone index (``%eth0``)."""
+    host = host.strip().lower()
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
+    if "%" in host:
+        raise ValueError("a zone index")
     try:
-        return str(ipaddress.ip_address(host.split("%")[0]))
+        return str(ipaddress.ip_address(host))
     except ValueError:
-        return host
+        pass
+    name = host[:-1] if host.endswith(".") else host
+    labels = name.split(".")
+    if not name or len(name) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
+        raise ValueError("not a host name")
+    try:
+        socket.inet_aton(name)  # parsing only: no lookup
+    except OSError:
+        return name
+    raise ValueError("an IP address in a non-standard form")
+
+
+def _bare_host(host: str) -> str:
+    """``canonical_host``, or the host lower-cased where it has no canonical spelling (it then matches nothing)."""
+    try:
+        return canonical_host(host)
+    except ValueError:
+        return host.strip().lower()
+
+
+def connect_host(host: str) -> str:
+    """The address a connection to the canonical ``host`` opens: the loopback address itself for ``localhost``
+    (no name lookup ever happens for a loopback host), the host as it is otherwise."""
+    return "127.0.0.1" if host in LOOPBACK_NAMES else host
 
 
 def is_loopback(host: str) -> bool:
@@ -308,16 +356,31 @@ class ServerPolicy:
 
 
 def _url_parts(url: str, variable: str) -> tuple[str, str, int, str]:
-    """(scheme, host, port, path) of a base URL."""
+    """(scheme, canonical host, port, path) of a base URL: the host the policy checks is the host the connection
+    uses (``canonical_host``). LLMError for a URL that is not printable ASCII (control characters such as CR/LF,
+    spaces, non-ASCII letters), has no http(s) scheme or no host, a host without a canonical spelling, or port 0."""
+    fix = f"export {variable}=http://127.0.0.1:8000/v1 (the server's base URL, ending in /v1)."
+    url = url.strip()
+    if any(not 0x21 <= ord(c) <= 0x7E for c in url):
+        raise LLMError(f"the environment variable {variable} holds a character that is not printable ASCII (a control "
+                       "character such as a line break, a space, or a non-ASCII letter).",
+                       fix=fix + " Write an international host name in its xn-- form.")
     try:
-        parts = urlsplit(url.strip())
+        parts = urlsplit(url)
         port = parts.port
     except ValueError:
         parts, port = None, None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise LLMError(f"the environment variable {variable} does not hold an http(s) URL with a host.",
-                       fix=f"export {variable}=http://127.0.0.1:8000/v1 (the server's base URL, ending in /v1).")
-    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), parts.path.rstrip("/")
+        raise LLMError(f"the environment variable {variable} does not hold an http(s) URL with a host.", fix=fix)
+    try:
+        host = canonical_host(parts.hostname)
+    except ValueError as exc:
+        raise LLMError(f"the host in the environment variable {variable} has no canonical spelling ({exc}): it is "
+                       "neither a host name of ASCII letters, digits and hyphens nor an IP address in standard form.",
+                       fix=fix) from None
+    if port == 0:
+        raise LLMError(f"the environment variable {variable} names port 0, which no server listens on.", fix=fix)
+    return parts.scheme, host, port or (443 if parts.scheme == "https" else 80), parts.path.rstrip("/")
 
 
 # ------------------------------------------------------------------ one exchange with the server
@@ -415,6 +478,8 @@ def _exchange(server: _Server, payload: bytes, *, read_timeout: float, deadline:
                 raise _TooLarge
         if expired.is_set():
             raise _Expired
+        if length and length.strip().isdigit() and len(body) < int(length):  # the server closed mid-body
+            raise http.client.IncompleteRead(bytes(body), int(length) - len(body))
         if (resp.getheader("Content-Encoding") or "identity").strip().lower() not in ("identity", ""):
             raise _Compressed
         return resp.status, None, bytes(body)
@@ -451,6 +516,7 @@ class Client:
         self.cache = Cache(cache_path, private=private)
         self.policy = policy
         self.unit = unit
+        self._warned_model = False
 
     def request(self, messages: list[dict], *, top_logprobs: int | None = None, attempt: int = 0,
                 **sampling) -> Request:
@@ -497,6 +563,16 @@ class Client:
             answers[rid].cached = rid not in asked
             usage.prompt_tokens += int(answers[rid].usage.get("prompt_tokens", 0))
             usage.completion_tokens += int(answers[rid].usage.get("completion_tokens", 0))
+            served = answers[rid].served_model
+            if served is not None:
+                usage.served_models[served] = usage.served_models.get(served, 0) + 1
+        usage.served_models = dict(sorted(usage.served_models.items()))
+        other = sorted(name for name in usage.served_models if name != self.model)
+        if other and not self._warned_model:
+            self._warned_model = True  # once per job
+            log.warning("the LLM server answered as model %s where %s was asked (llms.<llm>.generate.model): the "
+                        "answers are recorded as they came; check that the server serves the model you meant",
+                        ", ".join(map(repr, other)), repr(self.model))
         usage.cost = round(usage.prompt_tokens * self.settings["price_per_million_input"] / 1e6
                            + usage.completion_tokens * self.settings["price_per_million_output"] / 1e6, 6)
         return answers, usage
@@ -513,7 +589,8 @@ class Client:
         scheme, host, port, path = _url_parts(url, s["base_url_env"])
         context = ssl.create_default_context() if scheme == "https" else None
         proxy = None if self.policy is not None else _env_proxy(scheme, host)
-        return _Server(scheme, host, port, path, key, s["base_url_env"], s["api_key_env"], context, proxy)
+        return _Server(scheme, connect_host(host), port, path, key, s["base_url_env"], s["api_key_env"], context,
+                       proxy)
 
     def _ask_one(self, server: _Server, rid: str, request: Request) -> Answer:
         s = self.settings
@@ -554,8 +631,10 @@ class Client:
                 raise LLMError(f"cannot connect to the server for {what}: TLS failed ({type(exc).__name__}).",
                                fix=_fix("connect", server)) from None
             except (OSError, http.client.HTTPException) as exc:
-                raise LLMError(f"the connection to the LLM server broke before the answer for {what} was complete "
-                               f"({type(exc).__name__}).", fix=_fix("broken", server)) from None
+                problem = f"the connection broke before the answer was complete ({type(exc).__name__})"
+            except (ValueError, UnicodeError) as exc:  # _url_parts refuses what could cause these; never a traceback
+                raise LLMError(f"cannot use the server's address in {server.url_env} for {what} "
+                               f"({type(exc).__name__}).", fix=_fix("connect", server)) from None
             else:
                 if 200 <= status < 300:
                     return self._parse(body, what, request)
@@ -586,6 +665,7 @@ class Client:
                       "completion_tokens": int(usage.get("completion_tokens") or 0)}
             reasoning = message.get("reasoning_content") or message.get("reasoning")
             finish = choice.get("finish_reason")
+            served = obj.get("model")
             logprobs = _logprobs(choice.get("logprobs")) if request.top_logprobs is not None else None
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise malformed from None
@@ -597,7 +677,8 @@ class Client:
             raise LLMError(f"the LLM server sent an answer of {chars} characters for {what}, more than max_tokens "
                            f"({request.sampling['max_tokens']}) allows ({limit}: {CHARS_PER_TOKEN} a token).",
                            fix="check that the server honours max_tokens (nothing was cached).")
-        return Answer(content, tokens, reasoning, logprobs, finish if isinstance(finish, str) else None)
+        return Answer(content, tokens, reasoning, logprobs, finish if isinstance(finish, str) else None,
+                      served[:200] if isinstance(served, str) else None)
 
 
 @dataclass
@@ -663,12 +744,19 @@ def _fix(problem, server: _Server) -> str:
         return "check llms.<llm>.generate.model (the name the server serves) and the base URL (it ends in /v1)."
     if problem == "connect":
         return f"start the server, or check the base URL in the environment variable {server.url_env}."
-    if problem == "broken":
-        return "check the server's log (did it stop?); rerun to go on (answers so far are cached)."
     return "check the server's log; rerun to retry (answers so far are cached)."
 
 
 # ------------------------------------------------------------------ a server inside the job (vLLM on a GPU node)
+
+# the arguments of `vllm serve` the job sets itself: the address, the key, the name it checks
+JOB_OWNED_ARGS = ("--host", "--port", "--api-key", "--served-model-name")
+
+
+def job_owned_args(args) -> list[str]:
+    """The arguments of ``vllm.args`` that the job owns (``--host``, ``--port``, ``--api-key``,
+    ``--served-model-name``, also written ``--host=...``): an entry may not set them."""
+    return [a for a in args if str(a).split("=", 1)[0] in JOB_OWNED_ARGS]
 
 
 @contextlib.contextmanager
@@ -686,51 +774,83 @@ def serving(settings: dict, server_log=None):
 
                 handle = stack.enter_context(open_private(server_log))
                 log.info("the LLM server's output goes to %s (owner-only: it may log prompts)", server_log)
-            stack.enter_context(local_server(settings, handle))
+            stack.enter_context(local_server(settings, handle, server_log))
         yield
 
 
+def _port_taken(port: int) -> bool:
+    """Whether a socket is already bound to 127.0.0.1:``port`` (listening there or on every address)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed connection in TIME_WAIT is no owner
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _models(port: int, key: str) -> tuple[int, list[str]] | None:
+    """GET /v1/models on 127.0.0.1:``port`` with ``key``: (HTTP status, the served model ids), or None while
+    nothing answers. Never through a proxy; the body is read only on 200 and at most 1 MB of it."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", "/v1/models", headers={"Authorization": f"Bearer {key}", "Accept-Encoding": "identity"})
+        resp = conn.getresponse()
+        if resp.status != 200:
+            return resp.status, []
+        try:
+            data = json.loads(resp.read(1 << 20)).get("data") or []
+            return 200, [str(m.get("id")) for m in data if isinstance(m, dict)]
+        except (ValueError, AttributeError):
+            return 200, []
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+
 
 @contextlib.contextmanager
-def local_server(settings: dict, log_handle=None):
+def local_server(settings: dict, log_handle=None, log_path=None):
     """Start ``vllm serve`` (``vllm.command``) on 127.0.0.1 for the length of the block and point the client's
-    environment variables at it, in this process only. The key is a fresh random token handed to the server
-    through VLLM_API_KEY (never on its command line) unless the key variable is already set. The server's output
-    goes to ``log_handle`` (an owner-only file on a MIMIC-derived benchmark: it may log prompts)."""
+    environment variables at it, in this process only. The job talks to the server it started, and only to it:
+
+    * the port must be free before the start (a server already there, another user's on a shared node, is never
+      asked);
+    * the server gets a fresh random key (through VLLM_API_KEY, never on a command line) that every request must
+      carry, and it must refuse a request with a wrong key (a decoy key is tried first: a server that answers
+      without the job's key is not asked anything);
+    * the child must stay alive while it starts (its exit status and ``log_path`` are named when it dies), and
+      ``/v1/models`` must list the served model;
+    * ``vllm.args`` may not set ``--host``, ``--port``, ``--api-key`` or ``--served-model-name``.
+
+    The server's output goes to ``log_handle`` (an owner-only file on a MIMIC-derived benchmark: it may log
+    prompts)."""
     import secrets
     import subprocess
     import sys
-    import urllib.request
 
     v = settings["vllm"]
     port = int(v["port"])
-    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1, never through a proxy
+    owned = job_owned_args(v["args"])
+    if owned:
+        raise LLMError(f"llms.<llm>.generate.vllm.args sets {', '.join(owned)}, which the job sets itself (the server "
+                       "listens on 127.0.0.1 only, under a fresh key and the model's name).",
+                       fix="remove them from vllm.args; choose the port with vllm.port.")
+    if _port_taken(port):
+        raise LLMError(f"port {port} on 127.0.0.1 is already taken by another process, so the LLM server this job "
+                       "would start cannot listen there; nothing was sent to the process that holds it.",
+                       fix=f"set llms.<llm>.generate.vllm.port to a free port (not {port}).")
+    key, decoy = secrets.token_hex(24), secrets.token_hex(24)
     env = dict(os.environ)
-    key = env.get(settings["api_key_env"]) or secrets.token_hex(16)
     env["VLLM_API_KEY"] = key
     cmd = [*v["command"], v.get("model_path") or settings["model"], "--host", "127.0.0.1", "--port", str(port),
            "--served-model-name", settings["model"], *v["args"]]
+    where = f"its output is in {log_path}" if log_path else "its output is in the job's log"
     log.info("starting the LLM server: %s (port %d, up to %d s)", " ".join(cmd[:2]), port, v["startup_seconds"])
     proc = subprocess.Popen(cmd, env=env, stdout=log_handle or sys.stderr, stderr=subprocess.STDOUT)
     saved = {n: os.environ.get(n) for n in (settings["base_url_env"], settings["api_key_env"])}
     try:
-        deadline = time.monotonic() + float(v["startup_seconds"])
-        while True:
-            if proc.poll() is not None:
-                raise LLMError(f"the LLM server ({cmd[0]}) exited with status {proc.returncode} while starting.",
-                               fix="read its output (the job's log names where it is).")
-            try:
-                req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/models",
-                                             headers={"Authorization": f"Bearer {key}"})
-                with direct.open(req, timeout=5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise LLMError(f"the LLM server did not answer within {v['startup_seconds']} s.",
-                                   fix="raise llms.<llm>.generate.vllm.startup_seconds, or read its output (the "
-                                       "job's log names where it is).") from None
-                time.sleep(1.0)
-        log.info("the LLM server is up after %.0f s", float(v["startup_seconds"]) - (deadline - time.monotonic()))
+        _wait_ready(proc, port, key, decoy, settings["model"], float(v["startup_seconds"]), cmd[0], where)
         os.environ[settings["base_url_env"]] = f"http://127.0.0.1:{port}/v1"
         os.environ[settings["api_key_env"]] = key
         yield
@@ -746,3 +866,31 @@ def local_server(settings: dict, log_handle=None):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _wait_ready(proc, port: int, key: str, decoy: str, model: str, seconds: float, name: str, where: str) -> None:
+    """Until the started server answers as it must (``local_server``), checking that the child lives."""
+    started = time.monotonic()
+    while True:
+        if proc.poll() is not None:
+            raise LLMError(f"the LLM server ({name}) exited with status {proc.returncode} before it was ready; "
+                           f"{where}.", fix="read its output; fix the model path, the GPUs or vllm.args.")
+        probe = _models(port, decoy)
+        if probe is not None:
+            if probe[0] == 200:
+                raise LLMError(f"the server on 127.0.0.1:{port} answers without the job's key: it is not the server "
+                               "this job started (or that server ignores VLLM_API_KEY); nothing was sent to it.",
+                               fix=f"stop whatever else listens on port {port}, or set llms.<llm>.generate.vllm.port "
+                                   "to a free port.")
+            answer = _models(port, key)
+            if answer is not None and answer[0] == 200:
+                if model not in answer[1]:
+                    raise LLMError(f"the server on 127.0.0.1:{port} does not list the model {model!r} on /v1/models "
+                                   f"(it lists {len(answer[1])} others); nothing was sent to it.",
+                                   fix=f"check vllm.command and vllm.model_path; {where}.")
+                log.info("the LLM server is up after %.0f s", time.monotonic() - started)
+                return
+        if time.monotonic() - started > seconds:
+            raise LLMError(f"the LLM server did not answer within {seconds:g} s; {where}.",
+                           fix="raise llms.<llm>.generate.vllm.startup_seconds, or read its output.")
+        time.sleep(1.0)

@@ -128,13 +128,12 @@ def cliniq_completion_judge(sm) -> None:
     prompts quote the notes, so they go only to a loopback server or one declared in ``phi_servers``; the answers'
     cache and the table of labels with the judge's rationale are owner-only under resources/; results/ gets the
     labels (ids) and the counts."""
-    import contextlib
     from collections import Counter
 
     from .. import cliniq_judge as judge
     from .. import datasets, io, llm
     from ..cliniq_completion import SAMPLE_HEADER, read_table
-    from ..cliniq_files import open_private, protect_up_to
+    from ..cliniq_files import protect_up_to
     from ..workflow import paths
 
     spec = sm.params.spec
@@ -155,12 +154,9 @@ def cliniq_completion_judge(sm) -> None:
     client = llm.Client(spec, cache, private=True, policy=policy, unit="judgment")
     log.info("judging %d (query, chunk) pairs with %s (model %s, sampling %s), prompt sha256 %s", len(messages),
              spec["llm"], spec["model"], llm.sampling_params(spec), spec["prompt_sha256"])
-    with contextlib.ExitStack() as stack:
-        if spec["vllm"]["enabled"]:  # a server inside this job; it may log prompts: owner-only, under resources/
-            server_log = paths.fill(paths.private_log_file("cliniq_completion_judge", "server"), benchmark=bench)
-            handle = stack.enter_context(open_private(server_log))
-            log.info("the LLM server's output goes to %s (owner-only: it may log prompts)", server_log)
-            stack.enter_context(llm.local_server(spec, handle))
+    # a server inside this job when vllm.enabled; it may log prompts: owner-only, under resources/
+    server_log = paths.fill(paths.private_log_file("cliniq_completion_judge", "server"), benchmark=bench)
+    with llm.serving(spec, server_log):
         parsed, usage, rounds = llm.ask_parsed(
             client, messages, lambda answer: judge.parse_answer(answer, spec["reasoning"]),
             retries=spec["malformed_retries"], repair=judge.REPAIR)

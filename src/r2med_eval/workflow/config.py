@@ -172,10 +172,18 @@ def _check_variants(cfg: dict, config_file: str) -> None:
                                   f"can run a query variant{_hint(m, able)}.", path=config_file,
                                   fix=f"name {', '.join(registry.VARIANT_TYPES)} entries (a type: run model's file "
                                       "holds one run per task).")
+    from ..llm import job_owned_args
+
     for name, llm in cfg.get("llms", {}).items():
         gen = llm.get("generate")
         if not gen:
             continue
+        owned = job_owned_args(gen["vllm"]["args"])
+        if owned:
+            raise ConfigError(f"llms.{name}.generate.vllm.args sets {', '.join(map(shown, owned))}, which the job sets "
+                              "itself: the server it starts listens on 127.0.0.1 only, under a fresh random key and "
+                              "the model's name.", path=config_file,
+                              fix=f"remove them; choose the port with llms.{name}.generate.vllm.port.")
         m = gen["lamer_retriever"]
         uses_lamer = any(v["llm"] == name and v["method"] == "lamer" for v in cfg["query_variants"])
         if uses_lamer and (m not in cfg["models"] or cfg["models"][m]["type"] not in registry.RETRIEVER_TYPES):
