@@ -26,6 +26,7 @@ test: setup
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile tests
 
 lint: setup
+	$(BIN)/ruff check src tests bench scripts .ci
 	$(BIN)/snakemake --lint
 
 readme: setup

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 
 def load_data(path: Path):
-    from r2med_eval import datasets
+    from r2med_eval.benchmarks import datasets
 
     layout = "beir" if (path / "qrels").is_dir() else "r2med"
     return datasets.load(layout, path, duplicate_qrels="max") if layout == "beir" else datasets.load(layout, path)
@@ -52,7 +52,11 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from r2med_eval import datasets, dense_encode, dense_models, dense_search, metrics
+    from r2med_eval.benchmarks import datasets
+    from r2med_eval.dense import encode as dense_encode
+    from r2med_eval.dense import models as dense_models
+    from r2med_eval.dense import search as dense_search
+    from r2med_eval.scoring import metrics
     from r2med_eval.workflow.config import with_defaults
 
     torch.set_num_threads(args.threads)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +41,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 
 def load(data: str, layout: str):
-    from r2med_eval import datasets
+    from r2med_eval.benchmarks import datasets
 
     ds = datasets.load(layout, data, duplicate_qrels="max", unknown_qrels="keep")
     ids = list(ds.corpus)
@@ -54,7 +53,7 @@ def run_official(ids, docs, qids, queries) -> tuple[dict, dict]:
     from gensim.models import LuceneBM25Model
     from gensim.similarities import SparseMatrixSimilarity
 
-    from r2med_eval.bm25_paper import LuceneAnalyzer
+    from r2med_eval.lexical.bm25_paper import LuceneAnalyzer
 
     t = {}
     start = time.perf_counter()
@@ -80,7 +79,7 @@ def run_official(ids, docs, qids, queries) -> tuple[dict, dict]:
 
 
 def run_ours(ids, docs, qids, queries) -> tuple[dict, dict]:
-    from r2med_eval.bm25_paper import BM25Paper, LuceneAnalyzer
+    from r2med_eval.lexical.bm25_paper import BM25Paper, LuceneAnalyzer
 
     t = {}
     start = time.perf_counter()
@@ -163,7 +162,9 @@ def main() -> None:
         child(args.child, args.data, args.layout, args.out)
         return
     from _paired import anchor_src, env_with, median, summary, timed
-    from r2med_eval import datasets, runs
+
+    from r2med_eval.benchmarks import datasets
+    from r2med_eval.scoring import runs
 
     with tempfile.TemporaryDirectory(prefix="bench-bm25-paper-") as tmp:
         tmp = Path(tmp)
@@ -203,7 +204,8 @@ def main() -> None:
         print(f"data: {args.data} ({res['documents']} documents, {res['queries']} queries); the pipeline's jobs "
               f"with threads={args.threads}, the official code as written (one Python thread)")
         print("official phases (median s): " + ", ".join(
-            f"{k} {median([p[k] for p in phases['official']]):.2f}" for k in ("tokenize_docs_s", "index_s", "queries_s")))
+            f"{k} {median([p[k] for p in phases['official']]):.2f}"
+            for k in ("tokenize_docs_s", "index_s", "queries_s")))
         for line in summary("bm25-paper end to end", walls, rss, "official",
                             ["first run", "cached run", f"job@{args.anchor}"]):
             print(line)

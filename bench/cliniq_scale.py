@@ -32,8 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from r2med_eval import cliniq, runs  # noqa: E402
-from r2med_eval import cliniq_corpus as cc  # noqa: E402
+from r2med_eval.cliniq import corpus as cc  # noqa: E402
+from r2med_eval.cliniq import metrics as cliniq
+from r2med_eval.scoring import runs  # noqa: E402
 
 
 def peak_rss_mb() -> float:
@@ -78,16 +79,17 @@ def generate_notes(path: Path, n_notes: int, rng: random.Random, total_chunks: i
                 words = [rng.choice(VOCAB) for _ in range(rng.randint(1100, 1900))]
             else:
                 words = _words_for(rng, total_chunks // n_notes + (i < total_chunks % n_notes))
-            w.writerow([2 * i + 1, i, h, "2101-01-01", "", "", "Discharge summary", "Report", "", "", _note_text(words)])
+            w.writerow([2 * i + 1, i, h, "2101-01-01", "", "", "Discharge summary", "Report", "", "",
+                        _note_text(words)])
     return hadm
 
 
 def write_annotations(folder: Path, chunks: list[tuple[str, str]], n_queries: int, n_judgments: int,
                       rng: random.Random) -> dict:
-    """CliniQ's annotation files for generated chunks (``benchmark/`` of github.com/zhao-zy15/CliniQ: queries_{type}.jsonl
-    ``{_id, text}``, qrels_{type}.tsv without header: query id, chunk id, match type). Each query is judged on about
-    ``n_judgments / n_queries`` chunks of a few notes, every match type, and its text is two words of its first
-    relevant chunk (so that lexical retrieval finds something). test_hadm_ids.txt is written by the caller."""
+    """CliniQ's annotation files for generated chunks (``benchmark/`` of github.com/zhao-zy15/CliniQ:
+    queries_{type}.jsonl ``{_id, text}``, qrels_{type}.tsv without header: query id, chunk id, match type). Each query
+    is judged on about ``n_judgments / n_queries`` chunks of a few notes, every match type, and its text is two words of
+    its first relevant chunk (so that lexical retrieval finds something). test_hadm_ids.txt is written by the caller."""
     by_note: dict[str, list[str]] = {}
     text_of = dict(chunks)
     for cid, _ in chunks:
@@ -177,7 +179,11 @@ def main() -> None:
 
 SCORE = r"""
 import hashlib, json, sys
-from r2med_eval import cliniq, runs
+try:  # the layout of subpackages
+    from r2med_eval.cliniq import metrics as cliniq
+    from r2med_eval.scoring import runs
+except ImportError:  # an anchor of the flat layout
+    from r2med_eval import cliniq, runs
 work, out = sys.argv[1], sys.argv[2]
 inputs = json.load(open(f"{work}/inputs.json"))
 rows = [tuple(r) for r in inputs["rows"]]

@@ -33,7 +33,10 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from r2med_eval import datasets, dense_encode, dense_models, dense_search
+    from r2med_eval.benchmarks import datasets
+    from r2med_eval.dense import encode as dense_encode
+    from r2med_eval.dense import models as dense_models
+    from r2med_eval.dense import search as dense_search
 
     torch.set_num_threads(args.threads)
     ds = datasets.load("beir", args.corpus, duplicate_qrels="max")

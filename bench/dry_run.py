@@ -39,9 +39,9 @@ median wall time of each side and the median of the per-pair ratios anchor/curre
 checkout is faster), and the same for CPU time. ``--default-gc`` times the current checkout a second time in
 each pair with ``R2MED_EVAL_GC=default`` (CPython's garbage-collector thresholds instead of the raised ones of
 ``r2med_eval.workflow.tune_gc``), which separates what the thresholds contribute from what fewer jobs and
-inputs do. ``--order alternate`` runs the current checkout first in every second pair. Wall times on a shared VM vary by about +-10% from run to run for identical code: use
-5 or more repeats before reading a ratio. Exits 1 if a dry run fails (its output
-tail is printed) or its job table cannot be parsed; a job total that differs between the sides is reported
+inputs do. ``--order alternate`` runs the current checkout first in every second pair. Wall times on a shared VM vary by
+about +-10% from run to run for identical code: use 5 or more repeats before reading a ratio. Exits 1 if a dry run fails
+(its output tail is printed) or its job table cannot be parsed; a job total that differs between the sides is reported
 but is not an error (the flag ``--require-same-jobs`` makes it one).
 """
 
@@ -261,7 +261,8 @@ def main() -> int:
         print(f"median current : {mc:.2f} s (jobs {sorted(set(cur.jobs))})")
         print(f"median ratio anchor/current over {args.repeats} pairs: {statistics.median(ratios):.3f} "
               f"(ratio of medians {ma / mc:.3f})")
-        print(f"median CPU time: anchor {statistics.median(anchor.cpu):.2f} s, current {statistics.median(cur.cpu):.2f} s, "
+        print(f"median CPU time: anchor {statistics.median(anchor.cpu):.2f} s, "
+              f"current {statistics.median(cur.cpu):.2f} s, "
               f"median ratio {statistics.median(a / c for a, c in zip(anchor.cpu, cur.cpu)):.3f}")
         if gcd:
             print(f"current with R2MED_EVAL_GC=default: median {statistics.median(gcd.times):.2f} s, median ratio "

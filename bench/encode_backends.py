@@ -25,7 +25,7 @@ CONFIGS = [("torch", "fp32"), ("torch", "bf16"), ("onnx", "fp32"), ("openvino", 
 
 
 def load_data(path: Path):
-    from r2med_eval import datasets
+    from r2med_eval.benchmarks import datasets
 
     layout = "beir" if (path / "qrels").is_dir() else "r2med"
     return datasets.load(layout, path, duplicate_qrels="max") if layout == "beir" else datasets.load(layout, path)
@@ -44,7 +44,11 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from r2med_eval import datasets, dense_encode, dense_models, dense_search, metrics
+    from r2med_eval.benchmarks import datasets
+    from r2med_eval.dense import encode as dense_encode
+    from r2med_eval.dense import models as dense_models
+    from r2med_eval.dense import search as dense_search
+    from r2med_eval.scoring import metrics
     from r2med_eval.workflow.config import with_defaults
 
     torch.set_num_threads(args.threads)
@@ -74,7 +78,7 @@ def main() -> None:
 
     times = {key: [] for key in models}
     embeddings = {}
-    for key, model in models.items():  # warm-up
+    for _key, model in models.items():  # warm-up
         model.encode(texts[: args.batch_size], batch_size=args.batch_size)
     for _ in range(args.repeats):
         for key, model in models.items():

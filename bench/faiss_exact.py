@@ -36,11 +36,15 @@ JOB = r"""
 import inspect, json, sys
 import numpy as np
 from r2med_eval import runs
-try:  # dense.py split into dense_models, dense_encode, embeddings and dense_search
-    from r2med_eval.dense_search import search
-    from r2med_eval.embeddings import load_corpus_embeddings
-except ImportError:  # an anchor before the split
-    from r2med_eval.dense import load_corpus_embeddings, search
+try:  # the layout of subpackages (dense/search.py, dense/embeddings.py)
+    from r2med_eval.dense.embeddings import load_corpus_embeddings
+    from r2med_eval.dense.search import search
+except ImportError:
+    try:  # an anchor after dense.py was split into dense_models, dense_encode, embeddings and dense_search
+        from r2med_eval.dense_search import search
+        from r2med_eval.embeddings import load_corpus_embeddings
+    except ImportError:  # an anchor before the split
+        from r2med_eval.dense import load_corpus_embeddings, search
 side, work, out = sys.argv[1], sys.argv[2], sys.argv[3]
 q = np.load(f"{work}/queries.npy")
 qids = [f"q{i}" for i in range(len(q))]
@@ -58,10 +62,9 @@ print(json.dumps(info))
 
 def generate(work: Path, n: int, n_queries: int) -> None:
     import numpy as np
-
     from scale import DIM, generate_corpus, random_vectors
 
-    from r2med_eval import embeddings
+    from r2med_eval.dense import embeddings
 
     generate_corpus(work, n, 64, 1)
     ids = [f"p{i}" for i in range(n)]

@@ -47,10 +47,12 @@ def main() -> None:
     args = ap.parse_args()
 
     import numpy as np
+    import tiny_models
     import torch
 
-    import tiny_models
-    from r2med_eval import datasets, dense_encode, dense_models
+    from r2med_eval.benchmarks import datasets
+    from r2med_eval.dense import encode as dense_encode
+    from r2med_eval.dense import models as dense_models
     from r2med_eval.workflow.config import with_defaults
 
     ds = datasets.load("r2med", args.data)

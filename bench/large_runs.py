@@ -40,7 +40,8 @@ def _workflow(configfiles: list[str]):
     import yaml
     from snakemake.utils import update_config
 
-    from r2med_eval.workflow import Workflow, config
+    from r2med_eval.workflow import config
+    from r2med_eval.workflow.control import Workflow
 
     raw: dict = {}
     for f in configfiles:
@@ -53,7 +54,8 @@ def _outputs(rule: str, out: Path):
 
     names = {"score_run": ("metrics", "per_query"), "rerank_run": ("run", "scores", "info"),
              "fuse_runs": ("run", "info"),
-             "report_cliniq": ("match_csv", "match_md", "query_csv", "query_md", "match_tex", "query_tex", "pool")}[rule]
+             "report_cliniq": ("match_csv", "match_md", "query_csv", "query_md", "match_tex", "query_tex",
+                               "pool")}[rule]
     return SimpleNamespace(**{n: str(out / n) for n in names})
 
 

@@ -2,7 +2,7 @@
 
     python bench/lucene_search.py [--data ../shared/data/medquad-liveqa] [--anchor db73a08] [--repeats 5]
 
-Builds one Lucene index of the task (``r2med_eval.lucene.build_index``, untimed), then, for each repeat, runs
+Builds one Lucene index of the task (``r2med_eval.lexical.lucene.build_index``, untimed), then, for each repeat, runs
 three child processes in turn on the same index and queries, each timed whole (Python start, imports, JVM
 start, index open, search, run file written) with its peak RSS:
 
@@ -46,7 +46,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
-    from r2med_eval import datasets, lucene
+    from r2med_eval.benchmarks import datasets
+    from r2med_eval.lexical import lucene
 
     with tempfile.TemporaryDirectory(prefix="bench-lucene-") as tmp:
         tmp = Path(tmp)
@@ -57,7 +58,7 @@ def main() -> None:
                 handle.write(qid + "\t" + " ".join(text.split()) + "\n")
         lucene.build_index(tmp / "task" / "corpus.jsonl", tmp / "index", threads=2)
         anchor = anchor_src(args.anchor, tmp / "anchor")
-        from r2med_eval.java import java_env
+        from r2med_eval.lexical.java import java_env
 
         queries = tmp / "task" / "queries.jsonl"
         sides = {

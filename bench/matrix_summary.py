@@ -172,7 +172,7 @@ def invocations(logs: list[Path]) -> list[dict]:
 def disk_usage(workdir: Path) -> dict[str, int]:
     def size(folder: Path) -> int:
         total = 0
-        for root, dirs, files in os.walk(folder):
+        for root, _dirs, files in os.walk(folder):
             for name in files:
                 p = Path(root) / name
                 if not p.is_symlink():

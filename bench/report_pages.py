@@ -41,7 +41,7 @@ def shoot(url: str, png: Path, width: int, height: int, profile: Path) -> float:
            "--disable-dev-shm-usage", "--hide-scrollbars", f"--user-data-dir={profile}",
            f"--window-size={width},{height}", f"--screenshot={png}", url]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     wall = time.perf_counter() - start
     if proc.returncode != 0 or not png.is_file():
         raise SystemExit(f"chromium failed on {url}: {proc.stderr[-2000:]}")

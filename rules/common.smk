@@ -7,7 +7,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from r2med_eval.errors import ConfigError  # noqa: E402
-from r2med_eval.workflow import Workflow, paths, tune_gc  # noqa: E402
+from r2med_eval.workflow.control import Workflow, tune_gc  # noqa: E402
+from r2med_eval.workflow import paths
 from r2med_eval.workflow.config import check_file  # noqa: E402
 
 

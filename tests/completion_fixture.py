@@ -11,12 +11,14 @@ from types import SimpleNamespace
 
 from conftest import REPO
 from llm_fake_server import rule_label
-from r2med_eval import cliniq_corpus as cc
-from r2med_eval import runs as runs_mod
-from r2med_eval.cliniq import note_of
+
+from r2med_eval.cliniq import corpus as cc
+from r2med_eval.cliniq.metrics import note_of
 from r2med_eval.io import read_lines, write_jsonl, write_text
+from r2med_eval.scoring import runs as runs_mod
 from r2med_eval.stages import score
-from r2med_eval.workflow import Workflow, config, paths
+from r2med_eval.workflow import config, paths
+from r2med_eval.workflow.control import Workflow
 
 DEMO = REPO / "data" / "cliniq-demo"
 BENCH, TASK = "cliniq-demo", "cliniq"
@@ -132,8 +134,8 @@ def run_completion(w: Workflow, server_url: str) -> None:
 def truth(prepared: dict, work: Path = Path(".")) -> dict[str, dict[str, str]]:
     """Query -> chunk -> the fake judge's label of every chunk of the population (the unjudged chunks of uncoded
     admissions) of every completed query, from the design file."""
-    from r2med_eval.cliniq_completion import DESIGN_HEADER, read_table
-    from r2med_eval.cliniq_files import read_cliniq_qrels
+    from r2med_eval.cliniq.completion import DESIGN_HEADER, read_table
+    from r2med_eval.cliniq.files import read_cliniq_qrels
 
     rows, irrelevant = read_cliniq_qrels(Path(work) / paths.fill(paths.CLINIQ_QRELS, **W))
     coded: dict[str, set] = {}
@@ -154,8 +156,8 @@ def truth(prepared: dict, work: Path = Path(".")) -> dict[str, dict[str, str]]:
 def truth_rates(truth: dict, qtypes: dict) -> dict[tuple[str, str, str], float]:
     """(scope, group, measure) -> the true rate, for every estimate the estimate stage writes (estimates.csv and,
     as scope ``query``, per_query.csv)."""
-    from r2med_eval.cliniq_completion import MEASURES
-    from r2med_eval.cliniq_corpus import MATCH_TYPES
+    from r2med_eval.cliniq.completion import MEASURES
+    from r2med_eval.cliniq.corpus import MATCH_TYPES
 
     def rate(queries, measure):
         hits = sum(1 for q in queries for lab in truth[q].values()

@@ -100,7 +100,8 @@ def demo_path() -> Path:
     return REPO / "data" / "demo"
 
 
-__all__ = ["REPO", "DEMO_BENCHMARK", "shared_dataset", "write_jsonl", "make_r2med", "workflow_dir", "snakemake", "shutil"]
+__all__ = ["REPO", "DEMO_BENCHMARK", "shared_dataset", "write_jsonl", "make_r2med", "workflow_dir", "snakemake",
+           "shutil"]
 
 
 # The embedded demo benchmark as a config block (other benchmarks may follow under ``benchmarks:``).
@@ -179,7 +180,8 @@ def compile_tex(tex_files, workdir: Path) -> str:
     body = "\n".join(f"\\input{{{Path(p).resolve().as_posix()}}}\n\\clearpage" for p in tex_files)
     (workdir / "doc.tex").write_text("\\documentclass[letterpaper]{article}\n\\usepackage[margin=1in]{geometry}\n"
                                      "\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n"
-                                     f"\\begin{{document}}\n\\typeout{{text block \\the\\textwidth}}\n{body}\n\\end{{document}}\n")
+                                     f"\\begin{{document}}\n\\typeout{{text block \\the\\textwidth}}\n"
+                                     f"{body}\n\\end{{document}}\n")
     proc = subprocess.run([pdflatex(), "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=workdir,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     assert proc.returncode == 0 and (workdir / "doc.pdf").is_file(), proc.stdout[-4000:]
@@ -233,7 +235,7 @@ def full_matrix_table(seed: int = 0) -> dict:
 
 def svg_run_colours(path) -> dict[str, set]:
     """{run: {(fill colour, hatched)}} of every element a plot drew for a run, read back from the SVG: the groups
-    with the id ``run_<k>_<quoted run>`` (r2med_eval.plots.run_gid) and the fill of what they hold; a hatched
+    with the id ``run_<k>_<quoted run>`` (r2med_eval.report.figure.run_gid) and the fill of what they hold; a hatched
     bar's fill is a pattern, whose background rectangle holds the colour. Read with ElementTree, no plotting code."""
     import re
     import xml.etree.ElementTree as ET

@@ -17,7 +17,6 @@ import numpy as np
 import torch
 import transformers
 
-
 # ------------------------------------------------------------------ utils.py: FlagDRESModel / HighScaleModel
 
 def pooling(method, last_hidden_state, attention_mask):
@@ -151,7 +150,8 @@ def gritlm_embedding_mode(path, instruction, texts, *, max_length, batch_size=64
         hidden = model(input_ids=inputs["input_ids"], attention_mask=mask4 if bidirectional else keep).last_hidden_state
         pool = keep.clone()
         if instruction:
-            pool[:, :len(tokenizer(instruction, padding=False, truncation=True, max_length=max_length)["input_ids"])] = 0
+            pool[:, :len(tokenizer(instruction, padding=False, truncation=True,
+                                   max_length=max_length)["input_ids"])] = 0
         s = torch.sum(hidden * pool.unsqueeze(-1).float(), dim=1)
         emb = s / pool.sum(dim=1, keepdim=True).float()
         out.append(torch.nn.functional.normalize(emb, dim=-1).numpy())

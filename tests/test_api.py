@@ -4,7 +4,6 @@ import json
 import re
 
 import pytest
-
 from conftest import REPO
 
 PAGE = REPO / "docs" / "api.md"
@@ -27,7 +26,7 @@ def test_package_import_stays_free():
 
     assert "evaluate" in dir(r2med_eval)
     with pytest.raises(AttributeError):
-        r2med_eval.no_such_function
+        _ = r2med_eval.no_such_function
 
 
 def test_api_gives_the_pipelines_numbers(tmp_path):
@@ -36,7 +35,7 @@ def test_api_gives_the_pipelines_numbers(tmp_path):
     from types import SimpleNamespace
 
     import r2med_eval
-    from r2med_eval import datasets
+    from r2med_eval.benchmarks import datasets
     from r2med_eval.stages.score import score_run
 
     task = r2med_eval.load_task(REPO / "data" / "demo")
@@ -136,7 +135,8 @@ def test_read_qrels_reads_every_layout_the_pipeline_reads(tmp_path):
     rows = [("q1", "d1", 2), ("q1", "d2", 0), ("q2", "d3", 1)]
     beir = tmp_path / "beir"
     (beir / "qrels").mkdir(parents=True)
-    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in rows))
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                             + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in rows))
     (tmp_path / "noheader.tsv").write_text("".join(f"{q}\t{d}\t{g}\n" for q, d, g in rows))
     (tmp_path / "trec.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q, d, g in rows))
     r2 = tmp_path / "r2med"
@@ -163,7 +163,7 @@ def _pipeline_files(tmp_path):
     """Two runs of the demo task scored by the stage functions of score_run, significance and fuse_runs, as the
     pipeline runs them: (paths, per-query TSVs, metrics JSONs, significance CSV, fused run)."""
     import r2med_eval
-    from r2med_eval import datasets
+    from r2med_eval.benchmarks import datasets
     from r2med_eval.stages.fuse import fuse_runs
     from r2med_eval.stages.report import significance
     from r2med_eval.stages.score import score_run
@@ -211,7 +211,7 @@ def test_compare_fuse_and_the_cli_give_the_pipelines_files(tmp_path):
     """compare() and `r2med-eval compare` equal the significance stage's table; fuse() and `r2med-eval fuse` the
     fuse_runs stage's run file, byte for byte; `r2med-eval eval` the score_run stage's metrics."""
     import r2med_eval
-    from r2med_eval import significance
+    from r2med_eval.scoring import significance
 
     _pipeline_files(tmp_path)
     qrels = tmp_path / "task" / "qrels.tsv"

@@ -5,9 +5,10 @@ from collections import Counter
 
 import numpy as np
 import pytest
-
 from conftest import REPO, shared_dataset
-from r2med_eval import bm25_paper, datasets
+
+from r2med_eval.benchmarks import datasets
+from r2med_eval.lexical import bm25_paper
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +177,7 @@ def test_medquad_equals_gensim_and_reference(analyzer):
 
 def test_run_file_keeps_float32_order(tmp_path):
     """The run file holds 8 decimals: reading it back gives the same ranking as the in-memory scores."""
-    from r2med_eval import runs
+    from r2med_eval.scoring import runs
 
     docs = [["a"] * n + ["b"] * (7 - n) for n in range(1, 7)] + [["c"]]
     m = bm25_paper.BM25Paper().fit(docs)
@@ -209,7 +210,8 @@ def test_cached_analysis_and_fit_give_the_official_run_byte_for_byte(tmp_path, a
     """The three jobs (analyse the corpus once per task, fit per (k1, b), search the queries) against R2MED's
     gensim loop on per-text analysis, and against the one-shot in-memory path: identical run files; a second
     search of the same fit (a cached run) gives the same bytes again."""
-    from r2med_eval import io, runs
+    from r2med_eval import io
+    from r2med_eval.scoring import runs
     from r2med_eval.stages import index, retrieve
 
     ds = datasets.load("r2med", REPO / "data" / "demo")
@@ -277,7 +279,7 @@ def test_short_job_jvm_analyses_as_the_default_jvm(analyzer):
     texts = docs + queries + ["Aspirin's effects\r\n on COX-1, 1,000 mg", "naïve café — ünïcödé", ""]
     code = r"""
 import json, sys
-from r2med_eval import bm25_paper
+from r2med_eval.lexical import bm25_paper
 texts = json.load(sys.stdin)
 corpus = bm25_paper.analyse_corpus([str(i) for i in range(len(texts))], texts, threads=2)
 from jnius import autoclass
@@ -321,7 +323,7 @@ def test_stored_query_tokens_are_pyserinis_and_the_search_starts_no_jvm(tmp_path
     import subprocess
     import sys
 
-    from r2med_eval import runs
+    from r2med_eval.scoring import runs
 
     ds, files = _demo_task(tmp_path)
     qids = list(ds.queries)
@@ -365,7 +367,9 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("jnius", "
 def test_query_variant_search_analyses_its_texts(tmp_path, analyzer):
     """A query-variant run has no stored tokens: its combined texts are analysed in the job, as R2MED's code
     analyses them (per text), and the run equals the gensim loop on those texts."""
-    from r2med_eval import gar, io, runs
+    from r2med_eval import io
+    from r2med_eval.expansion import gar
+    from r2med_eval.scoring import runs
     from r2med_eval.stages import retrieve
 
     ds, files = _demo_task(tmp_path)

@@ -9,14 +9,15 @@ import sys
 import numpy as np
 import pytest
 import yaml
-
 from conftest import DEMO_BENCHMARK, REPO, snakemake, workflow_dir
-from r2med_eval.workflow.config import with_defaults
-from r2med_eval import dense_models, encoders
-from r2med_eval.errors import ConfigError, InputError
-from r2med_eval.workflow import Workflow
-from r2med_eval.workflow import config as r2config
 from test_workflow import planned_jobs
+
+from r2med_eval.dense import encoders
+from r2med_eval.dense import models as dense_models
+from r2med_eval.errors import ConfigError, InputError
+from r2med_eval.workflow import config as r2config
+from r2med_eval.workflow.config import with_defaults
+from r2med_eval.workflow.control import Workflow
 
 BYO = REPO / "tests" / "byo"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -104,7 +105,8 @@ def test_config_checks_and_params_of_python_and_mteb_models(tmp_path):
                                  "kwargs: {dim: 64}}"))
     r2config.check_paths(cfg)
     with pytest.raises(ConfigError, match="module 'nope' is not found"):
-        r2config.check_paths(r2config.validate(_cfg(f"  h: {{type: python, factory: 'nope:make', python_path: {tmp_path}}}")))
+        r2config.check_paths(r2config.validate(_cfg(f"  h: {{type: python, factory: 'nope:make', "
+                                                    f"python_path: {tmp_path}}}")))
     wc = type("W", (), {"benchmark": "demo", "task": "demo", "model": "hashed"})()
     spec = Workflow(cfg).params.of("encode_corpus")(wc)
     assert spec["code_sha256"] and spec["factory"] == "hashing_encoder:make" and spec["kwargs"] == {"dim": 64}

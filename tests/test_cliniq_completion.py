@@ -19,19 +19,19 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
 import completion_fixture as fx
+import pytest
 from conftest import REPO
 from llm_fake_server import FakeLLM, rule_label
-from r2med_eval import cliniq
-from r2med_eval import cliniq_completion as comp
-from r2med_eval import cliniq_completion_report as rep
-from r2med_eval import cliniq_judge as judge
-from r2med_eval.cliniq_files import read_cliniq_qrels, read_query_types
+
+from r2med_eval.cliniq import completion as comp
+from r2med_eval.cliniq import completion_report as rep
+from r2med_eval.cliniq import judge
+from r2med_eval.cliniq import metrics as cliniq
+from r2med_eval.cliniq.files import read_cliniq_qrels, read_query_types
 from r2med_eval.errors import InputError
 from r2med_eval.io import read_lines
-from r2med_eval.stats import cohen_kappa, kendall_tau_b, wilson_interval
+from r2med_eval.scoring.stats import cohen_kappa, kendall_tau_b, wilson_interval
 from r2med_eval.workflow import paths
 
 OUT = Path("results/cliniq/cliniq-demo/completion")
@@ -297,7 +297,7 @@ def test_rescored_figures_equal_a_direct_computation_with_the_truth(completed):
     truth = {(q, c): rule_label(prepared["queries"][q], prepared["chunks"][c]) for q, c in judged}
     full_rows = rows + [(q, c, t) for (q, c), t in truth.items() if t != "irrelevant"]
     full_irrelevant = irrelevant | {k for k, t in truth.items() if t == "irrelevant"}
-    from r2med_eval.runs import read_run
+    from r2med_eval.scoring.runs import read_run
 
     got = {(r["model"], r["group"], r["metric"]): r for r in csv.DictReader(open(work / OUT / "rescored.csv"))}
     design = [d["query_id"] for d in comp.read_table(work / OUT / "design.tsv", comp.DESIGN_HEADER)]

@@ -11,9 +11,9 @@ import stat
 import threading
 
 import pytest
-
 from conftest import REPO, shared_dataset
-from r2med_eval import cliniq_corpus as cc
+
+from r2med_eval.cliniq import corpus as cc
 from r2med_eval.errors import InputError
 
 DEMO = REPO / "data" / "cliniq-demo"

@@ -14,16 +14,20 @@ import json
 import random
 from types import SimpleNamespace
 
+import cliniq_eval_py as ref
 import numpy as np
 import pytest
 import yaml
-
-import cliniq_eval_py as ref
 from conftest import REPO
-from r2med_eval import cliniq, dense_search, embeddings, runs
+
+from r2med_eval.cliniq import metrics as cliniq
+from r2med_eval.dense import embeddings
+from r2med_eval.dense import search as dense_search
+from r2med_eval.scoring import runs
 from r2med_eval.stages import retrieve as retrieve_stage
 from r2med_eval.stages import score as score_stage
-from r2med_eval.workflow import Workflow, config
+from r2med_eval.workflow import config
+from r2med_eval.workflow.control import Workflow
 
 SINGLE = ("mrr", "ndcg", "map")
 MULTI = ("mrr", "ndcg_at_10_cliniq", "recall_at_100")

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from r2med_eval import cliniq
+from r2med_eval.cliniq import metrics as cliniq
 from r2med_eval.errors import InputError
 
 L2 = math.log2
@@ -172,7 +172,7 @@ def test_evaluate_counts_groups_and_condensed_lists():
 def _random_case(seed: int):
     import random
 
-    from r2med_eval.cliniq_corpus import MATCH_TYPES, QUERY_TYPES
+    from r2med_eval.cliniq.corpus import MATCH_TYPES, QUERY_TYPES
 
     rng = random.Random(seed)
     n_notes = 50 if seed < 6 else 400  # larger corpora: first relevant chunks far below the top 100
@@ -204,7 +204,7 @@ def test_vectorised_scoring_equals_the_reference_implementation(tmp_path, seed, 
     import json
     import random
 
-    from r2med_eval import runs
+    from r2med_eval.scoring import runs
 
     chunk_ids, qtypes, rows, irrelevant, run = _random_case(seed)
     runs.write_run(run, tmp_path / "run.trec", tag="x")

@@ -8,12 +8,12 @@ import stat
 
 import pytest
 import yaml
-
 from conftest import REPO, snakemake, workflow_dir
-from r2med_eval import cliniq_corpus as cc
-from r2med_eval.workflow import config as r2config
-from r2med_eval.errors import ConfigError, InputError
 from test_workflow import planned_jobs
+
+from r2med_eval.cliniq import corpus as cc
+from r2med_eval.errors import ConfigError, InputError
+from r2med_eval.workflow import config as r2config
 
 DEMO = REPO / "data" / "cliniq-demo"
 MODELS = ["bm25", "minilm", "rrf-bm25-minilm"]
@@ -78,7 +78,8 @@ def test_both_settings_both_ndcg_variants_and_tables(cliniq_run):
     # the standard nDCG@10 equals trec_eval's (the generic scorer on the same binary qrels)
     for model in MODELS:
         res = json.loads((base / "cliniq" / f"{model}.json").read_text())
-        generic = json.loads((cliniq_run / "results" / "metrics" / "cliniq-demo" / "cliniq" / f"{model}.json").read_text())
+        generic = json.loads(
+            (cliniq_run / "results" / "metrics" / "cliniq-demo" / "cliniq" / f"{model}.json").read_text())
         assert res["multi"]["all"]["ndcg_at_10"] == pytest.approx(generic["metrics"]["ndcg_at_10"], abs=1e-5)
     for name, groups in (("by_match_type", set(cc.MATCH_TYPES)), ("by_query_type", set(cc.QUERY_TYPES))):
         lines = (base / f"{name}.csv").read_text().splitlines()
@@ -100,7 +101,8 @@ def test_both_settings_both_ndcg_variants_and_tables(cliniq_run):
     assert pool[0] == "query_id\tchunk_id\tquery_type\tbest_rank\tn_systems\tsystems"
     assert len(pool) > 1
     judged = {(q, c) for q, c, _ in (line.split("\t") for line in
-                                     (cliniq_run / "results/data/cliniq-demo/cliniq/cliniq_qrels.tsv").read_text().splitlines())}
+                                     (cliniq_run / "results/data/cliniq-demo/cliniq/cliniq_qrels.tsv").read_text()
+                                     .splitlines())}
     for line in pool[1:]:
         q, c, _, rank, n, systems = line.split("\t")
         assert (q, c) not in judged and 1 <= int(rank) <= 10 and int(n) == len(systems.split(","))
@@ -167,7 +169,7 @@ def test_new_judgments_recompute_every_metric_and_nothing_else(cliniq_run, tmp_p
 
 
 def _run_sizes(work, model):
-    from r2med_eval import runs
+    from r2med_eval.scoring import runs
 
     run = runs.read_run(work / "results" / "runs" / "cliniq-demo" / "cliniq" / f"{model}.trec")
     qtypes = dict(line.split("\t") for line in
@@ -349,7 +351,8 @@ def test_mimic_outputs_owner_only_however_rebuilt_and_no_temporary_survives_a_ki
 
     snakemake(work, "--cores", "1", "all")
     check_private()
-    for top in ("results/runs", "results/metrics", "results/leaderboard.md", "results/data/cliniq-demo/cliniq/qrels.tsv"):
+    for top in ("results/runs", "results/metrics", "results/leaderboard.md",
+                "results/data/cliniq-demo/cliniq/qrels.tsv"):
         for path, mode in _modes(work / top):
             assert mode == (0o755 if path.is_dir() else 0o644), (path, oct(mode))
     import shutil

@@ -19,7 +19,6 @@ import os
 import re
 
 import pytest
-
 from confidentiality import PLANTED, assert_confined, planted_notes
 from conftest import REPO, snakemake, workflow_dir
 from llm_fake_server import FakeLLM
@@ -167,8 +166,9 @@ def test_a_declaration_reruns_nothing(probe, tmp_path):
 def test_an_edited_judge_prompt_plans_the_judging_again_and_nothing_upstream(probe, tmp_path):
     """The judge's prompt is part of the judging rule's params (its sha256): after an edit the dry run plans the
     judging and what reads its labels or its record (the provenance), nothing else."""
-    from r2med_eval.cliniq_judge import DEFAULT_PROMPT
     from test_workflow import planned_jobs
+
+    from r2med_eval.cliniq.judge import DEFAULT_PROMPT
 
     work, _, _ = probe
     prompt = tmp_path / "prompt.txt"

@@ -2,11 +2,11 @@ import copy
 
 import pytest
 import yaml
-
 from conftest import REPO
+
+from r2med_eval.errors import ConfigError
 from r2med_eval.workflow import config
 from r2med_eval.workflow.registry import Registry
-from r2med_eval.errors import ConfigError
 
 BASE = yaml.safe_load((REPO / "config.yaml").read_text())
 
@@ -47,7 +47,8 @@ def test_misspelt_model_type_is_named():
 def test_missing_dataset_path_is_named(tmp_path):
     cfg = copy.deepcopy(BASE)
     cfg["benchmarks"]["demo"]["tasks"]["demo"]["path"] = "no/such/folder"
-    with pytest.raises(ConfigError, match=r"benchmarks\.demo\.tasks\.demo\.path: folder 'no/such/folder' does not exist"):
+    with pytest.raises(ConfigError,
+                       match=r"benchmarks\.demo\.tasks\.demo\.path: folder 'no/such/folder' does not exist"):
         config.check_paths(check(cfg), base=tmp_path)
 
 
@@ -245,11 +246,12 @@ def test_did_you_mean_for_keys_types_and_names():
         f"paper_name, top_k, type). {FIX}")
     assert _message(lambda c: c.update(modles={})) == (
         "config.yaml: unknown key 'modles'; did you mean 'models'? (allowed here: benchmarks, benchmarks_to_run, "
-        f"cliniq_completion, fusion, leaderboard, llms, models, models_to_run, phi_servers, query_variants, report, rerank). {FIX}")
+        f"cliniq_completion, fusion, leaderboard, llms, models, models_to_run, phi_servers, query_variants, report, "
+        f"rerank). {FIX}")
     assert _message(lambda c: c["models"]["bm25"].update(type="bm25_lucen")) == (
         "config.yaml: models.bm25.type: 'bm25_lucen' is not one of 'bm25_lucene', 'dense', 'cross_encoder', "
-        f"'bm25_paper', 'rankllama', 'run', 'python', 'mteb', 'llm_listwise', 'llm_pointwise'; did you mean 'bm25_lucene'? "
-        f"{FIX}")
+        f"'bm25_paper', 'rankllama', 'run', 'python', 'mteb', 'llm_listwise', 'llm_pointwise'; did you mean "
+        f"'bm25_lucene'? {FIX}")
     assert _message(lambda c: c.update(models_to_run=["bm52"])) == (
         "config.yaml: models_to_run names 'bm52', which is not in models; did you mean 'bm25'? (known: bm25, "
         "bm25-paper, minilm). Fix: add 'bm52' to models or remove it from models_to_run.")

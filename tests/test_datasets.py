@@ -1,9 +1,9 @@
 import json
 
 import pytest
-
 from conftest import make_r2med, shared_dataset, write_jsonl
-from r2med_eval import datasets
+
+from r2med_eval.benchmarks import datasets
 from r2med_eval.errors import InputError
 
 

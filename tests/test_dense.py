@@ -3,9 +3,13 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import make_r2med, write_jsonl
-from r2med_eval import datasets, dense_encode, dense_models, dense_search, embeddings
+
+from r2med_eval.benchmarks import datasets
+from r2med_eval.dense import embeddings
+from r2med_eval.dense import encode as dense_encode
+from r2med_eval.dense import models as dense_models
+from r2med_eval.dense import search as dense_search
 from r2med_eval.errors import InputError
 from r2med_eval.io import sha256_file
 from r2med_eval.workflow.config import with_defaults
@@ -97,7 +101,7 @@ def test_search_finds_the_obvious_document(internal, tmp_path):
 def test_cache_mismatches_stop(internal, tmp_path):
     corpus = internal / "corpus.jsonl"
     np.save(tmp_path / "e.npy", np.zeros((10, 8), dtype=np.float32))
-    ids = [json.loads(l)["id"] for l in corpus.read_text().splitlines()]
+    ids = [json.loads(line)["id"] for line in corpus.read_text().splitlines()]
     (tmp_path / "ids.txt").write_text("\n".join(reversed(ids)) + "\n")
     with pytest.raises(InputError, match="different document order"):
         embeddings.load_corpus_embeddings(tmp_path / "e.npy", tmp_path / "ids.txt", corpus)
@@ -247,7 +251,7 @@ def test_id_order_checked_by_the_stored_hash_without_the_corpus(internal, tmp_pa
     np.savez(tmp_path / "s.npz", rows=rows, emb=np.eye(10, 8, dtype=np.float32))
     info = embeddings.gather([tmp_path / "s.npz"], corpus, tmp_path / "c.npy", tmp_path / "c.txt",
                         out_info=tmp_path / "c.json")
-    ids = [json.loads(l)["id"] for l in corpus.read_text().splitlines()]
+    ids = [json.loads(line)["id"] for line in corpus.read_text().splitlines()]
     assert info["ids_sha256"] == embeddings.ids_digest(ids) == sha256_file(tmp_path / "c.txt")
     emb, got = embeddings.load_corpus_embeddings(tmp_path / "c.npy", tmp_path / "c.txt", info_path=tmp_path / "c.json")
     assert got == ids and isinstance(emb.base, np.memmap) or isinstance(emb, np.memmap)
@@ -298,7 +302,7 @@ def test_ivf_training_sample_is_capped_by_max_train(caplog):
     uncapped = {k: v for k, v in base.items() if k != "max_train"}
     for a, b in zip(search(base), search(uncapped)):
         assert np.array_equal(a, b)
-    with caplog.at_level(logging.INFO, logger="r2med_eval.dense_search"):
+    with caplog.at_level(logging.INFO, logger="r2med_eval.dense.search"):
         capped = search({**base, "max_train": 400})
     assert "8 lists trained on 400 of 3000 vectors" in caplog.text
     assert any(not np.array_equal(a, b) for a, b in zip(capped, search(base)))

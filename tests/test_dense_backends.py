@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import yaml
 
-from r2med_eval import dense_encode, dense_models
+from r2med_eval.dense import encode as dense_encode
+from r2med_eval.dense import models as dense_models
 from r2med_eval.errors import ConfigError, InputError
 from r2med_eval.workflow.config import validate, with_defaults
 

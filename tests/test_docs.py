@@ -37,7 +37,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO, SHARED, shared_dataset
 
 DOC_FILES = [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md"))
@@ -378,7 +377,8 @@ def test_cli_command(cmd):
         helps += subprocess.run([sys.executable, "-m", "snakemake", "--help"], capture_output=True, text=True,
                                 timeout=120).stdout
     for option in (a.split("=")[0] for a in words[1:] if a.startswith("-")):
-        assert re.search(rf"(^|[\s,\[]){re.escape(option)}\b", helps), f"{cmd.id}: r2med-eval {words[0]} has no option {option}"
+        assert re.search(rf"(^|[\s,\[]){re.escape(option)}\b", helps), \
+            f"{cmd.id}: r2med-eval {words[0]} has no option {option}"
 
 
 def test_allowed_commands_name_existing_files():

@@ -8,17 +8,17 @@ from importlib.metadata import packages_distributions
 
 import pytest
 import yaml
-
 from conftest import REPO
+
 from r2med_eval.workflow.code import CodeIndex
 
 # Imports a rule's closure holds but its code never reaches, with the reason.
 NOT_REACHED = {
     "provenance": ({"torch", "sentence-transformers", "faiss-cpu", "transformers", "mteb", "datasets", "onnxruntime",
                     "openvino"},
-                   "provenance uses dense_models.resolve_source only (importlib), not dense_models.load_encoder (whose python/mteb "
-                   "adapters import mteb and datasets, and whose backends onnxruntime and openvino); its `import torch` for the hardware record is optional "
-                   "(ImportError caught)"),
+                   "provenance uses dense_models.resolve_source only (importlib), not dense_models.load_encoder (whose "
+                   "python/mteb adapters import mteb and datasets, and whose backends onnxruntime and openvino); its "
+                   "`import torch` for the hardware record is optional (ImportError caught)"),
 }
 # Import names whose distribution is not installed in the test environment.
 DISTRIBUTIONS = {"faiss": "faiss-cpu", "yaml": "pyyaml", "jnius": "pyjnius", "pytrec_eval": "pytrec-eval-terrier"}

@@ -7,13 +7,13 @@ from collections import Counter
 
 import pytest
 import yaml
-
 from conftest import DEMO_BENCHMARK, REPO, snakemake, workflow_dir
-from r2med_eval import runs
-from r2med_eval.errors import ConfigError, InputError
-from r2med_eval.workflow import Workflow
-from r2med_eval.workflow import config as r2config
 from test_workflow import planned_jobs
+
+from r2med_eval.errors import ConfigError, InputError
+from r2med_eval.scoring import runs
+from r2med_eval.workflow import config as r2config
+from r2med_eval.workflow.control import Workflow
 
 DOCS = ["d1", "d2", "d3"]
 QUERIES = ["q1", "q2"]
@@ -130,7 +130,8 @@ def test_copy_is_sorted_ties_by_doc_id_at_the_sources_precision(tmp_path):
 def _config(path_pattern: str, extra: str = "") -> dict:
     return yaml.safe_load(f"""
 benchmarks:
-  demo: {{layout: r2med, tasks: {{demo: {{path: {REPO / 'data' / 'demo'}}}, other: {{path: {REPO / 'data' / 'demo'}}}}}}}
+  demo: {{layout: r2med, tasks: {{demo: {{path: {REPO / 'data' / 'demo'}}}, """
+                          f"""other: {{path: {REPO / 'data' / 'demo'}}}}}}}
 models:
   mine: {{type: run, path: "{path_pattern}"{extra}}}
 """)
@@ -158,7 +159,8 @@ def test_a_run_models_file_is_an_input_and_nothing_else_is(tmp_path):
     cfg = r2config.validate(_config("runs/{benchmark}/{task}.trec", ", description: mine"))
     w = Workflow(cfg)
     wc = type("W", (), {"benchmark": "demo", "task": "other", "model": "mine"})()
-    assert w.inputs.import_run(wc) == {"source": "runs/demo/other.trec", "queries": "results/data/demo/other/queries.jsonl",
+    assert w.inputs.import_run(wc) == {"source": "runs/demo/other.trec",
+                                       "queries": "results/data/demo/other/queries.jsonl",
                                        "corpus": "results/data/demo/other/corpus.jsonl"}
     spec = w.params.of("import_run")(wc)
     assert set(spec) == {"missing_queries", "code"}
@@ -297,7 +299,7 @@ def test_malformed_external_run_stops_the_workflow_with_one_line(external_run):
         proc = snakemake(work, "--cores", "2", "all", check=False)
         assert proc.returncode != 0
         shown = [line for line in proc.stdout.splitlines() if line.startswith("r2med-eval: ")]
-        assert shown == [f"r2med-eval: external/demo/demo.trec, line 4: score 'high' is not a finite number in "
+        assert shown == ["r2med-eval: external/demo/demo.trec, line 4: score 'high' is not a finite number in "
                          "trec_eval's format (trec_eval, with C's atof, would read it as 0.0). Fix: write the "
                          "retriever's score as a decimal number in the fifth column (e.g. 12, -0.25, 1.5e-3: no "
                          "underscores, no hexadecimal, no nan or inf)."], proc.stdout[-3000:]

@@ -28,10 +28,14 @@ tokenizers = pytest.importorskip("tokenizers")
 
 import r2med_dense_ref as ref  # noqa: E402
 from conftest import make_r2med  # noqa: E402
-from r2med_eval import datasets, dense_encode, dense_models, embeddings  # noqa: E402
+from tiny_models import bert_dir, causal_dir, instructor_dir, remote_code_dir  # noqa: E402
+
+from r2med_eval.benchmarks import datasets  # noqa: E402
+from r2med_eval.dense import embeddings  # noqa: E402
+from r2med_eval.dense import encode as dense_encode  # noqa: E402
+from r2med_eval.dense import models as dense_models  # noqa: E402
 from r2med_eval.stages import retrieve  # noqa: E402
 from r2med_eval.workflow.config import with_defaults  # noqa: E402
-from tiny_models import bert_dir, causal_dir, fast, instructor_dir, remote_code_dir, word_level  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRIES = yaml.safe_load((REPO / "config" / "r2med_models.yaml").read_text())["models"]

@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "bench"))
 import full_matrix as fm  # noqa: E402
 
-from r2med_eval import cliniq_corpus as cc  # noqa: E402
-from r2med_eval import datasets, gar  # noqa: E402
-from r2med_eval.r2med import PAPER_STATS  # noqa: E402
+from r2med_eval.benchmarks import datasets
+from r2med_eval.benchmarks.r2med import PAPER_STATS  # noqa: E402
+from r2med_eval.cliniq import corpus as cc  # noqa: E402
+from r2med_eval.expansion import gar  # noqa: E402
+from r2med_eval.llm import reasoning  # noqa: E402
 
 SCALE = 0.002
 
@@ -69,10 +70,10 @@ def test_expansions_for_the_15_pairs_in_r2meds_layout(generated):
     assert len(fm.GAR_PAIRS) == 15
     for method, llm in fm.GAR_PAIRS:
         rows = gar.read_variant(gar.variant_path(task, method, llm), queries)
-        fmt = gar.reasoning_format(llm)
+        fmt = reasoning.reasoning_format(llm)
         assert (fmt != "none") == (llm in fm.REASONING_MARKERS)
         for row in rows.values():
-            answer = gar.split_reasoning(fmt, row["hy_doc"])
+            answer = reasoning.split_reasoning(fmt, row["hy_doc"])
             assert answer.strip() and (fmt == "none" or len(answer) < len(row["hy_doc"]))
 
 
@@ -117,7 +118,7 @@ def test_fragments_register_stand_ins_under_the_real_names(generated, tmp_path):
     """The generated fragments over the configuration of docs/reproducing-the-paper.md (and config/cliniq.yaml),
     merged as Snakemake merges config files, validate; every model entry reads its stand-in and no Hub download is
     planned; the matrix has about 55 runs per R2MED task."""
-    from r2med_eval.workflow import Workflow
+    from r2med_eval.workflow.control import Workflow
 
     out, _ = generated
     entries = {**yaml.safe_load((REPO / "config/r2med_models.yaml").read_text())["models"],

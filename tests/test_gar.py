@@ -2,10 +2,13 @@
 official ways of combining query and hypothetical document."""
 import numpy as np
 import pytest
-
 from conftest import make_r2med, write_jsonl
-from r2med_eval import datasets, dense_encode, dense_models, gar
+
+from r2med_eval.benchmarks import datasets
+from r2med_eval.dense import encode as dense_encode
+from r2med_eval.dense import models as dense_models
 from r2med_eval.errors import InputError
+from r2med_eval.expansion import gar
 from r2med_eval.workflow.config import with_defaults
 
 

@@ -12,13 +12,15 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
 import r2med_dense_ref as ref
 from conftest import write_jsonl
-from r2med_eval import dense_encode, gar
-from r2med_eval.stages import retrieve
 from test_fidelity_dense import DOCS, TEXTS, beir_docs, entry_spec, r2med_ranking, run_file_ranking
 from tiny_models import bert_dir, causal_dir, instructor_dir, remote_code_dir
+
+from r2med_eval.dense import encode as dense_encode
+from r2med_eval.expansion import gar
+from r2med_eval.llm import reasoning
+from r2med_eval.stages import retrieve
 
 # ------------------------------------------------------------------ the transcription (written for this test)
 
@@ -88,8 +90,8 @@ LLMS = {"qwen-7b": "none", "qwq-32b": "think", "huatuo-o1-70b": "huatuo-o1", "qw
 
 
 def test_r2med_reasoning_table_matches_r1_model_list():
-    assert sorted(gar.R2MED_REASONING) == sorted(REF_R1)
-    assert gar.reasoning_format("gpt4") == "none" and gar.reasoning_format("gpt4", "think") == "think"
+    assert sorted(reasoning.R2MED_REASONING) == sorted(REF_R1)
+    assert reasoning.reasoning_format("gpt4") == "none" and reasoning.reasoning_format("gpt4", "think") == "think"
 
 
 @pytest.mark.parametrize("llm", sorted(LLMS))
@@ -98,10 +100,10 @@ def test_split_reasoning_matches_split_response_for_r1(llm):
         "no markers at all", "<think>unclosed", "a</think>b</think>c", "Final Response", "x Final Response\n\n  y \n",
         "<|begin_of_thought|>t<|end_of_thought|><|begin_of_solution|>\n sol \n<|end_of_solution|>",
         "<answer>\n a \n</answer><answer>b</answer>"]
-    fmt = gar.reasoning_format(llm)
+    fmt = reasoning.reasoning_format(llm)
     assert fmt == LLMS[llm]
     for t in texts:
-        assert gar.split_reasoning(fmt, t) == ref_split(llm, t), t
+        assert reasoning.split_reasoning(fmt, t) == ref_split(llm, t), t
 
 
 @pytest.mark.parametrize("method", gar.METHODS)
@@ -112,7 +114,7 @@ def test_bm25_queries_match_eval_bm25(tmp_path, method, llm):
     write_jsonl(tmp_path / "v.jsonl", rows)
     sm = SimpleNamespace(input=SimpleNamespace(variant=str(tmp_path / "v.jsonl")),
                          params=SimpleNamespace(spec={"variant": {"method": method, "llm": llm,
-                                                                  "reasoning": gar.reasoning_format(llm)}}))
+                                                                  "reasoning": reasoning.reasoning_format(llm)}}))
     task_queries = {r["id"]: r["text"] for r in ROWS}
     ours = retrieve._variant_queries(sm, task_queries)
     assert list(ours.values()) == ref_bm25_queries(rows, method, llm)
@@ -142,8 +144,10 @@ def _e5_tokenizer(path):
 
 # entry -> (tiny checkpoint, entry overrides, R2MED's wrapper encode(path, spec, instruction, texts), family)
 ENTRY_CASES = {
-    "contriever-msmarco": (lambda root: bert_dir(root, 11, MODEL_TEXTS), {}, lambda path, spec, instr, texts: ref.encode(
-        path, [instr + t for t in texts], mode="Base", pooling_method="mean", max_length=spec["max_length"]), "flag"),
+    "contriever-msmarco": (lambda root: bert_dir(root, 11, MODEL_TEXTS), {},
+                           lambda path, spec, instr, texts: ref.encode(path, [instr + t for t in texts], mode="Base",
+                                                                       pooling_method="mean",
+                                                                       max_length=spec["max_length"]), "flag"),
     "bge-large-en-v1.5": (lambda root: bert_dir(root, 12, MODEL_TEXTS), {}, lambda path, spec, instr, texts: ref.encode(
         path, [instr + t for t in texts], mode="Base", pooling_method="cls", max_length=spec["max_length"],
         normalize=True), "flag"),
@@ -212,7 +216,7 @@ def test_dense_queries_match_eval_retrieval(tmp_path, entry_models, name, method
     spec = entry_spec(name, path, **ENTRY_CASES[name][1])
     write_jsonl(tmp_path / "v.jsonl", ROWS)
     dense_encode.encode_query_variant(tmp_path / "v.jsonl", tmp_path / "e.npy", tmp_path / "i.txt", spec, name,
-                                      "Biology", method, reasoning=gar.reasoning_format(llm))
+                                      "Biology", method, reasoning=reasoning.reasoning_format(llm))
     ours = np.load(tmp_path / "e.npy")
     assert (tmp_path / "i.txt").read_text().split() == [r["id"] for r in ROWS]
     theirs = r2med_variant(name, path, spec, method, llm, ROWS)
@@ -222,12 +226,12 @@ def test_dense_queries_match_eval_retrieval(tmp_path, entry_models, name, method
     else:
         assert not nan.any()
     assert np.allclose(ours[~nan], _unit(theirs[~nan]), atol=1e-5), np.abs(ours[~nan] - _unit(theirs[~nan])).max()
-    pairs = [gar.dense_inputs(method, r["text"], r["hy_doc"], gar.reasoning_format(llm)) for r in ROWS]
+    pairs = [gar.dense_inputs(method, r["text"], r["hy_doc"], reasoning.reasoning_format(llm)) for r in ROWS]
     if pairs[0][1] is not None:  # two vectors averaged: the other way of averaging is not R2MED's
         other = "normalized" if spec["hydoc_average"] == "raw" else "raw"
         dense_encode.encode_query_variant(tmp_path / "v.jsonl", tmp_path / "o.npy", tmp_path / "o.txt",
                                           {**spec, "hydoc_average": other}, name, "Biology", method,
-                                          reasoning=gar.reasoning_format(llm))
+                                          reasoning=reasoning.reasoning_format(llm))
         if name != "instructor-large":  # (its checkpoint normalises itself: a raw average is the same average)
             # the other averaging would fail the comparison above (atol 1e-5) by a margin
             assert np.abs(np.load(tmp_path / "o.npy")[~nan] - _unit(theirs[~nan])).max() > 5e-5
@@ -330,7 +334,7 @@ def test_variant_settings_reach_the_params_and_the_paper_comparison():
 
 
 def test_paper_comparison_says_why_a_gar_row_is_not_compared(tmp_path):
-    from r2med_eval import r2med_paper
+    from r2med_eval.report import r2med_paper
 
     (tmp_path / "m.json").write_text(json.dumps({"benchmark": "r", "task": "Biology", "model": "bm25+hyde-x",
                                                  "metrics": {"ndcg_at_10": 0.3}}))

@@ -6,11 +6,11 @@ import logging
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import write_jsonl
 from llm_fake_server import FakeLLM
-from r2med_eval import generate
+
 from r2med_eval.errors import InputError
+from r2med_eval.expansion import generate
 from r2med_eval.stages import data as data_stage
 from r2med_eval.workflow.config import with_defaults
 
@@ -33,12 +33,14 @@ _Q2D = "\n\n###Examples:###\n{EXAMPLE}\n\n###Real Test:###\n"
 REF_QUERY2DOC = {
     "Stack-Biology": "Write a passage that help answer the Biology post." + _Q2D + "Post: {TEXT}\nPassage: ",
     "Stack-Medical": "Write a passage to help answer the Medical Science post." + _Q2D + "Post: {TEXT}\nPassage: ",
-    "Stack-Bioinformatics": "Write a passage to help answer the Bioinformatics post." + _Q2D + "Post: {TEXT}\nPassage: ",
+    "Stack-Bioinformatics": "Write a passage to help answer the Bioinformatics post." + _Q2D
+                            + "Post: {TEXT}\nPassage: ",
     "MedXpertQA-Exam": "Write a passage to help answer the Medical Exam." + _Q2D + "Exam: {TEXT}\nPassage: ",
     "MedQA-Diag": "Write a passage to help answer the Medical Exam." + _Q2D + "Exam: {TEXT}\nPassage: ",
     "PMC-Treat": "Write a passage to help answer the Clinical Case." + _Q2D + "Case: {TEXT}\nPassage: ",
     "PMCPatients": "Write a similar case to help diagnose the Clinical Case." + _Q2D + "Case: {TEXT}\nSimilar Case: ",
-    "IIYiPatients-EN": "Write a similar case to help diagnose the Clinical Case." + _Q2D + "Case: {TEXT}\nSimilar Case: ",
+    "IIYiPatients-EN": "Write a similar case to help diagnose the Clinical Case." + _Q2D
+                       + "Case: {TEXT}\nSimilar Case: ",
 }
 _JUST = "Just output the correct passage, don't explanation.\n\n"
 

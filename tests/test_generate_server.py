@@ -24,7 +24,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, demo_config, snakemake
 
 pytestmark = pytest.mark.slow
@@ -46,7 +45,8 @@ def build_tiny_llm(out: Path) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    texts = [json.loads(x)["text"] for x in (Path(__file__).parents[1] / "data/demo/query.jsonl").read_text().splitlines()]
+    texts = [json.loads(x)["text"]
+             for x in (Path(__file__).parents[1] / "data/demo/query.jsonl").read_text().splitlines()]
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -84,7 +84,7 @@ class Server:
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.kill()
-                    raise AssertionError("transformers serve did not start:\n" + log.read_text()[-3000:])
+                    raise AssertionError("transformers serve did not start:\n" + log.read_text()[-3000:]) from None
                 time.sleep(0.5)
 
     def requests(self) -> int:
@@ -125,9 +125,9 @@ def test_generate_against_a_real_server_resumes_and_reaches_the_leaderboard(tmp_
     tasks:
       cliniq: {{path: {cliniq}}}
 models:
-""", 1) + f"""
-  tiny-listwise: {{type: llm_listwise, llm: tiny, passage_words: 30}}
-  tiny-pointwise: {{type: llm_pointwise, llm: tiny, logprobs: false, reasks: 0, passage_words: 30}}
+""", 1) + """
+  tiny-listwise: {type: llm_listwise, llm: tiny, passage_words: 30}
+  tiny-pointwise: {type: llm_pointwise, llm: tiny, logprobs: false, reasks: 0, passage_words: 30}
 rerank:
 """ + "".join(f"  - {{run: bm25, reranker: {r}, depths: [{k}]}}\n" for r, k in RERANKED.items()) + f"""
 cliniq_completion: {{benchmark: cliniq-demo, llm: tiny, queries: 3, sample_per_query: 2, pool_depth: 1,
@@ -232,7 +232,8 @@ query_variants:
     assert 'id="completion-cliniq-demo"' in (work / "results/index.html").read_text()
     prov = json.loads((work / "results/provenance.json").read_text())
     assert set(prov["generation"]) == {f"demo/demo/{m}/tiny" for m in METHODS}
-    assert set(prov["llm_rerank"]) == {f"{where}/{r}" for r in reranked for where in ("demo/demo", "cliniq-demo/cliniq")}
+    assert set(prov["llm_rerank"]) == {f"{where}/{r}" for r in reranked
+                                       for where in ("demo/demo", "cliniq-demo/cliniq")}
     assert prov["judging"]["cliniq-demo"]["requested"] == judging["requested"]
     for folder in ("results", "logs", "resources", ".snakemake"):
         for path in (work / folder).rglob("*"):

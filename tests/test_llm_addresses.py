@@ -1,7 +1,7 @@
 """Issue 35: the address the server policy checks is the address the client connects to, and the server a job
 starts is the one it talks to.
 
-* One canonical host (``llm.canonical_host``): ``localhost.`` is ``localhost`` and is reached at 127.0.0.1 with no
+* One canonical host (``canonical_host``): ``localhost.`` is ``localhost`` and is reached at 127.0.0.1 with no
   name lookup (checked in-process and, end to end, under strace: nothing goes to port 53); what has no canonical
   spelling, port 0 and control characters are refused at the check; no other exception than ``LLMError`` leaves
   the client for any URL.
@@ -10,6 +10,7 @@ starts is the one it talks to.
   dies is reported with its status and its log, and ``vllm.args`` may not set what the job owns.
 * Edges: the served model's name recorded and warned about once, a body cut short retried as a broken connection,
   bounded retry counts."""
+import ipaddress
 import json
 import os
 import random
@@ -20,15 +21,17 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, demo_config, snakemake, workflow_dir
 from llm_fake_server import FakeLLM
-from r2med_eval import llm
-from r2med_eval.errors import ConfigError
+
+from r2med_eval.errors import ConfigError, LLMError
+from r2med_eval.llm.client import Client
+from r2med_eval.llm.policy import ServerPolicy, canonical_host
+from r2med_eval.llm.server import serving
 from r2med_eval.workflow.config import validate, with_defaults
 
 STAND_IN = [sys.executable, str(REPO / "tests" / "llm_fake_server.py")]  # `vllm serve`'s stand-in
-POLICY = llm.ServerPolicy("the judge prompts of benchmark b")
+POLICY = ServerPolicy("the judge prompts of benchmark b")
 
 
 def settings(**over):
@@ -50,7 +53,7 @@ def names_looked_up(monkeypatch):
 
     def lookup(host, *args, **kwargs):
         try:
-            llm.ipaddress.ip_address(host if isinstance(host, str) else host.decode())
+            ipaddress.ip_address(host if isinstance(host, str) else host.decode())
         except ValueError:
             names.append(host)
             raise socket.gaierror(socket.EAI_NONAME, "no lookups in this test") from None
@@ -70,10 +73,10 @@ def free_port() -> int:
 
 @pytest.mark.parametrize("host,canonical", [
     ("localhost.", "localhost"), ("LocalHost", "localhost"), ("[::1]", "::1"), ("127.0.0.1", "127.0.0.1"),
-    ("::FFFF:127.0.0.1", "::ffff:7f00:1"), ("llm.mylab.internal.", "llm.mylab.internal"), ("xn--bcher-kva.de", "xn--bcher-kva.de"),
-    ("a_b.example", "a_b.example")])
+    ("::FFFF:127.0.0.1", "::ffff:7f00:1"), ("llm.mylab.internal.", "llm.mylab.internal"),
+    ("xn--bcher-kva.de", "xn--bcher-kva.de"), ("a_b.example", "a_b.example")])
 def test_canonical_host(host, canonical, no_network):
-    assert llm.canonical_host(host) == canonical
+    assert canonical_host(host) == canonical
     assert not no_network
 
 
@@ -81,7 +84,7 @@ def test_canonical_host(host, canonical, no_network):
                                   "0x7f.1", "017700000001", "fe80::1%eth0", "bücher.de", "-a.example", "a" * 64 + ".x"])
 def test_a_host_without_a_canonical_spelling_is_refused(host, no_network):
     with pytest.raises(ValueError):
-        llm.canonical_host(host)
+        canonical_host(host)
     assert not no_network
 
 
@@ -103,13 +106,13 @@ def test_the_check_refuses_non_canonical_urls_before_anything_is_connected(url, 
                                                                             no_network):
     """At the policy's check and, without a policy, at the client: one LLMError, no lookup, no connection, no
     cache file."""
-    with pytest.raises(llm.LLMError, match=re.escape(problem)) as err:
+    with pytest.raises(LLMError, match=re.escape(problem)) as err:
         POLICY.check(url, "T_LLM_URL")
     assert "T_LLM_URL" in str(err.value) and url.strip() not in str(err.value) and "\n" not in str(err.value)
     monkeypatch.setenv("T_LLM_URL", url)
     monkeypatch.setenv("T_LLM_KEY", "k")
-    with pytest.raises(llm.LLMError, match=re.escape(problem)):
-        ask(llm.Client(settings(), tmp_path / "c" / "cache.jsonl"), {"q": "x"})
+    with pytest.raises(LLMError, match=re.escape(problem)):
+        ask(Client(settings(), tmp_path / "c" / "cache.jsonl"), {"q": "x"})
     assert not no_network and not (tmp_path / "c").exists()
 
 
@@ -119,7 +122,7 @@ def test_a_trailing_dot_localhost_reaches_the_loopback_server_without_a_lookup(t
         port = server.url.split(":")[2].split("/")[0]
         monkeypatch.setenv("T_LLM_URL", f"http://localhost.:{port}/v1")
         monkeypatch.setenv("T_LLM_KEY", "k")
-        answers, _ = ask(llm.Client(settings(), tmp_path / "c.jsonl", private=True, policy=POLICY), {"q": "note"})
+        answers, _ = ask(Client(settings(), tmp_path / "c.jsonl", private=True, policy=POLICY), {"q": "note"})
         assert answers["q"].content == FakeLLM.answer_for("note") and len(server.requests) == 1
         assert server.headers[0]["Host"] == f"127.0.0.1:{port}"  # connected to the address itself
     assert names_looked_up == []
@@ -141,8 +144,8 @@ def test_no_other_exception_than_llmerror_leaves_the_client_for_any_url(tmp_path
         monkeypatch.setenv("T_LLM_URL", url)
         for policy in (None, POLICY):
             try:
-                ask(llm.Client(settings(retries=0), tmp_path / f"{i}.jsonl", policy=policy), {"q": "x"})
-            except llm.LLMError:
+                ask(Client(settings(retries=0), tmp_path / f"{i}.jsonl", policy=policy), {"q": "x"})
+            except LLMError:
                 pass
     assert all(kind == "connect" for kind, _ in no_network)  # a name may be resolved only where no policy applies
     assert not list(tmp_path.glob("*.jsonl"))
@@ -191,8 +194,8 @@ def started(tmp_path, port, *extra, **over):
 def test_a_taken_port_is_refused_and_its_holder_gets_no_request(tmp_path, monkeypatch):
     with FakeLLM() as other:
         port = int(other.url.split(":")[2].split("/")[0])
-        with pytest.raises(llm.LLMError) as err:
-            with llm.serving(started(tmp_path, port), tmp_path / "server.log"):
+        with pytest.raises(LLMError) as err:
+            with serving(started(tmp_path, port), tmp_path / "server.log"):
                 raise AssertionError("never reached")
         assert str(err.value) == (
             f"port {port} on 127.0.0.1 is already taken by another process, so the LLM server this job would start "
@@ -214,7 +217,8 @@ def test_a_borrowed_port_stops_the_snakemake_job_with_one_line(tmp_path):
       model: tiny
       base_url_env: T_UNUSED_URL
       api_key_env: T_UNUSED_KEY
-      vllm: {{enabled: true, port: {port}, startup_seconds: 20, command: {json.dumps(STAND_IN)}, args: [--fake-exit, '1']}}
+      vllm: {{enabled: true, port: {port}, startup_seconds: 20, command: {json.dumps(STAND_IN)}, """
+                                                      f"""args: [--fake-exit, '1']}}
 query_variants:
   - {{benchmark: demo, method: hyde, llm: tiny, models: [bm25], prompt_task: Biology}}
 """)
@@ -238,8 +242,8 @@ query_variants:
 def test_a_started_server_that_fails_its_checks_is_never_asked(tmp_path, misbehaviour, expected):
     port = free_port()
     sent = []
-    with pytest.raises(llm.LLMError, match=expected):
-        with llm.serving(started(tmp_path, port, misbehaviour), tmp_path / "server.log"):
+    with pytest.raises(LLMError, match=expected):
+        with serving(started(tmp_path, port, misbehaviour), tmp_path / "server.log"):
             sent.append("asked")
     assert sent == [] and "T_LLM_URL" not in os.environ
     with socket.socket() as s:  # the child was stopped
@@ -248,8 +252,8 @@ def test_a_started_server_that_fails_its_checks_is_never_asked(tmp_path, misbeha
 
 def test_a_started_server_that_dies_is_named_with_its_status_and_log(tmp_path):
     log = tmp_path / "logs" / "server.log"
-    with pytest.raises(llm.LLMError) as err:
-        with llm.serving(started(tmp_path, free_port(), "--fake-exit", "3"), log):
+    with pytest.raises(LLMError) as err:
+        with serving(started(tmp_path, free_port(), "--fake-exit", "3"), log):
             raise AssertionError("never reached")
     assert str(err.value).startswith(f"the LLM server ({sys.executable}) exited with status 3 before it was ready; "
                                      f"its output is in {log}.")
@@ -258,9 +262,9 @@ def test_a_started_server_that_dies_is_named_with_its_status_and_log(tmp_path):
 
 def test_the_started_server_answers_under_a_fresh_key(tmp_path, monkeypatch):
     monkeypatch.setenv("T_LLM_KEY", "a-key-the-job-must-not-reuse")
-    with llm.serving(started(tmp_path, free_port()), tmp_path / "server.log"):
+    with serving(started(tmp_path, free_port()), tmp_path / "server.log"):
         key = os.environ["T_LLM_KEY"]
-        answers, usage = ask(llm.Client(settings(), tmp_path / "c.jsonl"), {"q": "x"})
+        answers, usage = ask(Client(settings(), tmp_path / "c.jsonl"), {"q": "x"})
     assert key != "a-key-the-job-must-not-reuse" and len(key) >= 32
     assert os.environ["T_LLM_KEY"] == "a-key-the-job-must-not-reuse" and "T_LLM_URL" not in os.environ
     assert answers["q"].content == FakeLLM.answer_for("x") and usage.served_models == {"tiny": 1}
@@ -276,8 +280,8 @@ def test_vllm_args_may_not_set_what_the_job_owns(tmp_path, args):
         validate(raw)
     assert f"llms.big.generate.vllm.args sets '{args[-2] if '=' not in args[0] else args[0]}'" in str(err.value)
     assert "Fix: remove them; choose the port with llms.big.generate.vllm.port." in str(err.value)
-    with pytest.raises(llm.LLMError, match="which the job sets itself"):  # and the job itself refuses them
-        with llm.serving(started(tmp_path, free_port(), *args)):
+    with pytest.raises(LLMError, match="which the job sets itself"):  # and the job itself refuses them
+        with serving(started(tmp_path, free_port(), *args)):
             raise AssertionError("never reached")
 
 
@@ -293,7 +297,7 @@ def server(monkeypatch):
 
 def test_another_served_model_is_recorded_and_warned_about_once(server, tmp_path, caplog):
     server.served_model = "tiny-2025-01-01"
-    client = llm.Client(settings(), tmp_path / "c.jsonl")
+    client = Client(settings(), tmp_path / "c.jsonl")
     _, first = ask(client, {"a": "x", "b": "y"})
     _, second = ask(client, {"c": "z"})
     assert first.served_models == {"tiny-2025-01-01": 2} and (first + second).served_models == {"tiny-2025-01-01": 3}
@@ -303,18 +307,18 @@ def test_another_served_model_is_recorded_and_warned_about_once(server, tmp_path
                         "serves the model you meant"]
     entries = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
     assert {e["served_model"] for e in entries} == {"tiny-2025-01-01"}
-    _, replay = ask(llm.Client(settings(), tmp_path / "c.jsonl"), {"a": "x"})  # from the cache: the same record
+    _, replay = ask(Client(settings(), tmp_path / "c.jsonl"), {"a": "x"})  # from the cache: the same record
     assert replay.cached == 1 and replay.served_models == {"tiny-2025-01-01": 1}
 
 
 def test_a_body_cut_short_is_a_broken_connection_retried_within_the_deadline(server, tmp_path, caplog):
     server.short_first = 2
-    answers, usage = ask(llm.Client(settings(retries=2), tmp_path / "c.jsonl"), {"q": "x"})
+    answers, usage = ask(Client(settings(retries=2), tmp_path / "c.jsonl"), {"q": "x"})
     assert answers["q"].content == FakeLLM.answer_for("x") and len(server.requests) == 3 and usage.requested == 1
     assert caplog.text.count("the connection broke before the answer was complete (IncompleteRead)") == 2
     server.short_first = 5
-    with pytest.raises(llm.LLMError) as err:
-        ask(llm.Client(settings(retries=1), tmp_path / "d.jsonl"), {"q": "x"})
+    with pytest.raises(LLMError) as err:
+        ask(Client(settings(retries=1), tmp_path / "d.jsonl"), {"q": "x"})
     assert str(err.value) == ("the LLM server failed for request q after 2 attempts: the connection broke before the "
                               "answer was complete (IncompleteRead). Fix: check the server's log; rerun to retry "
                               "(answers so far are cached).")

@@ -26,16 +26,18 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import yaml
-
 import rankgpt_ref as ref
+import yaml
 from conftest import REPO, write_jsonl
 from llm_fake_server import FakeLLM
-from r2med_eval import llm, llm_rerank, runs
-from r2med_eval.errors import ConfigError, InputError
-from r2med_eval.llm import Answer, Usage
+
+from r2med_eval.errors import ConfigError, InputError, LLMError
+from r2med_eval.llm.requests import Answer, Request, Usage
+from r2med_eval.rerank import listwise, pointwise
+from r2med_eval.scoring import runs
 from r2med_eval.stages import rerank as rerank_stage
-from r2med_eval.workflow import Workflow, config, paths
+from r2med_eval.workflow import config, paths
+from r2med_eval.workflow.control import Workflow
 
 KEY = "sk-test-llm-rerank-77"
 
@@ -50,7 +52,7 @@ class StubClient:
         self.asked: list[list[dict]] = []
 
     def request(self, messages, **sampling):
-        return llm.Request(messages, {"max_tokens": 64, **sampling})
+        return Request(messages, {"max_tokens": 64, **sampling})
 
     def ask(self, requests):
         out = {}
@@ -115,7 +117,7 @@ def test_listwise_equals_rankgpt_on_200_random_cases():
             item[q] = {"query": queries[q], "hits": [{"content": texts[d], "docid": d, "rank": i + 1,
                                                       "score": float(n - i)} for i, d in enumerate(docs)]}
         client = StubClient(model_answer)
-        ours, counts, _ = llm_rerank.listwise(client, queries, tops, texts, window=window, step=step, words=words)
+        ours, counts, _ = listwise.listwise(client, queries, tops, texts, window=window, step=step, words=words)
         for q in queries:
             end = min(k, len(item[q]["hits"]))
             asked: list = []
@@ -143,7 +145,7 @@ def test_listwise_equals_rankgpt_on_200_random_cases():
 def test_parse_permutation_as_receive_permutation(answer, n):
     item = {"query": "x", "hits": [{"content": str(i), "docid": i} for i in range(n)]}
     theirs = [h["docid"] for h in ref.receive_permutation(copy.deepcopy(item), answer, 0, n)["hits"]]
-    order, counts = llm_rerank.parse_permutation(answer, n)
+    order, counts = listwise.parse_permutation(answer, n)
     assert order == theirs
     assert counts["named"] + counts["missing"] == n
 
@@ -151,27 +153,27 @@ def test_parse_permutation_as_receive_permutation(answer, n):
 def test_unreadable_digits_are_dropped_where_rankgpt_raises():
     with pytest.raises(ValueError):
         ref.receive_permutation({"query": "x", "hits": [{"docid": 0}, {"docid": 1}]}, "[2\u00b2] > [1]", 0, 2)
-    assert llm_rerank.parse_permutation("[2\u00b2] > [1]", 2) == ([0, 1], {"named": 1, "repeated": 0,
+    assert listwise.parse_permutation("[2\u00b2] > [1]", 2) == ([0, 1], {"named": 1, "repeated": 0,
                                                                            "out_of_range": 0, "unreadable": 1,
                                                                            "missing": 1})
 
 
 def test_windows_and_uncovered_top_are_counted():
-    assert llm_rerank.rankgpt_windows(100, 20, 10) == [(80, 100), (70, 90), (60, 80), (50, 70), (40, 60), (30, 50),
+    assert listwise.rankgpt_windows(100, 20, 10) == [(80, 100), (70, 90), (60, 80), (50, 70), (40, 60), (30, 50),
                                                        (20, 40), (10, 30), (0, 20)]
-    assert llm_rerank.rankgpt_windows(10, 20, 10) == [(0, 10)]
-    assert llm_rerank.rankgpt_windows(25, 20, 10) == [(5, 25)]  # RankGPT's loop stops above the top
-    assert llm_rerank.rankgpt_windows(1, 20, 10) == [] and llm_rerank.rankgpt_windows(0, 20, 10) == []
+    assert listwise.rankgpt_windows(10, 20, 10) == [(0, 10)]
+    assert listwise.rankgpt_windows(25, 20, 10) == [(5, 25)]  # RankGPT's loop stops above the top
+    assert listwise.rankgpt_windows(1, 20, 10) == [] and listwise.rankgpt_windows(0, 20, 10) == []
     client = StubClient(lambda m: "[1]")
-    _, counts, _ = llm_rerank.listwise(client, {"a": "x", "b": "y"}, {"a": list("abcdefghijklmnopqrstuvwxy"),
-                                                                      "b": list("ab")}, {c: c for c in "abcdefghijklmnopqrstuvwxy"},
-                                       window=20, step=10, words=300)
+    _, counts, _ = listwise.listwise(client, {"a": "x", "b": "y"}, {"a": list("abcdefghijklmnopqrstuvwxy"),
+                                                                      "b": list("ab")},
+                                       {c: c for c in "abcdefghijklmnopqrstuvwxy"}, window=20, step=10, words=300)
     assert counts["queries_with_uncovered_top"] == 1 and counts["windows"] == 2
 
 
 def test_a_reasoning_models_reasoning_is_cut_before_the_permutation_is_read():
     client = StubClient(lambda m: "<think>[1] is weak, [3] > [2]?</think>\n[2] > [1] > [3]")
-    orders, _, _ = llm_rerank.listwise(client, {"q": "x"}, {"q": ["a", "b", "c"]}, {"a": "a", "b": "b", "c": "c"},
+    orders, _, _ = listwise.listwise(client, {"q": "x"}, {"q": ["a", "b", "c"]}, {"a": "a", "b": "b", "c": "c"},
                                        window=20, step=10, words=300, reasoning="think")
     assert orders["q"] == ["b", "a", "c"]
 
@@ -185,52 +187,52 @@ def lp(token, logprob, alts):
 
 def test_probability_is_the_softmax_over_the_two_answers():
     words = ("yes", "no")
-    p, kind = llm_rerank.positive_probability({"Yes": -0.2, "No": -1.9, "The": -3.0}, words)
+    p, kind = pointwise.positive_probability({"Yes": -0.2, "No": -1.9, "The": -3.0}, words)
     assert kind == "logprobs" and p == pytest.approx(math.exp(-0.2) / (math.exp(-0.2) + math.exp(-1.9)))
     # the variants of one word add up
-    p, _ = llm_rerank.positive_probability({"Yes": -0.7, " yes": -1.2, "No": -1.5, "no": -2.5}, words)
+    p, _ = pointwise.positive_probability({"Yes": -0.7, " yes": -1.2, "No": -1.5, "no": -2.5}, words)
     y, n = math.exp(-0.7) + math.exp(-1.2), math.exp(-1.5) + math.exp(-2.5)
     assert p == pytest.approx(y / (y + n))
     # one word missing: bounded by the lowest returned log probability
-    p, kind = llm_rerank.positive_probability({"Yes": -0.01, "Sure": -5.0, "The": -7.5}, words)
+    p, kind = pointwise.positive_probability({"Yes": -0.01, "Sure": -5.0, "The": -7.5}, words)
     assert kind == "logprobs_bound" and p == pytest.approx(1 / (1 + math.exp(-7.5 + 0.01)))
-    assert llm_rerank.positive_probability({"Maybe": -0.1, "The": -3.0}, words) is None
-    assert llm_rerank.positive_probability({"Yes": -0.1}, words) is None
+    assert pointwise.positive_probability({"Maybe": -0.1, "The": -3.0}, words) is None
+    assert pointwise.positive_probability({"Yes": -0.1}, words) is None
 
 
 def test_judge_reads_the_answer_token_after_the_reasoning():
     tokens = [lp("<think>", -0.1, []), lp("No", -0.3, [("No", -0.3), ("Yes", -1.4)]), lp(" idea", -0.2, []),
               lp("</think>", -0.1, []), lp("\n\n", -0.1, []), lp("Yes", -0.05, [("Yes", -0.05), ("No", -3.0)])]
     answer = Answer("<think>No idea</think>\n\nYes", {}, logprobs=tokens)
-    p, kind = llm_rerank.judge(answer, ("yes", "no"), "think")
+    p, kind = pointwise.judge(answer, ("yes", "no"), "think")
     assert kind == "logprobs" and p == pytest.approx(1 / (1 + math.exp(-3.0 + 0.05)))
     # a plain model would take the first answer token
-    p, _ = llm_rerank.judge(answer, ("yes", "no"), "none")
+    p, _ = pointwise.judge(answer, ("yes", "no"), "none")
     assert p == pytest.approx(1 / (1 + math.exp(-0.3 + 1.4)))
     # the server split the reasoning off and the tokens cover reasoning and answer
     split = Answer("Yes", {}, reasoning="No idea", logprobs=tokens[1:3] + [tokens[5]])
-    assert llm_rerank.judge(split, ("yes", "no"), "think")[0] == pytest.approx(1 / (1 + math.exp(-3.0 + 0.05)))
+    assert pointwise.judge(split, ("yes", "no"), "think")[0] == pytest.approx(1 / (1 + math.exp(-3.0 + 0.05)))
     # no log probabilities: the parsed label; nothing to parse: unparsed
-    assert llm_rerank.judge(Answer("<think>yes?</think> No.", {}), ("yes", "no"), "think") == (0.0, "label")
-    assert llm_rerank.judge(Answer("**True**", {}), ("true", "false"), "none") == (1.0, "label")
-    assert llm_rerank.judge(Answer("Perhaps.", {}), ("yes", "no"), "none") == (None, "unparsed")
+    assert pointwise.judge(Answer("<think>yes?</think> No.", {}), ("yes", "no"), "think") == (0.0, "label")
+    assert pointwise.judge(Answer("**True**", {}), ("true", "false"), "none") == (1.0, "label")
+    assert pointwise.judge(Answer("Perhaps.", {}), ("yes", "no"), "none") == (None, "unparsed")
 
 
 def test_scoring_used_names_the_kinds():
-    assert llm_rerank.scoring_used({"logprobs": 3, "logprobs_bound": 1, "label": 0, "unparsed": 0}) == "logprobs"
-    assert llm_rerank.scoring_used({"logprobs": 0, "logprobs_bound": 0, "label": 4, "unparsed": 0}) == "label"
-    assert llm_rerank.scoring_used({"logprobs": 0, "logprobs_bound": 0, "label": 0, "unparsed": 4}) == "unparsed"
-    assert llm_rerank.scoring_used({"logprobs": 1, "logprobs_bound": 0, "label": 4, "unparsed": 0}) == "mixed"
+    assert pointwise.scoring_used({"logprobs": 3, "logprobs_bound": 1, "label": 0, "unparsed": 0}) == "logprobs"
+    assert pointwise.scoring_used({"logprobs": 0, "logprobs_bound": 0, "label": 4, "unparsed": 0}) == "label"
+    assert pointwise.scoring_used({"logprobs": 0, "logprobs_bound": 0, "label": 0, "unparsed": 4}) == "unparsed"
+    assert pointwise.scoring_used({"logprobs": 1, "logprobs_bound": 0, "label": 4, "unparsed": 0}) == "mixed"
 
 
 def test_template_fill_is_one_pass_and_checked(tmp_path):
-    assert llm_rerank.fill_template("Q: {query}\nP: {passage}", "a {passage} b", "doc") == "Q: a {passage} b\nP: doc"
+    assert pointwise.fill_template("Q: {query}\nP: {passage}", "a {passage} b", "doc") == "Q: a {passage} b\nP: doc"
     (tmp_path / "t.txt").write_text("Q: {query}\n")
     with pytest.raises(InputError, match=r"lacks \{passage\}"):
-        llm_rerank.read_template(tmp_path / "t.txt")
-    shipped = llm_rerank.read_template(llm_rerank.DEFAULT_POINTWISE_PROMPT)
+        pointwise.read_template(tmp_path / "t.txt")
+    shipped = pointwise.read_template(pointwise.DEFAULT_POINTWISE_PROMPT)
     assert shipped.endswith("Does the passage answer the query?\nAnswer:")  # RankGPT's relevance generation
-    assert llm_rerank.read_template(llm_rerank.PROMPTS_DIR / "rank1_true_false.txt").startswith(
+    assert pointwise.read_template(pointwise.PROMPTS_DIR / "rank1_true_false.txt").startswith(
         "Determine if the following passage is relevant to the query. Answer only with 'true' or 'false'.")
 
 
@@ -503,7 +505,7 @@ def test_private_benchmark_cache_is_owner_only_and_policy_applies(fake, tmp_path
     monkeypatch.setenv("T_RR_URL", "http://llm.example.invalid/v1")
     sm = stage_sm(tmp_path, pointwise_config(tmp_path, private=True, max_tokens=4000, passage_words=5), 10,
                   queries=("q1",))
-    with pytest.raises(llm.LLMError, match="the llm_pointwise prompts of benchmark cliniq-demo quote MIMIC-III notes"):
+    with pytest.raises(LLMError, match="the llm_pointwise prompts of benchmark cliniq-demo quote MIMIC-III notes"):
         rerank_stage.llm_rerank_run(sm)
 
 

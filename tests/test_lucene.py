@@ -5,15 +5,15 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, shared_dataset
 
 # The search as db73a08 ran it: pyserini's LuceneSearcher, set_bm25, batch_search with a margin, re-ranked
 # by (score rounded to 6 decimals, doc id). Run in a fresh process so that pyserini sets up nothing of ours.
 REFERENCE = r"""
 import sys
-from r2med_eval import datasets, runs
-from r2med_eval.java import configure_java
+from r2med_eval.benchmarks import datasets
+from r2med_eval.lexical.java import configure_java
+from r2med_eval.scoring import runs
 configure_java()
 from pyserini.search.lucene import LuceneSearcher
 index, queries_path, k, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -33,7 +33,8 @@ runs.write_run(run, out, tag="bm25")
 
 OURS = r"""
 import sys
-from r2med_eval import lucene, runs
+from r2med_eval.lexical import lucene
+from r2med_eval.scoring import runs
 index, queries_path, k, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 run = lucene.search(index, queries_path, k1=0.9, b=0.4, k=k, threads=2)
 runs.write_run(run, out, tag="bm25")
@@ -53,7 +54,8 @@ def _python(code: str, *args) -> str:
 
 
 def _compare(tmp_path, layout: str, data, k: int) -> None:
-    from r2med_eval import datasets, lucene
+    from r2med_eval.benchmarks import datasets
+    from r2med_eval.lexical import lucene
 
     ds = datasets.load(layout, data, duplicate_qrels="max", unknown_qrels="keep")
     datasets.write_internal(ds, tmp_path / "task")

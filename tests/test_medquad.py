@@ -9,9 +9,9 @@ import tarfile
 import zipfile
 
 import pytest
-
 from conftest import shared_dataset
-from r2med_eval import medquad
+
+from r2med_eval.benchmarks import medquad
 from r2med_eval.errors import InputError
 
 
@@ -69,7 +69,8 @@ def make_sources(root):
             (3, "Who gets a rash ?", "   "),  # empty: left out
         ]),
         "1_CancerGov_QA/0000001_2.xml": xml_document("CancerGov", "0000001_1", "Rash again", [
-            (1, "What is (are) a rash, again ?", "The second text of a repeated id."),  # same id: first place, last text
+            # same id: first place, last text
+            (1, "What is (are) a rash, again ?", "The second text of a repeated id."),
         ]),
         "2_GARD_QA/0000004.xml": xml_document("GARD", "0000004", "Zed syndrome", [
             (1, "What is (are) Zed syndrome ?", "Zed syndrome &amp; its signs."),

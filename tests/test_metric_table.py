@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from r2med_eval import leaderboard, metric_table, r2med_paper
 from r2med_eval.errors import InputError
+from r2med_eval.report import leaderboard, r2med_paper
+from r2med_eval.scoring import metric_table
 
 
 def metrics_file(folder, bench, task, model, ndcg):

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from r2med_eval import metrics
+from r2med_eval.scoring import metrics
 
 
 def dcg(gains):

@@ -5,11 +5,12 @@ import csv
 import json
 
 import pytest
-
 from conftest import REPO, snakemake, workflow_dir
-from r2med_eval import metrics, mteb_results
-from r2med_eval.errors import InputError
 from test_byo_encoders import need_mteb
+
+from r2med_eval.errors import InputError
+from r2med_eval.report import mteb_results
+from r2med_eval.scoring import metrics
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -20,7 +21,8 @@ def _metrics(value=0.25):
 
 def test_export_layout_and_read_back(tmp_path):
     files = mteb_results.export([
-        {"name": "r2med-eval/bm25", "task_name": "R2MEDBiologyRetrieval", "dataset_revision": "abc", "metrics": _metrics()},
+        {"name": "r2med-eval/bm25", "task_name": "R2MEDBiologyRetrieval", "dataset_revision": "abc",
+         "metrics": _metrics()},
         {"name": MINILM, "revision": "8b32", "task_name": "R2MEDBiologyRetrieval", "metrics": _metrics()},
     ], tmp_path)
     assert files == sorted(["results/r2med-eval__bm25/no_revision_available/R2MEDBiologyRetrieval.json",

@@ -16,10 +16,10 @@ from urllib.parse import unquote, urlparse
 import pytest
 from conftest import demo_config, snakemake, workflow_dir
 
-from r2med_eval import hfmodels
 from r2med_eval.errors import InputError
-from r2med_eval.workflow import Workflow
+from r2med_eval.hub import models as hfmodels
 from r2med_eval.workflow.config import validate
+from r2med_eval.workflow.control import Workflow
 from r2med_eval.workflow.inputs import prefetch_targets
 
 REPO_ID = "mirror/tiny-encoder"
@@ -112,7 +112,8 @@ def _set_hub_env(monkeypatch, env: dict):
         monkeypatch.setenv(k, v)
     hub_cache = str(Path(env["HF_HOME"]) / "hub")
     monkeypatch.setattr(constants, "ENDPOINT", env["HF_ENDPOINT"])
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", env["HF_ENDPOINT"] + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                        env["HF_ENDPOINT"] + "/{repo_id}/resolve/{revision}/{filename}")
     monkeypatch.setattr(constants, "HF_HUB_CACHE", hub_cache)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "HF_HUB_ETAG_TIMEOUT", 5)
@@ -198,7 +199,7 @@ def test_a_later_config_files_source_path_is_a_local_copy_of_the_hub_entry(tmp_p
     import yaml
     from snakemake.utils import update_config
 
-    from r2med_eval import provenance
+    from r2med_eval.report import provenance
 
     folder = tmp_path / "copy"
     folder.mkdir()
@@ -214,7 +215,7 @@ def test_a_later_config_files_source_path_is_a_local_copy_of_the_hub_entry(tmp_p
     info = provenance.model_source(spec, "enc")["source"]
     assert info["copy_of"] == {"hf": REPO_ID, "revision": "main"} and "warning" not in info
     assert list(info["weights_sha256"]) == ["model.safetensors"]
-    from r2med_eval.dense_models import resolve_source
+    from r2med_eval.dense.models import resolve_source
 
     assert resolve_source(spec["source"], "enc") == (str(folder.resolve()), None)
 

@@ -7,7 +7,8 @@ import re
 import sys
 import time
 
-from r2med_eval import lucene, progress
+from r2med_eval import progress
+from r2med_eval.lexical import lucene
 
 
 def test_progress_lines_carry_count_rate_and_eta(caplog):
@@ -96,7 +97,8 @@ def test_heartbeat_prints_the_running_progress_or_the_phase_to_the_terminal():
     assert any(re.search(r"\] loading the doc encoder of minilm, elapsed \d+s$", line) for line in lines), lines
     assert any(re.search(r"\] shard 1/1: encoding: 10/40 texts \(25\.0%\), [\d.]+ texts/s, elapsed \d+s, ETA \d+s$",
                          line) for line in lines), lines
-    assert re.fullmatch(r"r2med-eval \[encode_corpus demo/demo/minilm\] finished after (\d+h\d\dm|(\d+m)?\d+s)", lines[-1])
+    assert re.fullmatch(r"r2med-eval \[encode_corpus demo/demo/minilm\] finished after (\d+h\d\dm|(\d+m)?\d+s)",
+                        lines[-1])
     assert not progress._ACTIVE  # the finished Progress left the stack
     # a job shorter than the interval prints nothing
     quiet = io.StringIO()
@@ -114,4 +116,4 @@ def test_job_label_and_code_hash():
     for rule in ("encode_corpus", "rerank_run", "lucene_index", "score_cliniq"):
         files = code.closure(rule)[1]
         assert "src/r2med_eval/progress.py" not in files, rule
-    assert "src/r2med_eval/dense_encode.py" in code.closure("encode_corpus")[1]
+    assert "src/r2med_eval/dense/encode.py" in code.closure("encode_corpus")[1]

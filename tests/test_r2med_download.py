@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, make_r2med, shared_dataset, snakemake, workflow_dir
-from r2med_eval.workflow import config as r2config
-from r2med_eval import hfdata
+
 from r2med_eval.errors import ConfigError, InputError
+from r2med_eval.hub import datasets as hfdata
+from r2med_eval.workflow import config as r2config
 
 BIOLOGY_REV = hfdata.R2MED_REVISIONS["Biology"]
 
@@ -100,7 +100,7 @@ def test_revision_missing_from_offline_cache(offline_cache, tmp_path):
 
 def test_no_network_names_the_task_and_the_override(tmp_path):
     """The Hub cannot be reached (a closed local port) and the cache is empty."""
-    code = ("import sys; sys.path.insert(0, 'src'); from r2med_eval import hfdata\n"
+    code = ("import sys; sys.path.insert(0, 'src'); from r2med_eval.hub import datasets as hfdata\n"
             "from r2med_eval.errors import InputError\n"
             f"try:\n    hfdata.fetch_task({str(tmp_path / 'Bio')!r}, task='Biology', source={source()!r})\n"
             "except InputError as e:\n    print('INPUTERROR', e)\n")

@@ -4,13 +4,15 @@ import random
 import re
 
 import pytest
-
 from conftest import REPO, make_r2med, shared_dataset, snakemake, workflow_dir
-from r2med_eval import metrics, r2med, r2med_paper
+from test_workflow import planned_jobs
+
+from r2med_eval.benchmarks import r2med
+from r2med_eval.report import r2med_paper
+from r2med_eval.scoring import metrics
 from r2med_eval.workflow import config as r2config
 from r2med_eval.workflow.params import Params
 from r2med_eval.workflow.registry import Registry
-from test_workflow import planned_jobs
 
 
 def test_paper_table_matches_the_repository_summary():
@@ -184,7 +186,8 @@ def test_identical_ids_dropped_for_dense_runs_only(tmp_path):
 
 def test_empty_documents_kept_as_r2med_does(tmp_path):
     """R2MED's code keeps empty documents: they count in BM25's N and average length (gensim's Dictionary)."""
-    from r2med_eval import bm25_paper, datasets
+    from r2med_eval.benchmarks import datasets
+    from r2med_eval.lexical import bm25_paper
 
     data = make_r2med(tmp_path / "d", corpus=[{"id": "d1", "text": "aspirin"}, {"id": "d2", "text": "  \n"},
                                               {"id": "d3", "text": "insulin aspirin"}])

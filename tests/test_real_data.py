@@ -4,10 +4,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import shared_dataset, snakemake, workflow_dir
 
-from conftest import REPO, shared_dataset, snakemake, workflow_dir
-from r2med_eval import datasets
-from r2med_eval.java import java_env
+from r2med_eval.benchmarks import datasets
+from r2med_eval.lexical.java import java_env
 
 
 def pyserini(*args, cwd):

@@ -9,12 +9,15 @@ import numpy as np
 import pytest
 import scipy.stats
 import yaml
-
 from conftest import R2MED_TASK_NAMES, REPO, full_matrix_runs, full_matrix_table, svg_run_colours
+
+from r2med_eval.cliniq import plots as cliniq_plots
+from r2med_eval.errors import ConfigError, InputError
+from r2med_eval.report import figure, leaderboard, palette, plots, provenance
+from r2med_eval.report import html as htmlreport
+from r2med_eval.scoring import metrics, significance, stats
 from r2med_eval.workflow import config, inputs
 from r2med_eval.workflow.registry import Registry
-from r2med_eval import htmlreport, leaderboard, metrics, palette, plots, provenance, significance, stats
-from r2med_eval.errors import ConfigError, InputError
 
 RNG = np.random.default_rng(20250514)
 A = RNG.uniform(0, 1, 40).round(4)
@@ -249,11 +252,11 @@ minilm,single,synonym,mrr,0.55,120
 def test_cliniq_plots_from_the_long_format(tmp_path):
     src = tmp_path / "by_query_type.csv"
     src.write_text(CLINIQ_CSV)
-    rows = plots.read_cliniq(src)
+    rows = cliniq_plots.read_cliniq(src)
     assert len(rows) == 10 and rows[0]["value"] == 0.41 and rows[-1]["n_queries"] == 120
     styles = palette.assign(["bm25", "minilm"])
-    plots.cliniq_breakdown(src, "query_type", "cliniq", tmp_path / "a.png", tmp_path / "a.svg", styles)
-    plots.cliniq_breakdown(src, "query_type", "cliniq", tmp_path / "b.png", tmp_path / "b.svg", styles)
+    cliniq_plots.cliniq_breakdown(src, "query_type", "cliniq", tmp_path / "a.png", tmp_path / "a.svg", styles)
+    cliniq_plots.cliniq_breakdown(src, "query_type", "cliniq", tmp_path / "b.png", tmp_path / "b.svg", styles)
     assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     svg = (tmp_path / "a.svg").read_text()
     assert "<svg" in svg and "<dc:date>" not in svg
@@ -262,10 +265,10 @@ def test_cliniq_plots_from_the_long_format(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text(CLINIQ_CSV.replace("single,string", "both,string"))
     with pytest.raises(InputError, match="line 8: setting 'both'"):
-        plots.read_cliniq(bad)
+        cliniq_plots.read_cliniq(bad)
     bad.write_text(CLINIQ_CSV.replace("n_queries\n", "n\n", 1))
     with pytest.raises(InputError, match="line 1: header"):
-        plots.read_cliniq(bad)
+        cliniq_plots.read_cliniq(bad)
 
 
 def test_leaderboard_plots_are_deterministic(tmp_path):
@@ -341,7 +344,7 @@ def test_each_run_has_one_style_in_every_plot_of_the_full_matrix(tmp_path):
         f"{m},{s},{g},{met},{(i + j) % 10 / 10},7\n" for i, m in enumerate(runs[:24])
         for s, mets in (("single", ("mrr", "ndcg", "map")), ("multi", ("mrr", "ndcg_at_10")))
         for met in mets for j, g in enumerate(("all", "abbreviation", "hyponym", "implication", "string", "synonym"))))
-    plots.cliniq_breakdown(cliniq, "match_type", "cliniq", tmp_path / "c.png", tmp_path / "c.svg", styles)
+    cliniq_plots.cliniq_breakdown(cliniq, "match_type", "cliniq", tmp_path / "c.png", tmp_path / "c.svg", styles)
     drawn = {name: svg_run_colours(tmp_path / f"{name}.svg") for name in ("t", "r", "c")}
     assert set(drawn["t"]) == set(runs)
     assert set(drawn["r"]) == set(lineage) | {j["run"] for j in lineage.values()}
@@ -352,7 +355,7 @@ def test_each_run_has_one_style_in_every_plot_of_the_full_matrix(tmp_path):
             assert seen == {want} if name != "r" else {c for c, _ in seen} == {want[0]}, (name, run, seen)
     for name in ("t", "h", "r", "c"):
         width, height = Image.open(tmp_path / f"{name}.png").size
-        assert width <= plots.PAGE_WIDTH_IN * plots.DPI, (name, width)
+        assert width <= figure.PAGE_WIDTH_IN * figure.DPI, (name, width)
     # the by-task figure lists the runs in the leaderboard's order
     order = [r[0] for r in leaderboard.build_benchmark(table, "r2med")[1]]
     ids = [m for m in (line.split('"')[1] for line in (tmp_path / "t.svg").read_text().splitlines()
@@ -376,7 +379,7 @@ def test_cliniq_breakdown_of_many_runs_is_a_grid_of_heatmaps_in_the_leaderboards
         for met in mets for j, g in enumerate(groups)))
     order = list(reversed(many))
     captured = {}
-    real_save = plots.save
+    real_save = figure.save
 
     def keep(fig, png, svg):
         captured["fig"] = fig
@@ -384,9 +387,9 @@ def test_cliniq_breakdown_of_many_runs_is_a_grid_of_heatmaps_in_the_leaderboards
 
     import unittest.mock as mock
 
-    with mock.patch.object(plots, "save", keep):
-        plots.cliniq_breakdown(cliniq, "match_type", "cliniq", tmp_path / "c.png", tmp_path / "c.svg",
-                               palette.assign(many), order)
+    with mock.patch.object(cliniq_plots, "save", keep):
+        cliniq_plots.cliniq_breakdown(cliniq, "match_type", "cliniq", tmp_path / "c.png", tmp_path / "c.svg",
+                                      palette.assign(many), order)
     axes = [ax for ax in captured["fig"].axes]
     assert len(axes) == 7 and all(len(ax.images) == 1 and not ax.containers for ax in axes)  # no bars
     for ax in axes:
@@ -396,21 +399,21 @@ def test_cliniq_breakdown_of_many_runs_is_a_grid_of_heatmaps_in_the_leaderboards
     assert len(named) == 4  # the first panel of each of the 4 rows of panels names the runs, in the given order
     from PIL import Image
 
-    assert Image.open(tmp_path / "c.png").size[0] <= plots.PAGE_WIDTH_IN * plots.DPI
+    assert Image.open(tmp_path / "c.png").size[0] <= figure.PAGE_WIDTH_IN * figure.DPI
     assert set(svg_run_colours(tmp_path / "c.svg")) == set(many)  # each run's swatch in its style
     few = tmp_path / "few.csv"
     few.write_text("\n".join(line for line in cliniq.read_text().splitlines()
-                             if line.split(",")[0] in ("model", *many[:plots.CLINIQ_BAR_RUNS])) + "\n")
-    with mock.patch.object(plots, "save", keep):
-        plots.cliniq_breakdown(few, "match_type", "cliniq", tmp_path / "f.png", tmp_path / "f.svg",
-                               palette.assign(many))
+                             if line.split(",")[0] in ("model", *many[:cliniq_plots.CLINIQ_BAR_RUNS])) + "\n")
+    with mock.patch.object(cliniq_plots, "save", keep):
+        cliniq_plots.cliniq_breakdown(few, "match_type", "cliniq", tmp_path / "f.png", tmp_path / "f.svg",
+                                      palette.assign(many))
     assert all(ax.containers and not ax.images for ax in captured["fig"].axes)
 
 
 def test_axes_start_at_zero_and_intervals_are_drawn(tmp_path, monkeypatch):
     seen = []
-    check = plots.check_panels
-    monkeypatch.setattr(plots, "check_panels", lambda fig: (seen.append(fig), check(fig)))
+    check = figure.check_panels
+    monkeypatch.setattr(figure, "check_panels", lambda fig: (seen.append(fig), check(fig)))
     table = {"bm25": {("d", "t"): 0.456}, "bm25--ce@100": {("d", "t"): 0.585}, "dense": {("d", "t"): 0.60}}
     lineage = {"bm25--ce@100": {"run": "bm25", "reranker": "ce", "depth": 100}}
     ci = {("t", "bm25"): (0.36, 0.54, 25), ("t", "bm25--ce@100"): (0.49, 0.67, 25), ("t", "dense"): (0.5, 0.7, 25)}

@@ -10,7 +10,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from r2med_eval import leaderboard, plots, significance
+from r2med_eval.cliniq import plots as cliniq_plots
+from r2med_eval.report import figure, leaderboard, plots
+from r2med_eval.scoring import significance
 
 MODELS = {"bm25": (0.31, 0.52), "minilm": (0.44, 0.21), "bm25--minilm@100": (0.40, 0.50),
           "rrf-bm25-minilm": (0.45, 0.55), "minilm+hyde-handwritten": (0.29, None)}
@@ -33,7 +35,7 @@ def run_chromium(binary, tmp_path, *args):
     cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
            "--disable-dev-shm-usage", f"--user-data-dir={profile}", *args]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
@@ -180,7 +182,9 @@ def test_index_page_in_headless_chromium(tmp_path, monkeypatch):
 
     from PIL import Image
 
-    from r2med_eval import cliniq_files, cliniq_tables, palette
+    from r2med_eval.cliniq import files as cliniq_files
+    from r2med_eval.cliniq import tables as cliniq_tables
+    from r2med_eval.report import palette
     from r2med_eval.stages import report
 
     binary = chromium()
@@ -217,7 +221,7 @@ def test_index_page_in_headless_chromium(tmp_path, monkeypatch):
         (folder / f"by_{grouping}.csv").write_text(cliniq_files.table_csv(rows))
         (folder / f"by_{grouping}.md").write_text(cliniq_tables.wide_markdown(cliniq_tables.wide_tables(rows),
                                                                              f"CliniQ by {grouping}"))
-        plots.cliniq_breakdown(folder / f"by_{grouping}.csv", grouping, "cliniq-demo",
+        cliniq_plots.cliniq_breakdown(folder / f"by_{grouping}.csv", grouping, "cliniq-demo",
                                res / "plots" / "cliniq-demo" / f"cliniq_by_{grouping}.png",
                                res / "plots" / "cliniq-demo" / f"cliniq_by_{grouping}.svg", cliniq_styles)
     (res / "provenance.json").write_text(json.dumps({"runs": [{}] * 9, "datasets": {"r2med/hard": {}}}))
@@ -258,7 +262,7 @@ def test_index_page_in_headless_chromium(tmp_path, monkeypatch):
     placed = {i["src"]: i for i in layout["images"]}
     for src in links.images:
         px_w, px_h = Image.open(res / src).size
-        printed = px_w * 96 / plots.DPI  # CSS px at the figure's printed size
+        printed = px_w * 96 / figure.DPI  # CSS px at the figure's printed size
         assert abs(placed[src]["w"] - 2 - printed) <= 1, (src, placed[src], printed)  # not a thumbnail (2: border)
         assert placed[src]["w"] <= 1000 - 2 * 32 and placed[src]["h"] > 100
     # the CliniQ figures as Chromium paints them: cut out of a screenshot of the whole page, for a person to look at
@@ -296,7 +300,7 @@ def test_a_wide_leaderboard_keeps_each_run_on_one_line(tmp_path):
     scrolls inside its box instead of widening the page."""
     import json
 
-    from r2med_eval import htmlreport
+    from r2med_eval.report import html as htmlreport
 
     binary = chromium()
     names = ["bm25", "bge-large-en-v1.5--medcpt-cross-encoder@100", "bm25-paper+hyde-huatuo-o1-70b",

@@ -2,7 +2,8 @@
 small deterministic model built locally; depth checks."""
 import pytest
 
-from r2med_eval import fusion, rerank
+from r2med_eval.rerank import scorers as rerank
+from r2med_eval.scoring import fusion
 from r2med_eval.workflow.config import with_defaults
 
 A = {"q": {"d1": 3.0, "d2": 2.0, "d3": 1.0}}

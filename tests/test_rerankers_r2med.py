@@ -7,13 +7,15 @@ import json
 
 import numpy as np
 import pytest
-import torch
-
 import r2med_reranker_ref as ref
+import torch
 from conftest import DEMO_BENCHMARK, REPO, snakemake, workflow_dir
 from tiny_models import rankllama_dirs
-from r2med_eval import datasets, rerank, runs
+
+from r2med_eval.benchmarks import datasets
 from r2med_eval.errors import InputError
+from r2med_eval.rerank import scorers as rerank
+from r2med_eval.scoring import runs
 from r2med_eval.workflow.config import with_defaults
 
 WORDS = ("aspirin insulin glucose fever cough heart liver kidney pain drug dose blood acid gene cell tumor lung "
@@ -252,8 +254,8 @@ def test_reranker_keys_reach_the_rerank_job_only():
 
     import yaml
 
-    from r2med_eval.workflow import Workflow
     from r2med_eval.workflow.config import validate
+    from r2med_eval.workflow.control import Workflow
 
     raw = yaml.safe_load((REPO / "config.yaml").read_text())
     extra = yaml.safe_load((REPO / "config" / "rerankers.yaml").read_text())

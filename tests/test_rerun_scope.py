@@ -5,12 +5,11 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import REPO, demo_config, snakemake, workflow_dir
 from test_workflow import planned_jobs
 
-REPORT_RULES = {"all", "collect_metrics", "leaderboard", "leaderboard_benchmark", "significance", "plot_leaderboard", "plot_scatter",
-                "plot_rerank_depth", "provenance", "r2med_vs_paper", "report_index"}
+REPORT_RULES = {"all", "collect_metrics", "leaderboard", "leaderboard_benchmark", "significance", "plot_leaderboard",
+                "plot_scatter", "plot_rerank_depth", "provenance", "r2med_vs_paper", "report_index"}
 CONFIG = demo_config(device="cpu") + """
     description: all-MiniLM-L6-v2
 # a comment
@@ -61,7 +60,8 @@ def test_descriptions_and_comments_plan_nothing(copied_run):
     original = config.read_text()
     try:
         edited = original.replace("description: all-MiniLM-L6-v2", "description: MiniLM, edited\n    # more words")
-        edited = edited.replace("    type: bm25_lucene\n", "    type: bm25_lucene  # a comment\n    description: BM25\n")
+        edited = edited.replace("    type: bm25_lucene\n",
+                                "    type: bm25_lucene  # a comment\n    description: BM25\n")
         assert edited != original
         config.write_text(edited)
         assert "Nothing to be done" in dry(work, checkout)
@@ -72,7 +72,7 @@ def test_descriptions_and_comments_plan_nothing(copied_run):
 @pytest.mark.slow
 def test_editing_metrics_py_plans_scoring_and_reports_only(copied_run):
     _, checkout, work = copied_run
-    metrics = checkout / "src" / "r2med_eval" / "metrics.py"
+    metrics = checkout / "src" / "r2med_eval" / "scoring" / "metrics.py"
     original = metrics.read_text()
     try:
         metrics.write_text(original + "\n# an edit that could change a measure\n")

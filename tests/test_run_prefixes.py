@@ -12,7 +12,8 @@ import random
 
 import pytest
 
-from r2med_eval import metrics, rerank, runs
+from r2med_eval.rerank import scorers as rerank
+from r2med_eval.scoring import metrics, runs
 
 
 def _ids(rng: random.Random, n: int) -> list[str]:
@@ -208,7 +209,7 @@ def test_a_truncating_rerank_of_the_tops_is_the_rerank_of_the_whole_run(tmp_path
 def test_cliniq_pool_from_each_runs_top_is_the_pool_of_the_whole_runs(tmp_path, orders):
     """report_cliniq pools one run at a time from its top chunks (cliniq.pool_files): the same pool as
     cliniq.pool over every run read whole, ties in each run's order, a chunk outside the corpus included."""
-    from r2med_eval import cliniq
+    from r2med_eval.cliniq import metrics as cliniq
 
     rng = random.Random(7)
     ids = [f"{n}_{i}" for n in (3, 12, 40) for i in range(9)]  # corpus order is not id order
@@ -239,7 +240,7 @@ def test_fusion_query_by_query_writes_the_fusion_of_the_whole_runs(tmp_path, met
     the queries mixed in one file, ties."""
     from types import SimpleNamespace
 
-    from r2med_eval import fusion
+    from r2med_eval.scoring import fusion
     from r2med_eval.stages.fuse import fuse_runs
 
     paths = [_case(20, tmp_path, interleave=True)[0], _rounding_case(tmp_path, 21, False), _case(22, tmp_path)[0]]

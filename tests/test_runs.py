@@ -2,9 +2,9 @@ import os
 
 import pytest
 
-from r2med_eval import runs
 from r2med_eval.errors import InputError
 from r2med_eval.io import atomic_path
+from r2med_eval.scoring import runs
 
 
 def test_ties_break_by_doc_id_and_bytes_are_stable(tmp_path):
@@ -16,7 +16,7 @@ def test_ties_break_by_doc_id_and_bytes_are_stable(tmp_path):
     assert first.read_bytes() == second.read_bytes()
     lines = first.read_text().splitlines()
     # q1: both round to 0.123457, so the tie breaks by id; q2: c first, then a before b
-    assert [l.split()[2] for l in lines] == ["y", "z", "c", "a", "b"]
+    assert [line.split()[2] for line in lines] == ["y", "z", "c", "a", "b"]
     assert lines[0] == "q1 Q0 y 1 0.123457 m"
     assert runs.read_run(first)["q2"] == {"c": 2.0, "a": 1.0, "b": 1.0}
 

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, demo_config, snakemake, workflow_dir
 
 sys.path.insert(0, str(REPO / "src"))
@@ -41,8 +40,7 @@ NOT_COMPARED = re.compile(r"(\.search\.json$|lucene\.json$|^index/|^provenance\.
 def _node_ready() -> bool:
     if not shutil.which("sinfo"):
         return False
-    proc = subprocess.run(["sinfo", "-h", "-o", "%t"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          timeout=30)
+    proc = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=30)
     return proc.returncode == 0 and any(s.strip() in ("idle", "mix", "alloc") for s in proc.stdout.split())
 
 

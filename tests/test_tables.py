@@ -11,7 +11,11 @@ import pytest
 from conftest import R2MED_TASK_NAMES, check_tex, compile_tex, full_matrix_runs, full_matrix_table
 from markdown_it import MarkdownIt
 
-from r2med_eval import cliniq_files, cliniq_tables, leaderboard, palette, plots, r2med_paper, significance, tables
+from r2med_eval.cliniq import files as cliniq_files
+from r2med_eval.cliniq import plots as cliniq_plots
+from r2med_eval.cliniq import tables as cliniq_tables
+from r2med_eval.report import figure, leaderboard, palette, plots, r2med_paper, tables
+from r2med_eval.scoring import significance
 
 # two benchmarks, r2med with two tasks; hyde runs on r2med only, "half" on one r2med task only
 VALUES = {("r2med", "a", "bm25"): 0.30, ("r2med", "b", "bm25"): 0.50, ("cliniq", "c", "bm25"): 0.60,
@@ -234,16 +238,16 @@ def test_cliniq_plot_panels_all_have_data(tmp_path, monkeypatch):
     path = tmp_path / "by_match_type.csv"
     path.write_text(cliniq_files.table_csv(CLINIQ_ROWS))
     seen = []
-    check = plots.check_panels
-    monkeypatch.setattr(plots, "check_panels", lambda fig: (seen.append(fig), check(fig)))
-    plots.cliniq_breakdown(path, "match_type", "demo", tmp_path / "m.png", tmp_path / "m.svg",
+    check = figure.check_panels
+    monkeypatch.setattr(figure, "check_panels", lambda fig: (seen.append(fig), check(fig)))
+    cliniq_plots.cliniq_breakdown(path, "match_type", "demo", tmp_path / "m.png", tmp_path / "m.svg",
                            palette.assign(["bm25", "dense"]))
     fig = seen[0]
     titles = sorted(ax.get_title() for ax in fig.axes)
     assert titles == sorted(["single-patient: MRR", "single-patient: nDCG", "single-patient: MAP",
                              "multi-patient: MRR", "multi-patient: nDCG@10", "multi-patient: nDCG@10 (CliniQ)",
                              "multi-patient: Recall@100"])  # 7 panels, not 2 x 7 with 5 empty
-    assert all(plots.panel_points(ax) > 0 for ax in fig.axes)
+    assert all(figure.panel_points(ax) > 0 for ax in fig.axes)
     single = next(ax for ax in fig.axes if ax.get_title() == "single-patient: MRR")
     assert [t.get_text() for t in single.get_xticklabels()] == ["all\n(n=20)", "string\n(n=8)"]  # synonym: none
     assert all(abs(p.get_height()) > 1 for p in single.patches)  # x 100
@@ -251,17 +255,17 @@ def test_cliniq_plot_panels_all_have_data(tmp_path, monkeypatch):
 
 def test_scatter_is_x100_and_empty_panels_are_refused(tmp_path, monkeypatch):
     seen = []
-    check = plots.check_panels
-    monkeypatch.setattr(plots, "check_panels", lambda fig: (seen.append(fig), check(fig)))
+    check = figure.check_panels
+    monkeypatch.setattr(figure, "check_panels", lambda fig: (seen.append(fig), check(fig)))
     plots.scatter({"t": ({"q1": 0.5, "q2": 1.0}, {"q1": 0.25, "q2": 1.0})}, "a", "b", "demo", "ndcg_at_10",
                   tmp_path / "s.png", tmp_path / "s.svg")
     ax = seen[0].axes[0]
     assert ax.get_xlim() == (-3, 103) and sorted(ax.collections[0].get_offsets()[:, 0]) == [50.0, 100.0]
     assert "x 100" in ax.get_xlabel()
-    plt = plots._pyplot()
+    plt = figure.pyplot()
     fig, axes = plt.subplots(1, 2)
     axes[0].bar([0], [1.0])
     axes[1].set_title("empty")
     with pytest.raises(ValueError, match="plot panel 'empty' has no data"):
-        plots.check_panels(fig)
+        figure.check_panels(fig)
     plt.close(fig)

@@ -7,7 +7,6 @@ owner-only file under resources/job_logs/; the log under logs/ and the terminal 
 model, the job and the fix."""
 import logging
 import os
-import re
 import stat
 import sys
 import warnings
@@ -16,11 +15,12 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
-from conftest import REPO, snakemake, workflow_dir
 from confidentiality import assert_confined, files_holding
-from r2med_eval import encoders, smk
+from conftest import REPO
+
+from r2med_eval import smk
 from r2med_eval.confidential import ExternalError, mimic_benchmark, private_log
+from r2med_eval.dense import encoders
 from r2med_eval.errors import InputError
 from r2med_eval.stages import index
 from r2med_eval.workflow.config import with_defaults
@@ -92,7 +92,8 @@ def test_real_2d_outputs_of_any_numeric_type_are_accepted(out):
 def test_torch_tensors_are_accepted():
     import torch
 
-    for tensor in (torch.ones((3, 4)), torch.ones((3, 4), dtype=torch.bfloat16), torch.ones((3, 4), requires_grad=True)):
+    for tensor in (torch.ones((3, 4)), torch.ones((3, 4), dtype=torch.bfloat16),
+                   torch.ones((3, 4), requires_grad=True)):
         emb = encoders.embeddings(tensor, 3, "model 'm'")
         assert emb.dtype == np.float32 and emb.shape == (3, 4)
 
@@ -115,9 +116,9 @@ def test_every_exception_of_user_code_is_one_external_error(tmp_path):
         assert str(err.value).startswith(start), str(err.value)
     with pytest.raises(ExternalError) as err:
         encoders.load(python_spec("runtime"), "bad", "doc", "demo").encode(TEXTS, batch_size=3)
-    assert str(err.value) == ("model 'bad' (factory bad_encoder:make): encode_corpus() on 3 texts raised RuntimeError: "
-                              "the encoder broke. Fix: fix the encoder (models.bad) so that it encodes every text it is "
-                              "given.")
+    assert str(err.value) == ("model 'bad' (factory bad_encoder:make): encode_corpus() on 3 texts raised "
+                              "RuntimeError: the encoder broke. Fix: fix the encoder (models.bad) so that it encodes "
+                              "every text it is given.")
     with pytest.raises(ExternalError) as err:
         encoders.load(python_spec("quote"), "bad", "query", "demo").encode(TEXTS, batch_size=3)
     exc = err.value
@@ -178,8 +179,10 @@ def test_which_jobs_read_mimic_derived_text():
     assert not mimic_benchmark(config, None) and not mimic_benchmark(config, "absent") and not mimic_benchmark({}, "cq")
 
     def job(benchmark=None, private=None):
-        return SimpleNamespace(config=config, wildcards=SimpleNamespace(**({"benchmark": benchmark} if benchmark else {})),
-                               params=SimpleNamespace(**({"spec": {"private": private}} if private is not None else {})))
+        return SimpleNamespace(config=config,
+                               wildcards=SimpleNamespace(**({"benchmark": benchmark} if benchmark else {})),
+                               params=SimpleNamespace(**({"spec": {"private": private}}
+                                                         if private is not None else {})))
 
     assert smk.mimic_job(job("cq")) and smk.mimic_job(job(private=True)) and smk.mimic_job(job("cq", private=False))
     assert not smk.mimic_job(job("r2")) and not smk.mimic_job(job()) and not smk.mimic_job(job("r2", private=False))
@@ -199,7 +202,8 @@ def encode_job(root: Path, layout: str, kind: str) -> SimpleNamespace:
     spec = {**python_spec(kind), "private": layout == "cliniq", "storage": "float32", "code_sha256": "0" * 64}
     return SimpleNamespace(
         input=SimpleNamespace(corpus=str(corpus)),
-        output=SimpleNamespace(emb=str(emb / "corpus.npy"), ids=str(emb / "corpus_ids.txt"), info=str(emb / "corpus.json")),
+        output=SimpleNamespace(emb=str(emb / "corpus.npy"), ids=str(emb / "corpus_ids.txt"),
+                               info=str(emb / "corpus.json")),
         params=SimpleNamespace(spec=spec), wildcards=SimpleNamespace(benchmark="b", task="t", model="bad"), threads=1,
         log=["logs/encode_corpus/b/t/bad.log"], rule="encode_corpus", config={"benchmarks": {"b": {"layout": layout}}})
 
@@ -222,9 +226,10 @@ def test_an_encoder_that_quotes_note_text_on_a_mimic_benchmark(tmp_path, monkeyp
     shown = run_job(encode_job(tmp_path, "cliniq", "quote"), index.encode_corpus, capfd, monkeypatch)
     lines = [line for line in shown.splitlines() if line.strip()]
     full = Path("resources/job_logs/encode_corpus/b/t/bad.log")
-    assert lines == [f"r2med-eval: model 'bad' (factory bad_encoder:make): encode_corpus() on 3 texts raised ValueError "
-                     f"(its message is withheld: the job reads MIMIC-derived text; the message and traceback are in "
-                     f"{full}, owner-only). Fix: fix the encoder (models.bad) so that it encodes every text it is given."]
+    assert lines == [f"r2med-eval: model 'bad' (factory bad_encoder:make): encode_corpus() on 3 texts raised "
+                     f"ValueError (its message is withheld: the job reads MIMIC-derived text; the message and "
+                     f"traceback are in {full}, owner-only). Fix: fix the encoder (models.bad) so that it encodes "
+                     f"every text it is given."]
     public = Path("logs/encode_corpus/b/t/bad.log").read_text()
     assert SECRET not in public and "raised ValueError (its message is withheld" in public and str(full) in public
     text = full.read_text()
@@ -275,8 +280,8 @@ def test_any_failure_of_a_mimic_job_stays_in_the_owner_only_log(tmp_path, monkey
     assert "read 3 documents" in public and "failed with KeyError" in public and "done in" in public
     assert SECRET not in public
     text = full.read_text()
-    for piece in ("on stdout", "on stderr", "on fd 1", "on fd 2", f"library {SECRET}", f"KeyError: '{SECRET} not found'",
-                  "read 3 documents"):
+    for piece in ("on stdout", "on stderr", "on fd 1", "on fd 2", f"library {SECRET}",
+                  f"KeyError: '{SECRET} not found'", "read 3 documents"):
         assert piece in text, piece
     assert files_holding(tmp_path, SECRET)[-1] == tmp_path / full and stat.S_IMODE(full.stat().st_mode) == 0o600
     # file descriptors and streams are back: the next job's output reaches the terminal

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, check_tex, compile_tex, demo_config, snakemake, svg_run_colours, workflow_dir
 
 DEMO_CONFIG = demo_config(device="cpu")
@@ -38,8 +37,8 @@ def planned_jobs(proc_output: str) -> dict:
 
 
 # the report stage re-runs whenever a score changes (plot_scatter too when one of its two runs changes)
-REPORT_JOBS = {"all": 1, "collect_metrics": 1, "leaderboard": 1, "leaderboard_benchmark": 1, "significance": 1, "plot_leaderboard": 1,
-               "provenance": 1, "r2med_vs_paper": 1, "report_index": 1}
+REPORT_JOBS = {"all": 1, "collect_metrics": 1, "leaderboard": 1, "leaderboard_benchmark": 1, "significance": 1,
+               "plot_leaderboard": 1, "provenance": 1, "r2med_vs_paper": 1, "report_index": 1}
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +236,8 @@ def test_shipped_default_config_end_to_end(tmp_path):
     text = text.replace("data/cliniq-demo", str(REPO / "data" / "cliniq-demo"))
     work = workflow_dir(tmp_path, text)
     snakemake(work, "--cores", "2", "all")
-    board = {row["model"]: float(row["demo/demo"]) for row in csv.DictReader(open(work / "results" / "leaderboard.csv"))}
+    board = {row["model"]: float(row["demo/demo"])
+             for row in csv.DictReader(open(work / "results" / "leaderboard.csv"))}
     assert set(board) == {"bm25", "bm25-paper", "minilm", "bm25--minilm@100", "rrf-bm25-minilm",
                           "bm25+hyde-handwritten", "minilm+hyde-handwritten"}
     paper = (work / "results" / "r2med_vs_paper.md").read_text()
@@ -269,7 +269,8 @@ def test_shipped_default_config_end_to_end(tmp_path):
     # the report stage too: tables and plots byte-identical (provenance.json holds timings, so it is not)
     report_files = ["leaderboard.html", "leaderboard.md", "leaderboard.csv", "significance.csv", "significance.md",
                     "leaderboards/demo.csv", "r2med_vs_paper.md", "index.html"]
-    report_files += [f"plots/demo/{n}.{e}" for n in ("by_task", "heatmap", "rerank_depth", "scatter") for e in ("png", "svg")]
+    report_files += [f"plots/demo/{n}.{e}" for n in ("by_task", "heatmap", "rerank_depth", "scatter")
+                     for e in ("png", "svg")]
     report_files += [f"plots/cliniq-demo/cliniq_by_{g}.{e}" for g in ("match_type", "query_type")
                      for e in ("png", "svg")]
     report_files += [f"plots/{b}/palette.tsv" for b in ("demo", "cliniq-demo")]
@@ -330,7 +331,7 @@ def check_cli_against_the_pipeline(work) -> None:
 def test_report_outputs(demo_run):
     """The report stage on the demo: leaderboards, significance, plots, provenance, per-query TSVs, and
     `snakemake --report`."""
-    from r2med_eval import metrics
+    from r2med_eval.scoring import metrics
 
     (demo_run / "config.yaml").write_text(DEMO_CONFIG)
     snakemake(demo_run, "--cores", "2", "all")

@@ -5,10 +5,11 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-
 from conftest import REPO
-from r2med_eval.workflow import Workflow, config, inputs, paths
+
+from r2med_eval.workflow import config, inputs, paths
 from r2med_eval.workflow.code import CodeIndex
+from r2med_eval.workflow.control import Workflow
 from r2med_eval.workflow.params import MODEL_KEYS
 from r2med_eval.workflow.registry import Registry, parse_rerank_name, rerank_name, variant_name
 
@@ -35,8 +36,8 @@ def wc(**kw):
 def test_defaults_are_filled_at_every_depth_from_the_schema():
     cfg = load()
     minilm = cfg["models"]["minilm"]
-    assert minilm["index"] == {"kind": "flat", "nprobe": 16, "max_train": 131072, "m": 32, "ef_construction": 200, "ef_search": 256,
-                               "seed": 0}
+    assert minilm["index"] == {"kind": "flat", "nprobe": 16, "max_train": 131072, "m": 32, "ef_construction": 200,
+                               "ef_search": 256, "seed": 0}
     assert minilm["shards"] == 1 and minilm["embedding_dtype"] == "float32"
     assert cfg["rerank"][0]["depths"] == [100] and cfg["fusion"]["rrf-bm25-minilm"]["k"] == 60
     assert cfg["report"]["permutations"] == 10000 and cfg["leaderboard"]["metric"] == "ndcg_at_10"
@@ -182,7 +183,8 @@ def test_a_model_change_reaches_its_branch_only():
     raw["models"]["bm25"]["k1"] = 1.2
     after = all_params(config.validate(raw))
     changed = {k for k in before if before[k] != after[k]}
-    bm25_runs = {("retrieve_bm25_lucene", "demo", "demo", "bm25"), ("retrieve_bm25_lucene", "cliniq-demo", "cliniq", "bm25"),
+    bm25_runs = {("retrieve_bm25_lucene", "demo", "demo", "bm25"),
+                 ("retrieve_bm25_lucene", "cliniq-demo", "cliniq", "bm25"),
                  ("retrieve_bm25_lucene", "demo", "demo", "bm25+hyde-handwritten")}
     assert changed == bm25_runs | {("provenance",)}  # provenance records the branch of every run
     # a prompt for one task leaves the other tasks' embeddings alone
@@ -210,17 +212,17 @@ def test_params_hold_no_checkout_path():
 
 def test_code_closure_of_each_rule():
     code = CodeIndex()
-    has_metrics = {r for r in code.rules() if "src/r2med_eval/metrics.py" in code.closure(r)[1]}
+    has_metrics = {r for r in code.rules() if "src/r2med_eval/scoring/metrics.py" in code.closure(r)[1]}
     assert has_metrics == {"score_run"}
     assert "data/reference/r2med_paper_ndcg10.tsv" in code.closure("r2med_vs_paper")[1]
     assert "data/reference/r2med_paper_ndcg10.tsv" not in code.closure("prepare_task")[1]
     # dense retrieval's three concerns: model adapters and encoding reach the encoding jobs, search the search job
-    reaches = {m: {r for r in code.rules() if f"src/r2med_eval/{m}.py" in code.closure(r)[1]}
-               for m in ("dense_models", "dense_encode", "embeddings", "dense_search")}
+    reaches = {m: {r for r in code.rules() if f"src/r2med_eval/dense/{m}.py" in code.closure(r)[1]}
+               for m in ("models", "encode", "embeddings", "search")}
     encoding = {"encode_corpus", "encode_corpus_shard", "encode_queries", "encode_query_variant"}
-    assert reaches["dense_encode"] == encoding
-    assert reaches["dense_models"] == encoding | {"rerank_run", "provenance"}  # load_model, resolve_source
-    assert reaches["dense_search"] == {"retrieve_dense"}
+    assert reaches["encode"] == encoding
+    assert reaches["models"] == encoding | {"rerank_run", "provenance"}  # load_model, resolve_source
+    assert reaches["search"] == {"retrieve_dense"}
     assert reaches["embeddings"] == encoding | {"gather_embeddings", "retrieve_dense", "rerank_run"}
     # the control layer reaches jobs through their paths and params, which Snakemake tracks itself
     assert not any("/workflow/" in f for r in code.rules() for f in code.closure(r)[1])
@@ -233,7 +235,7 @@ def test_code_hash_follows_an_edit_and_not_the_location(tmp_path):
     here = CodeIndex()
     there = CodeIndex(src, tmp_path / "a")
     assert {r: here.hash(r) for r in here.rules()} == {r: there.hash(r) for r in there.rules()}
-    with open(src / "metrics.py", "a") as handle:
+    with open(src / "scoring" / "metrics.py", "a") as handle:
         handle.write("\n# an edit\n")
     edited = CodeIndex(src, tmp_path / "a")
     assert {r for r in here.rules() if here.hash(r) != edited.hash(r)} == {"score_run"}
@@ -243,7 +245,7 @@ def test_code_hash_follows_an_edit_and_not_the_location(tmp_path):
     edited = CodeIndex(src, tmp_path / "a")
     assert {r for r in here.rules() if here.hash(r) != edited.hash(r)} == {"score_run", "prepare_task"}
     # an edit to the search code reruns the searches, not the encoding
-    with open(src / "dense_search.py", "a") as handle:
+    with open(src / "dense" / "search.py", "a") as handle:
         handle.write("\n# an edit\n")
     searched = CodeIndex(src, tmp_path / "a")
     assert {r for r in here.rules() if edited.hash(r) != searched.hash(r)} == {"retrieve_dense"}
@@ -299,12 +301,11 @@ def test_layers_have_no_upward_import():
     for path in sorted(package.rglob("*.py")):
         rel = path.relative_to(package).with_suffix("")
         module = "r2med_eval." + ".".join(rel.parts).replace(".__init__", "")
-        layer = rel.parts[0] if len(rel.parts) > 1 else "library"
+        layer = rel.parts[0] if rel.parts[0] in ("workflow", "stages") else "library"
         deps = code._imports(module, ast.parse(path.read_text()))
         for dep in deps:
             parts = dep.split(".")
-            dep_layer = parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ("workflow", "stages")) \
-                else "library"
+            dep_layer = parts[1] if len(parts) > 1 and parts[1] in ("workflow", "stages") else "library"
             allowed = {"library": {"library"}, "workflow": {"library", "workflow"},
                        "stages": {"library", "workflow", "stages"}}[layer]
             assert dep_layer in allowed, f"{module} imports {dep}"
@@ -313,7 +314,7 @@ def test_layers_have_no_upward_import():
 def test_tune_gc_raises_the_thresholds_unless_asked_not_to():
     import gc
 
-    from r2med_eval.workflow import PLANNING_GC_THRESHOLDS, tune_gc
+    from r2med_eval.workflow.control import PLANNING_GC_THRESHOLDS, tune_gc
 
     before = gc.get_threshold()
     try:

@@ -45,7 +45,8 @@ def wordpiece(root: Path, texts, vocab_size: int):
     wp.train_from_iterator(list(texts), vocab_size=vocab_size, min_frequency=1)
     root.mkdir(parents=True, exist_ok=True)
     wp.save_model(str(root))
-    tokenizer = transformers.BertTokenizerFast(vocab=str(root / "vocab.txt"), do_lower_case=True)  # (vocab_file: all [UNK] in transformers 5)
+    # (vocab_file: all [UNK] in transformers 5)
+    tokenizer = transformers.BertTokenizerFast(vocab=str(root / "vocab.txt"), do_lower_case=True)
     tokenizer.save_pretrained(root)
     return tokenizer
 
@@ -151,7 +152,8 @@ def causal_dir(root: Path, kind: str, seed: int, texts, *, add_eos: bool = False
                    eos_token="<eos>", pad_token="<pad>", unk_token="<unk>")
         config = transformers.GemmaConfig(vocab_size=tok.vocab_size, hidden_size=hidden, num_hidden_layers=layers,
                                           num_attention_heads=hidden // 16, num_key_value_heads=1, head_dim=16,
-                                          intermediate_size=2 * hidden, max_position_embeddings=max_positions, pad_token_id=0)
+                                          intermediate_size=2 * hidden, max_position_embeddings=max_positions,
+                                          pad_token_id=0)
         cls = transformers.GemmaModel
     else:
         tok = fast(word_level(["<unk>", "<s>", "</s>"], "<s> $A </s>" if add_eos else "<s> $A", "<unk>", texts),

@@ -6,21 +6,73 @@ Without Snakemake (docs/api.md)::
     task = r2med_eval.load_task("data/demo")
     result = r2med_eval.evaluate(task.qrels, "my_run.trec", task.queries)
     result["metrics"]["ndcg_at_10"]
+
+The library is grouped by concern (docs/development.md): ``benchmarks``, ``hub``, ``cliniq``, ``lexical``,
+``dense``, ``rerank``, ``llm``, ``expansion``, ``scoring``, ``report``; ``workflow`` and ``stages`` serve the
+Snakemake rules.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _API = ("compare", "evaluate", "evaluate_cliniq", "fuse", "load_task", "read_qrels", "read_run", "write_run")
 
+# The flat module names of version 0.1 (``from r2med_eval import significance``), for users' scripts: each is the
+# module of the subpackage it moved to (``cliniq``, ``llm`` and ``rerank`` are the subpackages now: their modules
+# are ``cliniq.metrics``, ``llm.client`` and ``rerank.scorers``). The package's own code imports the new names
+# only (tests/test_layout.py).
+MOVED = {
+    "bm25_paper": "lexical.bm25_paper",
+    "cliniq_completion": "cliniq.completion",
+    "cliniq_completion_report": "cliniq.completion_report",
+    "cliniq_corpus": "cliniq.corpus",
+    "cliniq_files": "cliniq.files",
+    "cliniq_judge": "cliniq.judge",
+    "cliniq_tables": "cliniq.tables",
+    "datasets": "benchmarks.datasets",
+    "dense_encode": "dense.encode",
+    "dense_models": "dense.models",
+    "dense_search": "dense.search",
+    "embeddings": "dense.embeddings",
+    "encoders": "dense.encoders",
+    "factories": "dense.factories",
+    "fusion": "scoring.fusion",
+    "gar": "expansion.gar",
+    "generate": "expansion.generate",
+    "hfdata": "hub.datasets",
+    "hfmodels": "hub.models",
+    "htmlreport": "report.html",
+    "java": "lexical.java",
+    "leaderboard": "report.leaderboard",
+    "llm_rerank": "rerank.llm_rerank",
+    "lucene": "lexical.lucene",
+    "medquad": "benchmarks.medquad",
+    "metric_table": "scoring.metric_table",
+    "metrics": "scoring.metrics",
+    "mteb_results": "report.mteb_results",
+    "palette": "report.palette",
+    "plots": "report.plots",
+    "provenance": "report.provenance",
+    "r2med": "benchmarks.r2med",
+    "r2med_paper": "report.r2med_paper",
+    "rerank_merge": "rerank.merge",
+    "runs": "scoring.runs",
+    "significance": "scoring.significance",
+    "stats": "scoring.stats",
+    "tables": "report.tables",
+}
+
 
 def __getattr__(name):
-    """The functions of ``r2med_eval.api``, imported on first use (importing the package stays free)."""
-    if name in _API:
-        from . import api
+    """The functions of ``r2med_eval.api`` and the modules of ``MOVED``, imported on first use (importing the
+    package stays free)."""
+    import importlib
 
-        return getattr(api, name)
+    if name in _API:
+        return getattr(importlib.import_module(f"{__name__}.api"), name)
+    if name in MOVED:
+        return importlib.import_module(f"{__name__}.{MOVED[name]}")
     raise AttributeError(f"module 'r2med_eval' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(list(globals()) + list(_API))
+    return sorted(list(globals()) + list(_API) + list(MOVED))

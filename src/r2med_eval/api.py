@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import datasets, runs
-from . import metrics as _metrics
+from .benchmarks import datasets
 from .errors import InputError
+from .scoring import metrics as _metrics
+from .scoring import runs
 
 
 def load_task(path, layout: str = "r2med", *, split: str = "test", empty_text: str = "error",
@@ -97,7 +98,7 @@ def compare(runs, qrels, *, baseline: str, metric: str = "ndcg_at_10", ignore_id
     ``score_run`` stores them). ``runs``: {name: run or path}, or a list of paths named after their files;
     ``metric``: any name ``evaluate`` takes. Rows as ``results/significance.csv`` (``significance.FIELDS``);
     ``significance.to_csv`` / ``to_markdown`` write them."""
-    from . import significance
+    from .scoring import significance
 
     named = _named_runs(runs)
     if baseline not in named:
@@ -120,7 +121,7 @@ def fuse(runs, method: str = "rrf", *, k: int = 60, weights=None, depth: int | N
     ``zscore`` (linear fusion of per-query normalised scores, ``weights`` equal by default); ``depth``: only the
     top ``depth`` of each run. ``runs``: runs or paths, in the order the fusion sums them; a mapping's values
     are taken in its order. ``write_run(fused, path, tag=..., decimals=8)`` writes what the pipeline writes."""
-    from . import fusion
+    from .scoring import fusion
 
     inputs = [_run(r) for r in (runs.values() if isinstance(runs, dict) else runs)]
     return fusion.fuse(inputs, method, k=k, weights=weights, depth=depth)
@@ -134,9 +135,9 @@ def evaluate_cliniq(run, judgments, query_types: dict, chunk_ids) -> dict:
     ``query_types``: {qid: disease | drug | procedure} or the pipeline's ``query_types.tsv``; ``chunk_ids``: every
     chunk id of the corpus (``{HADM_ID}_{i}``) or the pipeline's ``chunk_ids.txt``. Returns {"multi": ...,
     "single": ..., "condensed": ..., "judged_at_10": ..., "counts": ..., "per_query": ...}."""
-    from . import cliniq
-    from .cliniq_corpus import IRRELEVANT
-    from .cliniq_files import read_cliniq_qrels, read_query_types
+    from .cliniq import metrics as cliniq
+    from .cliniq.corpus import IRRELEVANT
+    from .cliniq.files import read_cliniq_qrels, read_query_types
     from .io import read_lines
 
     run = read_run(run) if isinstance(run, (str, Path)) else run

@@ -59,7 +59,8 @@ def cmd_eval(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from . import api, significance
+    from . import api
+    from .scoring import significance
 
     if args.names and len(args.names) != len(args.runs):
         raise InputError(f"--names gives {len(args.names)} names for {len(args.runs)} runs.", fix="one name per run.")
@@ -78,7 +79,8 @@ def cmd_compare(args) -> int:
 
 
 def cmd_fuse(args) -> int:
-    from . import api, runs
+    from . import api
+    from .scoring import runs
 
     fused = api.fuse(list(args.runs), args.method, k=args.k, weights=args.weights, depth=args.depth)
     if args.output == "-":
@@ -134,7 +136,7 @@ def cmd_run(args, extra: list[str]) -> int:
 
 
 def cmd_build_medquad(args) -> int:
-    from . import medquad
+    from .benchmarks import medquad
 
     info = medquad.build(args.out, pool=args.pool, sources=args.sources)
     print(json.dumps(info, indent=1))
@@ -143,7 +145,7 @@ def cmd_build_medquad(args) -> int:
 
 def parser() -> argparse.ArgumentParser:
     from . import __version__
-    from .fusion import METHODS
+    from .scoring.fusion import METHODS
 
     top = argparse.ArgumentParser(prog="r2med-eval", description="Medical retrieval evaluation: score, compare and "
                                   "fuse TREC runs as the r2med-eval pipeline does, or run the pipeline.")

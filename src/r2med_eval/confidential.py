@@ -16,16 +16,16 @@ encoder, an MTEB model — sees that text, and what it says when it fails may qu
   not MIMIC-derived: it helps to debug); ``withheld(file)`` holds only the summary and names the owner-only file
   that has the detail.
 * ``private_log(log)``: where a MIMIC-derived job's full log goes: ``logs/<rule>/<key>.log`` becomes
-  ``resources/job_logs/<rule>/<key>.log``, the file 0600 in 0700 folders (``open_private``).
+  ``resources/job_logs/<rule>/<key>.log``, the file 0600 in 0700 folders (``open_job_log``).
 """
 
 from __future__ import annotations
 
-import os
 import traceback
 from pathlib import Path
 
 from .errors import InputError
+from .io import open_private
 
 MIMIC_LAYOUTS = ("cliniq",)
 PRIVATE_LOGS = "resources/job_logs"  # benchmark names hold no underscore: no download folder can be named so
@@ -70,18 +70,7 @@ def private_log(log_path) -> Path:
     return Path(PRIVATE_LOGS, *parts)
 
 
-def open_private(path):
-    """``path`` opened for writing (text, line-buffered), created 0600 whatever the umask, its folders from
-    ``resources/job_logs`` down 0700."""
-    path = Path(path)
-    top = Path(PRIVATE_LOGS)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    folder = path.parent
-    while True:
-        os.chmod(folder, 0o700)
-        if folder == top or folder == folder.parent or top not in folder.parents:
-            break
-        folder = folder.parent
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    return os.fdopen(fd, "w", encoding="utf-8", buffering=1)
+def open_job_log(path):
+    """The owner-only full log ``path`` of a MIMIC-derived job (``private_log``), opened for writing: 0600, its
+    folders from ``resources/job_logs`` down 0700 (``io.open_private``)."""
+    return open_private(path, top=PRIVATE_LOGS)

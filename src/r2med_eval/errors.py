@@ -24,6 +24,10 @@ class ConfigError(InputError):
     """config.yaml does not match the schema or names something that does not exist."""
 
 
+class LLMError(InputError):
+    """An LLM server could not give a usable answer, or may not be asked: one message, the job stops."""
+
+
 def close_names(word: str, choices, n: int = 1) -> list[str]:
     """The names of ``choices`` closest to ``word`` (difflib, case ignored), best first; [] when none is close."""
     import difflib

@@ -13,8 +13,8 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 
 def iter_jsonl(path) -> Iterator[tuple[int, dict]]:
@@ -139,23 +139,58 @@ def set_tree_mode(root, private: bool = False) -> None:
     if root.is_file():
         os.chmod(root, fmode)
         return
-    for folder, dirs, files in os.walk(root):
+    for folder, _dirs, files in os.walk(root):
         os.chmod(folder, dmode)
         for name in files:
             if not os.path.islink(os.path.join(folder, name)):
                 os.chmod(os.path.join(folder, name), fmode)
 
 
+# ---------------------------------------------------------------- owner-only files (MIMIC-derived text)
+# The one set of helpers every module that writes MIMIC-derived text uses: 0600 files in 0700 folders, whatever
+# the umask (``atomic_path(..., private=True)`` for outputs written atomically).
+
+
+def private_folder(folder, top=None) -> Path:
+    """``folder`` made (missing folders too) and set owner-only (0700), and with ``top`` every folder between it
+    and ``top`` (``top`` included; ``top`` not above ``folder``: only ``folder``)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(folder, 0o700)
+    if top is not None:
+        top = Path(top).resolve()
+        current = folder.resolve().parent
+        while current == top or top in current.parents:
+            os.chmod(current, 0o700)
+            current = current.parent
+    return folder
+
+
+def open_private(path, top=None):
+    """A new text file (UTF-8, line-buffered) readable by its owner only (0600), in owner-only folders
+    (``private_folder(parent, top)``): a log that may carry MIMIC-derived text."""
+    path = Path(path)
+    private_folder(path.parent, top)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "w", encoding="utf-8", buffering=1)
+
+
 def protect_dir(folder) -> None:
     """An output folder of MIMIC-derived data (index, embeddings): created owner-only (0700)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    os.chmod(folder, 0o700)
+    private_folder(folder)
 
 
 def protect_tree(root) -> None:
     """MIMIC-derived output (a file, or a folder and all it holds): owner-only (0600 files, 0700 folders)."""
     set_tree_mode(root, private=True)
+
+
+def protect_up_to(path, top) -> None:
+    """MIMIC-derived output ``path`` (a file or a folder tree) owner-only, and every folder between it and ``top``
+    (``top`` included): the folders Snakemake made for a job's outputs under ``resources/cliniq/<benchmark>``."""
+    protect_tree(path)
+    private_folder(Path(path).parent, top)
 
 
 def remove_stale(folder, prefix: str) -> list[str]:

@@ -28,7 +28,7 @@ WINDOW_INTERVALS = 4  # the moving rate covers about this many intervals
 SHAPES_OUTPUTS = False  # read by workflow.code: not part of any rule's code hash
 
 # the innermost running Progress last; the phase and the job label of this process (one job per process)
-_ACTIVE: list["Progress"] = []
+_ACTIVE: list[Progress] = []
 _STATE = {"phase": "", "job": ""}
 
 
@@ -66,7 +66,7 @@ class Progress:
         self._samples: deque[tuple[float, int]] = deque([(self.start, 0)])
         _ACTIVE.append(self)
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, kind, value, tb) -> None:
@@ -148,7 +148,7 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="r2med-eval-heartbeat", daemon=True)
 
-    def start(self) -> "Heartbeat":
+    def start(self) -> Heartbeat:
         _ACTIVE.clear()  # a new job: nothing of an earlier one (a loop an exception left) is running
         _STATE.update(job=self.job, phase="")
         if self.every > 0 and self.stream is not None:

@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 
-from .confidential import ExternalError, mimic_benchmark, open_private, private_log
+from .confidential import ExternalError, mimic_benchmark, open_job_log, private_log
 from .errors import InputError
 from .progress import Heartbeat, job_label
 
@@ -86,7 +86,7 @@ def run(snakemake, func) -> None:
 def _run_private(snakemake, func, log_path) -> None:
     full_path = private_log(log_path)
     public = open(log_path, "w", encoding="utf-8")
-    full = open_private(full_path)
+    full = open_job_log(full_path)
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)

@@ -10,7 +10,7 @@ log = logging.getLogger("r2med_eval")
 
 
 def download_cliniq_annotations(sm) -> None:
-    from .. import cliniq_corpus as cc
+    from ..cliniq import corpus as cc
 
     spec = sm.params.spec
     sums = cc.download_annotations(Path(sm.output[0]).parent, commit=spec["commit"], base_url=spec["base_url"],
@@ -19,7 +19,7 @@ def download_cliniq_annotations(sm) -> None:
 
 
 def chunk_cliniq(sm) -> None:
-    from .. import cliniq_corpus as cc
+    from ..cliniq import corpus as cc
     from ..io import write_json, write_text
 
     spec = sm.params.spec

@@ -10,7 +10,7 @@ log = logging.getLogger("r2med_eval")
 
 
 def prepare_task(sm) -> None:
-    from .. import datasets
+    from ..benchmarks import datasets
 
     spec = sm.params.spec
     log.info("loading %s/%s: layout %s from %s", sm.wildcards.benchmark, sm.wildcards.task, spec["layout"],
@@ -32,7 +32,8 @@ def prepare_task(sm) -> None:
 
 def _r2med_task_checks(spec, ds) -> None:
     """A downloaded task's files against its manifest; an R2MED task's counts against the paper's."""
-    from .. import hfdata, r2med
+    from ..benchmarks import r2med
+    from ..hub import datasets as hfdata
 
     if spec.get("source"):
         folder = Path(spec["path"])
@@ -59,7 +60,8 @@ def prepare_private_query_variant(sm) -> None:
 
 
 def _write_variant(sm, private_root: str | None = None) -> None:
-    from .. import datasets, gar
+    from ..benchmarks import datasets
+    from ..expansion import gar
 
     queries = datasets.read_queries(sm.input.queries)
     rows = gar.read_variant(sm.input.variant, queries)
@@ -74,8 +76,8 @@ def _write_jsonl(target, rows, private_root: str | None = None) -> int:
         from ..io import write_jsonl
 
         return write_jsonl(target, rows)
-    from ..cliniq_corpus import write_private_jsonl
-    from ..cliniq_files import protect_up_to
+    from ..cliniq.corpus import write_private_jsonl
+    from ..io import protect_up_to
 
     n = write_private_jsonl(target, rows)
     protect_up_to(target, private_root)
@@ -90,7 +92,9 @@ def _retire_public_copy(path: str, moved_to: str | None = None) -> None:
     if not os.path.lexists(path):
         return
     if moved_to and not os.path.lexists(moved_to):
-        Path(moved_to).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        from ..io import private_folder
+
+        private_folder(Path(moved_to).parent)
         os.chmod(path, 0o600)
         os.replace(path, moved_to)
         log.warning("moved %s (written by an earlier version, readable by others) to %s, owner-only", path, moved_to)
@@ -110,8 +114,8 @@ def generate_private_query_variant(sm) -> None:
     output of a server started in the job stay under resources/, owner-only; LameR's prompts quote the notes, so
     they go only to a loopback server or one declared in ``phi_servers`` (``llm.ServerPolicy``, read from the
     workflow's configuration: a declaration changes no output)."""
-    from .. import generate
-    from ..llm import ServerPolicy
+    from ..expansion import generate
+    from ..llm.policy import ServerPolicy
     from ..workflow import paths
 
     w = {k: getattr(sm.wildcards, k) for k in ("benchmark", "task", "method", "llm")}
@@ -129,7 +133,12 @@ def generate_private_query_variant(sm) -> None:
 
 def _generate_variant(sm, cache: str | None = None, policy=None, private_root: str | None = None,
                       server_log: str | None = None) -> None:
-    from .. import datasets, generate, io, llm, runs
+    from .. import io
+    from ..benchmarks import datasets
+    from ..expansion import generate
+    from ..llm.requests import sampling_params
+    from ..llm.server import serving
+    from ..scoring import runs
     from ..workflow import paths
 
     spec = sm.params.spec
@@ -149,11 +158,11 @@ def _generate_variant(sm, cache: str | None = None, policy=None, private_root: s
                  spec["lamer_words"])
     prompts = generate.build_prompts(method, task, queries, examples=examples, passages=passages)
     log.info("%s prompts for R2MED task %s, LLM %s (model %s, sampling %s)", method, task, spec["llm"],
-             spec["model"], llm.sampling_params(spec))
+             spec["model"], sampling_params(spec))
     if cache is None:
         cache = paths.fill(paths.GENERATE_CACHE, **{k: getattr(sm.wildcards, k)
                                                     for k in ("benchmark", "task", "method", "llm")})
-    with llm.serving(spec, server_log):  # vLLM inside this job (a GPU node on SLURM) when enabled
+    with serving(spec, server_log):  # vLLM inside this job (a GPU node on SLURM) when enabled
         answers, stats = generate.generate(prompts, spec, cache, private=private_root is not None, policy=policy)
     log.info("answers: %d (%d from the cache, %d requested now); tokens: %d prompt, %d completion; cost %.6f",
              stats["queries"], stats["cached"], stats["requested"], stats["prompt_tokens"],
@@ -162,12 +171,12 @@ def _generate_variant(sm, cache: str | None = None, policy=None, private_root: s
                  private_root)
     io.write_json(sm.output.info, {
         "method": method, "prompt_task": task, "llm": spec["llm"], "model": spec["model"],
-        "system_prompt": spec["system_prompt"], "sampling": llm.sampling_params(spec),
+        "system_prompt": spec["system_prompt"], "sampling": sampling_params(spec),
         "prompt_template_sha256": generate.template_sha256(method, task, examples), **stats})
 
 
 def download_task(sm) -> None:
-    from .. import hfdata
+    from ..hub import datasets as hfdata
 
     p = sm.params.spec
     manifest = hfdata.fetch_task(Path(sm.output.manifest).parent, task=sm.wildcards.task, source=p["source"],
@@ -177,7 +186,7 @@ def download_task(sm) -> None:
 
 
 def download_query_variant(sm) -> None:
-    from .. import hfdata
+    from ..hub import datasets as hfdata
 
     p = sm.params.spec
     rel = f"{sm.wildcards.method}/{sm.wildcards.llm}/query_with_hydoc.jsonl"
@@ -188,7 +197,7 @@ def download_query_variant(sm) -> None:
 
 def prefetch_model(sm) -> None:
     """A model's Hub snapshots into the Hugging Face cache (a local rule: compute nodes are often offline)."""
-    from .. import hfmodels
+    from ..hub import models as hfmodels
 
     spec = sm.params.spec
     sources = {side: spec[side] for side in hfmodels.SIDES if spec.get(side)}
@@ -198,14 +207,14 @@ def prefetch_model(sm) -> None:
 
 def link_cliniq_corpus(sm) -> None:
     """The retrievers' corpus.jsonl: a relative symlink to the owner-only chunks under resources/."""
-    from ..cliniq_files import link_relative
+    from ..cliniq.files import link_relative
 
     link_relative(Path(sm.input.corpus), Path(sm.output.corpus))
     log.info("linked %s -> %s", sm.output.corpus, sm.input.corpus)
 
 
 def prepare_cliniq_queries(sm) -> None:
-    from .. import cliniq_corpus as cc
+    from ..cliniq import corpus as cc
     from ..io import write_jsonl, write_text
 
     queries, qtypes = cc.read_queries(Path(sm.input.queries[0]).parent)
@@ -215,8 +224,8 @@ def prepare_cliniq_queries(sm) -> None:
 
 
 def prepare_cliniq(sm) -> None:
-    from .. import cliniq_corpus as cc
-    from ..datasets import write_qrels
+    from ..benchmarks.datasets import write_qrels
+    from ..cliniq import corpus as cc
     from ..io import read_lines, write_json, write_text
 
     spec = sm.params.spec

@@ -8,7 +8,8 @@ log = logging.getLogger("r2med_eval")
 
 
 def fuse_runs(sm) -> None:
-    from .. import fusion, io, runs
+    from .. import io
+    from ..scoring import fusion, runs
 
     job = sm.params.spec
     options = {n: job[n] for n in ("k", "weights", "depth") if n in job}

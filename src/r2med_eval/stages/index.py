@@ -23,22 +23,18 @@ def _protect_outputs(sm, root: str) -> None:
     """MIMIC-derived outputs: every file and folder the job wrote, and the folders between them and the
     benchmark's root folder, owner-only."""
     if sm.params.spec["private"]:
-        from pathlib import Path
 
-        from ..io import protect_tree
+        from ..io import protect_up_to
         from ..workflow import paths
 
-        top = Path(paths.fill(root, benchmark=sm.wildcards.benchmark)).resolve()
+        top = paths.fill(root, benchmark=sm.wildcards.benchmark)
         for out in sm.output:
-            protect_tree(out)
-            folder = Path(out).resolve().parent
-            while folder != top and top in folder.parents:
-                folder.chmod(0o700)
-                folder = folder.parent
+            protect_up_to(out, top)
 
 
 def lucene_index(sm) -> None:
-    from .. import io, lucene
+    from .. import io
+    from ..lexical import lucene
     from ..workflow import paths
 
     _protect(sm, paths.INDEX_ROOT)
@@ -51,7 +47,8 @@ def lucene_index(sm) -> None:
 def analyse_bm25_paper(sm) -> None:
     """The task's corpus (every bm25-paper fit reads it) and its queries (every bm25-paper run of the plain
     queries reads them, and so starts no JVM) through the Lucene analyzer, in one JVM, once per task."""
-    from .. import bm25_paper, datasets
+    from ..benchmarks import datasets
+    from ..lexical import bm25_paper
     from ..workflow import paths
 
     _protect(sm, paths.INDEX_ROOT)
@@ -72,7 +69,7 @@ def analyse_bm25_paper(sm) -> None:
 
 def fit_bm25_paper(sm) -> None:
     """gensim's LuceneBM25Model fitted on the analysed corpus for one (k1, b), as R2MED's code fits it."""
-    from .. import bm25_paper
+    from ..lexical import bm25_paper
     from ..workflow import paths
 
     _protect(sm, paths.INDEX_ROOT)
@@ -85,7 +82,7 @@ def fit_bm25_paper(sm) -> None:
 
 
 def encode_corpus_shard(sm) -> None:
-    from .. import dense_encode
+    from ..dense import encode as dense_encode
     from ..workflow import paths
 
     shard, nshards = int(sm.wildcards.shard), int(sm.wildcards.nshards)
@@ -99,7 +96,7 @@ def encode_corpus_shard(sm) -> None:
 
 def encode_corpus(sm) -> None:
     """A model with ``shards: 1``: the corpus encoded and stored as gather_embeddings stores it, in one job."""
-    from .. import dense_encode
+    from ..dense import encode as dense_encode
     from ..workflow import paths
 
     _protect(sm, paths.EMB_ROOT)
@@ -111,7 +108,7 @@ def encode_corpus(sm) -> None:
 
 
 def gather_embeddings(sm) -> None:
-    from .. import embeddings
+    from ..dense import embeddings
     from ..workflow import paths
 
     _protect(sm, paths.EMB_ROOT)
@@ -122,7 +119,7 @@ def gather_embeddings(sm) -> None:
 
 
 def encode_queries(sm) -> None:
-    from .. import dense_encode
+    from ..dense import encode as dense_encode
     from ..workflow import paths
 
     _protect(sm, paths.EMB_ROOT)
@@ -132,7 +129,7 @@ def encode_queries(sm) -> None:
 
 
 def encode_query_variant(sm) -> None:
-    from .. import dense_encode
+    from ..dense import encode as dense_encode
     from ..workflow import paths
 
     _protect(sm, paths.EMB_ROOT)

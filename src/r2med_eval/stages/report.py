@@ -11,7 +11,7 @@ log = logging.getLogger("r2med_eval")
 
 def significance(sm) -> None:
     from .. import io
-    from .. import significance as sig
+    from ..scoring import significance as sig
     from ..workflow import paths
 
     rep = sm.params.spec
@@ -29,14 +29,14 @@ def significance(sm) -> None:
 
 
 def leaderboard(sm) -> None:
-    from .. import leaderboard as lb
-    from .. import significance as sig
+    from ..report import leaderboard as lb
+    from ..scoring import significance as sig
 
     rep = sm.params.spec
     marks = sig.marks(sig.read_csv(sm.input.significance))
     reference = None
     if rep.get("mteb_reference"):
-        from .. import mteb_results
+        from ..report import mteb_results
 
         ref = rep["mteb_reference"]
         found = mteb_results.read(ref["folder"], tasks=set(ref["tasks"]))
@@ -50,8 +50,8 @@ def leaderboard(sm) -> None:
 
 
 def leaderboard_benchmark(sm) -> None:
-    from .. import leaderboard as lb
-    from .. import significance as sig
+    from ..report import leaderboard as lb
+    from ..scoring import significance as sig
 
     rep = sm.params.spec
     rows = sig.read_csv(sm.input.significance)
@@ -70,7 +70,7 @@ def leaderboard_benchmark(sm) -> None:
 def plot_palette(sm) -> None:
     """The benchmark's palette: the styles of the file already there (``update`` output) kept, new runs on the
     first free ones (``r2med_eval.palette``)."""
-    from .. import palette
+    from ..report import palette
 
     out = Path(sm.output[0])
     previous = palette.read(out) if out.is_file() else {}
@@ -80,9 +80,9 @@ def plot_palette(sm) -> None:
 
 def _figure_inputs(sm):
     """The collected metrics, the palette and the bootstrap intervals of a benchmark's plot rule."""
-    from .. import leaderboard as lb
-    from .. import palette
-    from .. import significance as sig
+    from ..report import leaderboard as lb
+    from ..report import palette
+    from ..scoring import significance as sig
 
     bench = sm.wildcards.benchmark
     table = lb.collect(list(sm.input.metrics), sm.params.spec["metric"])
@@ -90,7 +90,7 @@ def _figure_inputs(sm):
 
 
 def plot_leaderboard(sm) -> None:
-    from .. import plots
+    from ..report import plots
 
     spec = sm.params.spec
     table, styles, ci = _figure_inputs(sm)
@@ -102,8 +102,8 @@ def plot_leaderboard(sm) -> None:
 
 
 def plot_rerank_depth(sm) -> None:
-    from .. import plots
     from ..errors import InputError
+    from ..report import plots
 
     spec = sm.params.spec
     table, styles, ci = _figure_inputs(sm)
@@ -115,8 +115,8 @@ def plot_rerank_depth(sm) -> None:
 
 
 def plot_scatter(sm) -> None:
-    from .. import plots
-    from .. import significance as sig
+    from ..report import plots
+    from ..scoring import significance as sig
     from ..workflow import paths
 
     pair = sm.params.spec
@@ -133,27 +133,29 @@ def plot_scatter(sm) -> None:
 
 def plot_cliniq(sm) -> None:
     """CliniQ by match type and by query type, the runs in the leaderboard's order."""
-    from .. import leaderboard as lb
-    from .. import palette, plots
+    from ..cliniq import plots as cliniq_plots
+    from ..report import leaderboard as lb
+    from ..report import palette, plots
 
     styles = palette.read(sm.input.palette)
     bench = sm.wildcards.benchmark
     order, _, _ = plots.leaderboard_order(lb.collect(list(sm.input.metrics), sm.params.spec["metric"]), bench)
-    plots.cliniq_breakdown(sm.input.match_type, "match_type", bench, sm.output.match_png, sm.output.match_svg, styles,
-                           order)
-    plots.cliniq_breakdown(sm.input.query_type, "query_type", bench, sm.output.query_png, sm.output.query_svg, styles,
-                           order)
+    cliniq_plots.cliniq_breakdown(sm.input.match_type, "match_type", bench, sm.output.match_png, sm.output.match_svg,
+                                  styles, order)
+    cliniq_plots.cliniq_breakdown(sm.input.query_type, "query_type", bench, sm.output.query_png, sm.output.query_svg,
+                                  styles, order)
 
 
 def plot_cliniq_completion(sm) -> None:
-    from .. import plots
+    from ..cliniq import plots as cliniq_plots
 
-    plots.cliniq_completion(sm.input.rescored, sm.wildcards.benchmark, sm.output.png, sm.output.svg)
+    cliniq_plots.cliniq_completion(sm.input.rescored, sm.wildcards.benchmark, sm.output.png, sm.output.svg)
 
 
 def provenance(sm) -> None:
-    from .. import io, metric_table
-    from .. import provenance as prov
+    from .. import io
+    from ..report import provenance as prov
+    from ..scoring import metric_table
     from ..workflow import paths
 
     spec = sm.params.spec
@@ -170,7 +172,7 @@ def provenance(sm) -> None:
         entries.append({**run, "metrics": rec["file"], "metrics_sha256": rec["sha256"], "metrics_data": rec["data"],
                         "run": rec["data"]["run"],  # the scored run file
                         "stats": stats[f"{run['benchmark']}/{run['task']}"], "imports": imports})
-    repo = Path(prov.__file__).resolve().parents[2]  # the checkout the package runs from
+    repo = Path(prov.__file__).resolve().parents[3]  # the checkout the package runs from
     doc = prov.collect(entries, spec["datasets"], repo)
     generation = getattr(sm.input, "generation", [])
     if generation:  # generated expansion files: the LLM, its sampling, tokens and cost (no server address or key)
@@ -188,7 +190,8 @@ def provenance(sm) -> None:
 
 
 def r2med_vs_paper(sm) -> None:
-    from .. import gar, r2med_paper
+    from ..expansion import gar
+    from ..report import r2med_paper
     from ..workflow import paths
 
     p = sm.params.spec
@@ -213,12 +216,18 @@ def r2med_vs_paper(sm) -> None:
 
 
 def report_cliniq(sm) -> None:
-    from .. import cliniq
-    from ..cliniq_files import (completeness_markdown, judged_chunks, nan_back, read_cliniq_qrels, read_query_types,
-                                table_csv)
-    from ..cliniq_tables import wide_latex, wide_markdown, wide_tables
+    from ..cliniq import metrics as cliniq
+    from ..cliniq.files import (
+        completeness_markdown,
+        judged_chunks,
+        nan_back,
+        read_cliniq_qrels,
+        read_query_types,
+        table_csv,
+    )
+    from ..cliniq.tables import wide_latex, wide_markdown, wide_tables
     from ..io import read_json, read_lines, write_text
-    from ..tables import tex_label
+    from ..report.tables import tex_label
 
     spec = sm.params.spec
     models = list(spec["models"])
@@ -248,8 +257,8 @@ def report_cliniq(sm) -> None:
 
 def report_index(sm) -> None:
     """``results/index.html``: every table rendered, every plot shown, a link to every output."""
-    from .. import htmlreport as h
     from ..io import read_json, write_text
+    from ..report import html as h
     from ..workflow import paths
 
     spec = sm.params.spec
@@ -268,7 +277,7 @@ def report_index(sm) -> None:
 
     def plots(bench: str, names) -> list[str]:
         """The figures at their printed size (1 in = 96 CSS px), the size their text is meant to be read at."""
-        from ..plots import DPI
+        from ..report.figure import DPI
 
         out = []
         for name in names:
@@ -292,7 +301,8 @@ def report_index(sm) -> None:
         per = {e: paths.fill(paths.BENCHMARK_LEADERBOARD, benchmark=b, ext=e) for e in ("md", "csv", "html")}
         sections.append((f"benchmark-{b}", f"Benchmark {b}", rendered(per["md"]) + [
             links(per["csv"], per["md"], per["html"], paths.fill(paths.TABLE, name=f"leaderboard-{b}"),
-                  paths.fill(paths.PALETTE, benchmark=b))] + plots(b, ("by_task", "heatmap", "rerank_depth", "scatter"))))
+                  paths.fill(paths.PALETTE, benchmark=b))]
+            + plots(b, ("by_task", "heatmap", "rerank_depth", "scatter"))))
     sig = {e: paths.fill(paths.SIGNIFICANCE, ext=e) for e in ("md", "csv")}
     sections.append(("significance", "Significance", rendered(sig["md"]) + [links(sig["csv"], sig["md"])]))
     for b in spec["cliniq"]:
@@ -337,7 +347,8 @@ def mteb_export(sm) -> None:
     import shutil
     from pathlib import Path
 
-    from .. import metric_table, mteb_results
+    from ..report import mteb_results
+    from ..scoring import metric_table
 
     out = Path(sm.output[0])
     tmp = out.with_name(out.name + ".tmp")

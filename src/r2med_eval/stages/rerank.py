@@ -9,7 +9,11 @@ log = logging.getLogger("r2med_eval")
 
 
 def rerank_run(sm) -> None:
-    from .. import datasets, io, rerank, rerank_merge, runs
+    from .. import io
+    from ..benchmarks import datasets
+    from ..rerank import merge as rerank_merge
+    from ..rerank import scorers as rerank
+    from ..scoring import runs
 
     job = sm.params.spec
     spec = job["reranker_spec"]
@@ -61,8 +65,16 @@ def llm_rerank_run(sm) -> None:
     ``phi_servers`` (read from the workflow's configuration: a declaration changes no output)."""
     from pathlib import Path
 
-    from .. import datasets, io, llm, llm_rerank, rerank_merge, runs
-    from ..cliniq_files import protect_up_to
+    from .. import io
+    from ..benchmarks import datasets
+    from ..io import protect_up_to
+    from ..llm.client import Client
+    from ..llm.policy import ServerPolicy
+    from ..llm.requests import sampling_params
+    from ..llm.server import serving
+    from ..rerank import llm_rerank, pointwise
+    from ..rerank import merge as rerank_merge
+    from ..scoring import runs
     from ..workflow import paths
 
     job = sm.params.spec
@@ -80,17 +92,17 @@ def llm_rerank_run(sm) -> None:
     policy = server_log = None
     if private:
         cache = paths.fill(paths.PRIVATE_RERANK_CACHE, **w)
-        policy = llm.ServerPolicy.from_config(sm.config, f"the {spec['type']} prompts of benchmark {w['benchmark']}")
+        policy = ServerPolicy.from_config(sm.config, f"the {spec['type']} prompts of benchmark {w['benchmark']}")
         server_log = paths.fill(paths.private_log_file("llm_rerank_run", "server"), **w)
     else:
         cache = paths.fill(paths.RERANK_CACHE, **w)
     sampling = llm_rerank.sampling_overrides(spec, reasoning)
     log.info("%s %s over the top %d of %s: LLM %s (model %s, sampling %s, reasoning %s)", spec["type"],
              job["reranker"], depth, job["run"], spec["llm"], settings["model"],
-             {**llm.sampling_params(settings), **sampling}, reasoning)
-    template = llm_rerank.read_template(sm.input.prompt) if spec["type"] == "llm_pointwise" else None
-    with llm.serving(settings, server_log):
-        client = llm.Client(settings, cache, private=private, policy=policy)
+             {**sampling_params(settings), **sampling}, reasoning)
+    template = pointwise.read_template(sm.input.prompt) if spec["type"] == "llm_pointwise" else None
+    with serving(settings, server_log):
+        client = Client(settings, cache, private=private, policy=policy)
         orders, raw, how, usage = llm_rerank.rerank(spec, client, queries, tops, texts, reasoning=reasoning,
                                                     template=template)
     if private and Path(cache).exists():
@@ -104,6 +116,6 @@ def llm_rerank_run(sm) -> None:
     io.write_json(sm.output.info, {
         "kind": "rerank", "input_run": job["run"], "reranker": job["reranker"], "depth": depth,
         "reranker_type": spec["type"], "truncate": spec["truncate"], "pairs": sum(len(o) for o in orders.values()),
-        "llm": spec["llm"], "model": settings["model"], "sampling": {**llm.sampling_params(settings), **sampling},
+        "llm": spec["llm"], "model": settings["model"], "sampling": {**sampling_params(settings), **sampling},
         "reasoning": reasoning, "passage_words": spec["passage_words"], **how, **usage.as_dict(),
         **({"note": note} if note else {})})

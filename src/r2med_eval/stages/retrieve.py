@@ -9,7 +9,8 @@ log = logging.getLogger("r2med_eval")
 
 def _variant_queries(sm, queries: dict) -> dict:
     """A query-variant run's BM25 queries, combined with the hypothetical documents as R2MED's BM25 code does."""
-    from .. import gar, io
+    from .. import io
+    from ..expansion import gar
 
     rows = {obj["id"]: obj for _, obj in io.iter_jsonl(sm.input.variant)}
     variant = sm.params.spec["variant"]
@@ -20,7 +21,9 @@ def _variant_queries(sm, queries: dict) -> dict:
 
 
 def retrieve_bm25_lucene(sm) -> None:
-    from .. import datasets, lucene, runs
+    from ..benchmarks import datasets
+    from ..lexical import lucene
+    from ..scoring import runs
 
     spec = sm.params.spec
     queries = _variant_queries(sm, datasets.read_queries(sm.input.queries)) if spec.get("variant") else None
@@ -33,7 +36,10 @@ def retrieve_bm25_lucene(sm) -> None:
 def retrieve_dense(sm) -> None:
     import numpy as np
 
-    from .. import dense_search, embeddings, io, runs
+    from .. import io
+    from ..dense import embeddings
+    from ..dense import search as dense_search
+    from ..scoring import runs
 
     query_emb = np.load(sm.input.query_emb)
     query_ids = io.read_lines(sm.input.query_ids)
@@ -58,8 +64,8 @@ def _bm25_paper_query_tokens(sm, queries: dict):
     import pickle
     import zipfile
 
-    from .. import bm25_paper
     from ..errors import InputError
+    from ..lexical import bm25_paper
 
     path = sm.input.query_tokens
     fix = (f"delete {path} and rerun the pipeline: rule analyse_bm25_paper writes it again from "
@@ -85,7 +91,10 @@ def _bm25_paper_query_tokens(sm, queries: dict):
 def retrieve_bm25_paper(sm) -> None:
     """The task's queries searched on the fit. Plain queries come analysed (rule analyse_bm25_paper): no JVM
     is started; a query variant's texts are analysed here."""
-    from .. import bm25_paper, datasets, io, runs
+    from .. import io
+    from ..benchmarks import datasets
+    from ..lexical import bm25_paper
+    from ..scoring import runs
 
     spec = sm.params.spec
     queries = datasets.read_queries(sm.input.queries)
@@ -116,7 +125,9 @@ def import_run(sm) -> None:
     """A run produced outside the pipeline (model type ``run``): validated against the task's queries and
     corpus ids, then written in our order (score descending, ties by document id) at the source's precision;
     its sha256 goes into the info file, and from there into the provenance."""
-    from .. import datasets, io, runs
+    from .. import io
+    from ..benchmarks import datasets
+    from ..scoring import runs
 
     queries = datasets.read_queries(sm.input.queries)
     if "ids" in sm.input.keys():

@@ -9,8 +9,10 @@ log = logging.getLogger("r2med_eval")
 
 
 def score_run(sm) -> None:
-    from .. import datasets, io, metrics, runs
+    from .. import io
+    from ..benchmarks import datasets
     from ..errors import InputError
+    from ..scoring import metrics, runs
 
     qrels = datasets.read_qrels(sm.input.qrels)
     queries = datasets.read_queries(sm.input.queries)
@@ -51,8 +53,8 @@ def score_run(sm) -> None:
 
 
 def score_cliniq(sm) -> None:
-    from .. import cliniq
-    from ..cliniq_files import clean_json, read_cliniq_qrels, read_query_types
+    from ..cliniq import metrics as cliniq
+    from ..cliniq.files import clean_json, read_cliniq_qrels, read_query_types
     from ..io import read_lines, write_json
 
     rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)
@@ -83,7 +85,7 @@ def score_cliniq(sm) -> None:
 
 
 def collect_metrics(sm) -> None:
-    from .. import metric_table
+    from ..scoring import metric_table
 
     n = metric_table.write(list(sm.input), sm.output[0])
     log.info("collected the metrics of %d runs of %s", n, sm.wildcards.benchmark)
@@ -96,9 +98,10 @@ def cliniq_completion_sample(sm) -> None:
     ``pool_depth`` of the selected runs, and a seeded uniform sample of those chunks (``cliniq_completion``)."""
     from pathlib import Path
 
-    from .. import cliniq, cliniq_corpus as cc
-    from .. import cliniq_completion as comp
-    from ..cliniq_files import judged_chunks, read_cliniq_qrels, read_query_types
+    from ..cliniq import completion as comp
+    from ..cliniq import corpus as cc
+    from ..cliniq import metrics as cliniq
+    from ..cliniq.files import judged_chunks, read_cliniq_qrels, read_query_types
     from ..io import read_lines, write_text
 
     spec = sm.params.spec
@@ -111,7 +114,8 @@ def cliniq_completion_sample(sm) -> None:
     qtypes = read_query_types(sm.input.query_types)
     ids = read_lines(sm.input.ids)
     selected = comp.select_queries(spec["queries"], coded, qtypes)
-    tops = {name: comp.top_chunks(cliniq.read_ranked_run(path, ids, spec["tie_orders"][name]), selected, spec["pool_depth"])
+    tops = {name: comp.top_chunks(cliniq.read_ranked_run(path, ids, spec["tie_orders"][name]), selected,
+                                  spec["pool_depth"])
             for name, path in zip(spec["runs"], sm.input.runs)}
     sample, design = comp.design(selected, qtypes, coded, ids, judged, tops, spec["sample_per_query"], spec["seed"])
     write_text(sm.output.sample, comp.table_text(comp.SAMPLE_HEADER, sample))
@@ -130,10 +134,15 @@ def cliniq_completion_judge(sm) -> None:
     labels (ids) and the counts."""
     from collections import Counter
 
-    from .. import cliniq_judge as judge
-    from .. import datasets, io, llm
-    from ..cliniq_completion import SAMPLE_HEADER, read_table
-    from ..cliniq_files import protect_up_to
+    from .. import io
+    from ..benchmarks import datasets
+    from ..cliniq import judge
+    from ..cliniq.completion import SAMPLE_HEADER, read_table
+    from ..io import protect_up_to
+    from ..llm.client import Client, ask_parsed
+    from ..llm.policy import ServerPolicy
+    from ..llm.requests import sampling_params
+    from ..llm.server import serving
     from ..workflow import paths
 
     spec = sm.params.spec
@@ -150,14 +159,14 @@ def cliniq_completion_judge(sm) -> None:
                                                         {"role": "user", "content": prompt}]
     private_root = paths.fill(paths.PRIVATE_COMPLETION_ROOT, benchmark=bench)
     cache = paths.fill(paths.PRIVATE_JUDGE_CACHE, benchmark=bench, llm=spec["llm"])
-    policy = llm.ServerPolicy.from_config(sm.config, f"the judge prompts of benchmark {bench}")
-    client = llm.Client(spec, cache, private=True, policy=policy, unit="judgment")
+    policy = ServerPolicy.from_config(sm.config, f"the judge prompts of benchmark {bench}")
+    client = Client(spec, cache, private=True, policy=policy, unit="judgment")
     log.info("judging %d (query, chunk) pairs with %s (model %s, sampling %s), prompt sha256 %s", len(messages),
-             spec["llm"], spec["model"], llm.sampling_params(spec), spec["prompt_sha256"])
+             spec["llm"], spec["model"], sampling_params(spec), spec["prompt_sha256"])
     # a server inside this job when vllm.enabled; it may log prompts: owner-only, under resources/
     server_log = paths.fill(paths.private_log_file("cliniq_completion_judge", "server"), benchmark=bench)
-    with llm.serving(spec, server_log):
-        parsed, usage, rounds = llm.ask_parsed(
+    with serving(spec, server_log):
+        parsed, usage, rounds = ask_parsed(
             client, messages, lambda answer: judge.parse_answer(answer, spec["reasoning"]),
             retries=spec["malformed_retries"], repair=judge.REPAIR)
     table = []
@@ -173,7 +182,7 @@ def cliniq_completion_judge(sm) -> None:
     by_label = Counter(r["label"] for r in table)
     malformed = by_label.get(judge.MALFORMED, 0)
     io.write_json(sm.output.info, {
-        "benchmark": bench, "llm": spec["llm"], "model": spec["model"], "sampling": llm.sampling_params(spec),
+        "benchmark": bench, "llm": spec["llm"], "model": spec["model"], "sampling": sampling_params(spec),
         "prompt_sha256": spec["prompt_sha256"], "prompt": "shipped" if not spec["prompt"] else "configured",
         "judged": len(table), "by_label": dict(sorted(by_label.items())), "malformed": malformed,
         "malformed_after_round": rounds, "malformed_by_query": dict(sorted(Counter(
@@ -187,8 +196,8 @@ def cliniq_completion_judge(sm) -> None:
 
 
 def _completion_strata(sm):
-    from .. import cliniq_completion as comp
-    from ..cliniq_judge import read_labels
+    from ..cliniq import completion as comp
+    from ..cliniq.judge import read_labels
 
     labels = read_labels(sm.input.labels)
     design = comp.read_table(sm.input.design, comp.DESIGN_HEADER)
@@ -199,9 +208,9 @@ def _completion_strata(sm):
 def cliniq_completion_estimate(sm) -> None:
     """The false-negative rate (overall, per query type, per match type, per query) with design-based 95%
     intervals, the estimated number of missing relevant chunks, and the judge against the expert labels."""
-    from .. import cliniq_completion as comp
-    from .. import cliniq_completion_report as rep
-    from ..cliniq_judge import read_human_labels
+    from ..cliniq import completion as comp
+    from ..cliniq import completion_report as rep
+    from ..cliniq.judge import read_human_labels
     from ..io import read_json, write_text
 
     spec = sm.params.spec
@@ -237,10 +246,10 @@ def cliniq_completion_rescore(sm) -> None:
     """Every multi-patient figure of every selected run with CliniQ's and with the completed judgments (the same
     scorer, ``cliniq.evaluate_ranked``), the orderings' Kendall tau with a bootstrap interval, the systems that
     move and the pairs that flip, and the verdict."""
-    from .. import cliniq
-    from .. import cliniq_completion as comp
-    from .. import cliniq_completion_report as rep
-    from ..cliniq_files import read_cliniq_qrels, read_query_types
+    from ..cliniq import completion as comp
+    from ..cliniq import completion_report as rep
+    from ..cliniq import metrics as cliniq
+    from ..cliniq.files import read_cliniq_qrels, read_query_types
     from ..io import read_json, read_lines, write_json, write_text
 
     spec = sm.params.spec

@@ -129,7 +129,8 @@ class CodeIndex:
         found: set[str] = set()
         for m in _IMPORT.finditer(self._source(module)):
             if m["stem"] is not None:
-                names = [n.split(" as ")[0].strip() for n in m["names"].strip().strip("()").replace("\\\n", " ").split(",")]
+                names = [n.split(" as ")[0].strip()
+                         for n in m["names"].strip().strip("()").replace("\\\n", " ").split(",")]
                 found |= self._resolve(module, len(m["level"]), m["stem"], [n for n in names if n])
             else:
                 for name in m["plain"].split(","):

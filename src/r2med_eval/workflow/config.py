@@ -16,8 +16,7 @@ import yaml
 from ..bounds import TreeProblem, check_tree, key_path, shown
 from ..errors import ConfigError, did_you_mean, name_list
 from . import registry
-from .schema import SCHEMA_PATH, _load_schema, fill_defaults
-from .schema import cliniq_default, load_schema, schema_default, with_defaults  # noqa: F401 (the config API's names)
+from .schema import SCHEMA_PATH, _load_schema, cliniq_default, fill_defaults, load_schema, schema_default, with_defaults  # noqa: F401 (the config API's names)
 
 FIX = "see schemas/config.schema.yaml and docs/configuration.md."
 
@@ -172,7 +171,7 @@ def _check_variants(cfg: dict, config_file: str) -> None:
                                   f"can run a query variant{_hint(m, able)}.", path=config_file,
                                   fix=f"name {', '.join(registry.VARIANT_TYPES)} entries (a type: run model's file "
                                       "holds one run per task).")
-    from ..llm import job_owned_args
+    from ..llm.server import job_owned_args
 
     for name, llm in cfg.get("llms", {}).items():
         gen = llm.get("generate")
@@ -196,7 +195,7 @@ def _check_variants(cfg: dict, config_file: str) -> None:
 
 
 def _check_backends(cfg: dict, config_file: str) -> None:
-    from ..dense_models import backend_problem
+    from ..dense.models import backend_problem
 
     for name, spec in cfg["models"].items():
         problem = backend_problem(spec) if spec.get("type") == "dense" else None
@@ -238,7 +237,7 @@ def _check_derived(cfg: dict, config_file: str) -> None:
 def _check_report(cfg: dict, config_file: str) -> None:
     """The leaderboard metric must be one score_run computes; the baseline and the scatter runs must be
     configured runs (the baseline also selected)."""
-    from ..metrics import metric_names
+    from ..scoring.metrics import metric_names
 
     metric = cfg["leaderboard"]["metric"]
     if metric not in metric_names():
@@ -267,8 +266,8 @@ def _check_run_models(cfg: dict, config_file: str) -> None:
     ``mteb`` model knows the MTEB task of every selected task."""
     import re
 
-    from ..factories import mteb_task_name
-    from ..r2med import paper_task
+    from ..benchmarks.r2med import paper_task
+    from ..dense.factories import mteb_task_name
 
     reg = registry.Registry(cfg)
     for name, spec in cfg["models"].items():
@@ -331,7 +330,7 @@ def _check_completion(cfg: dict, config_file: str) -> None:
 def _local_tasks(cfg: dict, config_file: str) -> None:
     """A task with ``local:`` alone is the offline copy of an R2MED task: ``source: {hf: R2MED/<Task>}`` with
     ``local``, the task named by ``paper_task`` or by the task's own name."""
-    from ..hfdata import R2MED_TASKS
+    from ..hub.datasets import R2MED_TASKS
 
     for bname, bench in cfg["benchmarks"].items():
         for tname, task in bench["tasks"].items():
@@ -349,7 +348,7 @@ def _local_tasks(cfg: dict, config_file: str) -> None:
 def _check_sources(cfg: dict, config_file: str) -> None:
     """Tasks downloaded from the Hub: R2MED layout, a known R2MED task, a revision (filled in for R2MED)."""
     from ..errors import InputError
-    from ..hfdata import resolve_source
+    from ..hub.datasets import resolve_source
 
     for bname, bench in cfg["benchmarks"].items():
         for tname, task in bench["tasks"].items():
@@ -357,7 +356,8 @@ def _check_sources(cfg: dict, config_file: str) -> None:
                 for key in ("local", "sha256"):
                     if key in task:
                         raise ConfigError(f"benchmarks.{bname}.tasks.{tname}.{key} applies only to a task with "
-                                          "source.", path=config_file, fix=f"remove {key} or use source instead of path.")
+                                          "source.", path=config_file,
+                                          fix=f"remove {key} or use source instead of path.")
                 continue
             where = f"benchmarks.{bname}.tasks.{tname}"
             if bench["layout"] != "r2med":
@@ -428,8 +428,8 @@ def check_mteb_models(cfg: dict, config_file: str = "config.yaml") -> None:
     """Every selected ``type: mteb`` model's name, revision and MTEB tasks are in MTEB's registry (offline), so
     that a typo stops before any job instead of failing on the Hub after the other jobs. Skipped where Snakemake's
     own environment lacks mteb (the model's jobs check again)."""
-    from ..factories import mteb_problem, mteb_task_name
-    from ..r2med import paper_task
+    from ..benchmarks.r2med import paper_task
+    from ..dense.factories import mteb_problem, mteb_task_name
 
     reg = registry.Registry(cfg)
     models = [m for m in reg.encoders() if cfg["models"][m]["type"] == "mteb"]
@@ -451,7 +451,7 @@ def check_mteb_models(cfg: dict, config_file: str = "config.yaml") -> None:
 def _check_prompts(cfg: dict, config_file: str, base: Path) -> None:
     """The prompt template of every selected pointwise LLM reranker is readable and has its placeholders."""
     from ..errors import InputError
-    from ..llm_rerank import read_template
+    from ..rerank.pointwise import read_template
 
     reg = registry.Registry(cfg)
     for name in dict.fromkeys(j["reranker"] for j in reg.rerank_jobs.values()):
@@ -470,7 +470,7 @@ def _check_prompts(cfg: dict, config_file: str, base: Path) -> None:
 def check_run_files(cfg: dict, config_file: str = "config.yaml", base: Path | None = None) -> None:
     """Every selected ``type: run`` model has its run file for every task that will run; every selected
     ``python`` model's factory module is found (without importing it)."""
-    from ..factories import module_file, split_factory
+    from ..dense.factories import module_file, split_factory
 
     base = base or Path.cwd()
     reg = registry.Registry(cfg)
@@ -501,7 +501,7 @@ def check_run_files(cfg: dict, config_file: str = "config.yaml", base: Path | No
 
 def check_cliniq(bench: dict, name: str, config_file: str = "config.yaml", base: Path | None = None) -> None:
     """A cliniq benchmark: one task (its path CliniQ's benchmark/ folder), and an existing NOTEEVENTS file."""
-    from ..cliniq_corpus import noteevents_problem
+    from ..cliniq.corpus import noteevents_problem
 
     base = base or Path.cwd()
     if len(bench["tasks"]) != 1:

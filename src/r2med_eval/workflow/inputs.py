@@ -3,15 +3,62 @@ where they lie from ``workflow.paths``."""
 
 from __future__ import annotations
 
-from .paths import (BENCHMARK_LEADERBOARD, BM25_PAPER_FIT, BM25_PAPER_QUERY_TOKENS, BM25_PAPER_TOKENS, CHUNK_IDS,
-                    CLINIQ_METRICS, CLINIQ_POOL, CLINIQ_QRELS, CLINIQ_TABLE, CORPUS, DOWNLOAD, DOWNLOAD_FILES,
-                    DOWNLOAD_VARIANT, EMB_CORPUS, EMB_CORPUS_IDS, EMB_CORPUS_INFO, EMB_QUERIES, EMB_QUERY_IDS,
-                    EMB_SHARD, EMB_VARIANT, EMB_VARIANT_IDS, GENERATED, GENERATED_INFO, INDEX, INDEX_PAGE, LEADERBOARD,
-                    METRICS, METRICS_TABLE, MODEL_MANIFEST, MTEB_EXPORT, PALETTE, PER_QUERY, PLOT, PRIVATE_GENERATED,
-                    PRIVATE_VARIANT, PROVENANCE, QUERIES, QUERY_TYPES, R2MED_VS_PAPER, RUN, RUN_LINEAGE, SIGNIFICANCE,
-                    STATS, TABLE, VARIANT, benchmark_file, bm25_float, fill)
-from .paths import (CLINIQ_CHUNKS, COMPLETION_DESIGN, COMPLETION_FILE, COMPLETION_JUDGING,
-                    COMPLETION_LABELS, COMPLETION_SAMPLE)
+from .paths import (
+    BENCHMARK_LEADERBOARD,
+    BM25_PAPER_FIT,
+    BM25_PAPER_QUERY_TOKENS,
+    BM25_PAPER_TOKENS,
+    CHUNK_IDS,
+    CLINIQ_CHUNKS,
+    CLINIQ_METRICS,
+    CLINIQ_POOL,
+    CLINIQ_QRELS,
+    CLINIQ_TABLE,
+    COMPLETION_DESIGN,
+    COMPLETION_FILE,
+    COMPLETION_JUDGING,
+    COMPLETION_LABELS,
+    COMPLETION_SAMPLE,
+    CORPUS,
+    DOWNLOAD,
+    DOWNLOAD_FILES,
+    DOWNLOAD_VARIANT,
+    EMB_CORPUS,
+    EMB_CORPUS_IDS,
+    EMB_CORPUS_INFO,
+    EMB_QUERIES,
+    EMB_QUERY_IDS,
+    EMB_SHARD,
+    EMB_VARIANT,
+    EMB_VARIANT_IDS,
+    GENERATED,
+    GENERATED_INFO,
+    INDEX,
+    INDEX_PAGE,
+    LEADERBOARD,
+    METRICS,
+    METRICS_TABLE,
+    MODEL_MANIFEST,
+    MTEB_EXPORT,
+    PALETTE,
+    PER_QUERY,
+    PLOT,
+    PRIVATE_GENERATED,
+    PRIVATE_VARIANT,
+    PROVENANCE,
+    QUERIES,
+    QUERY_TYPES,
+    R2MED_VS_PAPER,
+    RUN,
+    RUN_LINEAGE,
+    SIGNIFICANCE,
+    STATS,
+    TABLE,
+    VARIANT,
+    benchmark_file,
+    bm25_float,
+    fill,
+)
 from .registry import ENCODER_TYPES, Registry, job_inputs
 
 
@@ -31,7 +78,7 @@ class Inputs:
         return {"path": fill(DOWNLOAD, benchmark=benchmark, task=task), "source": spec["source"]}
 
     def prepare_task(self, wildcards) -> list[str]:
-        from ..datasets import raw_files
+        from ..benchmarks.datasets import raw_files
 
         bench = self.cfg["benchmarks"][wildcards.benchmark]
         where = self.task_location(wildcards.benchmark, wildcards.task)
@@ -73,13 +120,13 @@ class Inputs:
                 "hadm_ids": f"{self.cliniq_annotation_dir(wildcards)}/test_hadm_ids.txt"}
 
     def prepare_cliniq_queries(self, wildcards) -> dict:
-        from ..cliniq_corpus import QUERY_TYPES as TYPES
+        from ..cliniq.corpus import QUERY_TYPES as TYPES
 
         folder = self.cliniq_annotation_dir(wildcards)
         return {"queries": [f"{folder}/queries_{t}.jsonl" for t in TYPES]}
 
     def prepare_cliniq(self, wildcards) -> dict:
-        from ..cliniq_corpus import ANNOTATION_FILES
+        from ..cliniq.corpus import ANNOTATION_FILES
 
         folder = self.cliniq_annotation_dir(wildcards)
         inputs = {"ids": fill(CHUNK_IDS, **wildcards), "hadm_ids": f"{folder}/test_hadm_ids.txt",
@@ -287,7 +334,7 @@ class Inputs:
     def cliniq_completion_sample(self, wildcards) -> dict:
         """CliniQ's own judgment files (who carries a query's code), every judgment row, the chunk ids and the runs
         whose top chunks form the pool."""
-        from ..cliniq_corpus import QUERY_TYPES as TYPES
+        from ..cliniq.corpus import QUERY_TYPES as TYPES
 
         b = wildcards.benchmark
         w = self._completion_task(b)
@@ -326,7 +373,7 @@ class Inputs:
 
     def mteb_export(self) -> list[str]:
         """The collected metrics of each benchmark with a run on an R2MED task (params mteb_export's entries)."""
-        from ..r2med import paper_task
+        from ..benchmarks.r2med import paper_task
 
         benchmarks = dict.fromkeys(b for b, t, _ in self.reg.run_tasks()
                                    if paper_task(self.cfg["benchmarks"][b]["tasks"][t]))
@@ -339,7 +386,7 @@ class Inputs:
 
 def prompt_file(spec: dict) -> str:
     """A pointwise LLM reranker's prompt template: its ``prompt``, else the shipped one."""
-    from ..llm_rerank import DEFAULT_POINTWISE_PROMPT
+    from ..rerank.pointwise import DEFAULT_POINTWISE_PROMPT
 
     return spec.get("prompt") or str(DEFAULT_POINTWISE_PROMPT)
 
@@ -393,7 +440,7 @@ def completion_targets(reg: Registry) -> list[str]:
 def prefetch_targets(reg: Registry) -> list[str]:
     """Everything a configuration downloads, for ``snakemake prefetch`` on a machine with network: each Hub
     model's snapshot manifest, each source task's download and its query variants, CliniQ's annotations."""
-    from ..cliniq_corpus import ANNOTATION_FILES
+    from ..cliniq.corpus import ANNOTATION_FILES
 
     out = [fill(MODEL_MANIFEST, model=m) for m in reg.hub_models()]
     source = reg.source_tasks()
@@ -408,7 +455,7 @@ def prefetch_targets(reg: Registry) -> list[str]:
 
 def mteb_targets(reg: Registry) -> list[str]:
     """MTEB's results layout when a selected task is an R2MED task."""
-    from ..r2med import paper_task
+    from ..benchmarks.r2med import paper_task
 
     return [MTEB_EXPORT] if any(paper_task(reg.cfg["benchmarks"][b]["tasks"][t]) for b, t in reg.tasks) else []
 

@@ -113,7 +113,7 @@ class Params:
 
     def task(self, benchmark: str, task: str) -> dict:
         """How a task is read: its layout options, where its files lie, its download source, its R2MED task."""
-        from ..r2med import paper_task
+        from ..benchmarks.r2med import paper_task
 
         bench = self.cfg["benchmarks"][benchmark]
         spec = {**_pick(bench, TASK_KEYS), "path": bench["tasks"][task].get("path")}
@@ -163,7 +163,7 @@ class Params:
 
     def prefetch_model(self, wildcards) -> dict:
         """The model's Hub sources (a source.path or source.package needs no prefetch)."""
-        from ..hfmodels import hub_sources
+        from ..hub.models import hub_sources
 
         return hub_sources(self.cfg["models"][wildcards.model])
 
@@ -197,7 +197,7 @@ class Params:
         """sha256 of a python model's factory module file (found without importing it): an edit of the file
         reruns the model's encoding, and so its branch, only."""
         if model not in self._code_files:
-            from ..factories import module_file
+            from ..dense.factories import module_file
             from ..io import sha256_file
 
             spec = self.cfg["models"][model]
@@ -218,8 +218,8 @@ class Params:
             return {**_pick(spec, PYTHON_KEYS), "code_sha256": self.code_sha256(wildcards.model),
                     f"{side}_prompt": spec[f"{side}_prompt"], "private": self.private(wildcards.benchmark)}
         if spec["type"] == "mteb":
-            from ..factories import mteb_task_name
-            from ..r2med import paper_task
+            from ..benchmarks.r2med import paper_task
+            from ..dense.factories import mteb_task_name
 
             tcfg = self.cfg["benchmarks"][wildcards.benchmark]["tasks"][wildcards.task]
             return {**_pick(spec, MTEB_KEYS), "mteb_task": mteb_task_name(spec, wildcards.task, paper_task(tcfg)),
@@ -362,8 +362,8 @@ class Params:
 
     def mteb_tasks(self) -> dict[tuple[str, str], str]:
         """(benchmark, task) -> MTEB task name, for the selected R2MED tasks."""
-        from ..factories import MTEB_R2MED
-        from ..r2med import paper_task
+        from ..benchmarks.r2med import paper_task
+        from ..dense.factories import MTEB_R2MED
 
         out = {}
         for b, t in self.reg.tasks:
@@ -429,7 +429,7 @@ class Params:
         return {"runs": runs, "datasets": datasets}
 
     def r2med_vs_paper(self, wildcards) -> dict:
-        from ..r2med import paper_task
+        from ..benchmarks.r2med import paper_task
 
         runs = sorted({r for b in self.reg.benchmarks for r in self.reg.runs_of(b)})
         tasks = {}
@@ -464,7 +464,7 @@ class Params:
         """The judge: its LLM's client settings at temperature 0 (top_p unset), its reasoning format, the prompt
         (the configured file, or None for the shipped one) and the sha256 of the prompt's text, so that an edit of
         the prompt reruns the judging and only it asks again (every other answer stays in the cache)."""
-        from ..cliniq_judge import prompt_path
+        from ..cliniq.judge import prompt_path
 
         c = self.reg.completion
         settings = dict(self.reg.llm(c["llm"])["generate"])

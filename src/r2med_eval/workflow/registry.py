@@ -176,13 +176,13 @@ class Registry:
         return list(dict.fromkeys(names))
 
     def hub_models(self) -> list[str]:
-        """Selected models whose weights come from the Hugging Face Hub (source, query_source or base_source ``hf``): the
-        retrievers and the rerankers of selected rerank jobs. Rule prefetch_model fetches them ahead of the jobs."""
+        """Selected models whose weights come from the Hugging Face Hub (source, query_source or base_source ``hf``):
+        the retrievers and the rerankers of selected rerank jobs. Rule prefetch_model fetches them ahead of the jobs."""
         names = self.retrievers + [j["reranker"] for j in self.rerank_jobs.values()]
         return [m for m in dict.fromkeys(names) if self.is_hub_model(m)]
 
     def is_hub_model(self, model: str) -> bool:
-        from ..hfmodels import hub_sources
+        from ..hub.models import hub_sources
 
         return bool(hub_sources(self.models[model]))
 
@@ -204,7 +204,8 @@ class Registry:
 
     def is_private(self, benchmark: str) -> bool:
         """MIMIC-derived (a CliniQ benchmark): its note text, and every file that may quote it, is owner-only and
-        stays under resources/ (``paths.PRIVATE``). One definition with the jobs' own: ``confidential.mimic_benchmark``."""
+        stays under resources/ (``paths.PRIVATE``). One definition with the jobs' own:
+        ``confidential.mimic_benchmark``."""
         return mimic_benchmark(self.cfg, benchmark)
 
     @property
@@ -290,8 +291,8 @@ class Registry:
         return with_defaults("llm", self.cfg.get("llms", {}).get(name, {}))
 
     def reasoning(self, llm: str) -> str:
-        """How an LLM's output is cut to its answer (``gar.REASONING_FORMATS``)."""
-        from ..gar import reasoning_format
+        """How an LLM's output is cut to its answer (``llm.reasoning.REASONING_FORMATS``)."""
+        from ..llm.reasoning import reasoning_format
 
         return reasoning_format(llm, self.llm(llm)["reasoning"])
 
@@ -301,7 +302,7 @@ class Registry:
 
     def prompt_task(self, benchmark: str, task: str, method: str, llm: str) -> str:
         """The R2MED task whose generation prompt a (benchmark, task, method, llm) expansion uses."""
-        from ..r2med import paper_task
+        from ..benchmarks.r2med import paper_task
 
         for v in self.cfg["query_variants"]:
             if (v["benchmark"], v["method"], v["llm"]) == (benchmark, method, llm) and v.get("prompt_task"):
@@ -321,7 +322,8 @@ class Registry:
 
     def gar_differences(self, variant: dict) -> list[str]:
         """Why a query-variant run is not R2MED's setting of the same (model, method, llm) row: empty when it is."""
-        from ..gar import R2MED_HYDOC_AVERAGE, R2MED_HYDOC_PROMPT, reasoning_format
+        from ..expansion.gar import R2MED_HYDOC_AVERAGE, R2MED_HYDOC_PROMPT
+        from ..llm.reasoning import reasoning_format
 
         out = []
         llm, model = variant["llm"], self.models[variant["model"]]
@@ -346,7 +348,7 @@ class Registry:
         """Query-variant runs of a dense model named after an R2MED retriever whose encode gives NaN for an empty
         hypothetical document (``gar.R2MED_EMPTY_HYDOC_NAN``, GritLM), on a selected benchmark:
         run -> {benchmark, method, llm, reasoning}. Their paper comparison counts the empty documents."""
-        from ..gar import R2MED_EMPTY_HYDOC_NAN
+        from ..expansion.gar import R2MED_EMPTY_HYDOC_NAN
 
         return {run: {"benchmark": v["benchmark"], "method": v["method"], "llm": v["llm"],
                       "reasoning": self.reasoning(v["llm"])}

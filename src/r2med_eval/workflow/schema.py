@@ -17,7 +17,7 @@ import yaml
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.yaml"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_schema(path: str) -> dict:
     with open(path, encoding="utf-8") as handle:
         return yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present

@@ -1,0 +1,428 @@
+"""CliniQ's judgment completion: how many relevant chunks its multi-patient judgments miss, and whether its
+multi-patient results survive once they are found.
+
+CliniQ judges a chunk for a query only when the chunk's patient carries the query's code, so a relevant mention in
+any other patient's note counts as not relevant. This module holds the statistics of the test that settles it
+(the stages in ``stages/score.py`` and ``stages/report.py`` read and write the files; the judge is
+``cliniq_judge``):
+
+**Population.** For a query q, the *coded* admissions are those holding a chunk that CliniQ's own judgment files
+judge relevant for q (CliniQ's annotators saw every chunk of such a note, so its other chunks were judged not
+relevant). The population U_q is every chunk of every other admission that no judgment row names for q (rows of
+``new_judgments`` included): N_q chunks, in corpus order.
+
+**Design** (per query, seeded by (seed, query id), so adding a query or a run leaves the others' draws alone):
+
+* the *pool* P_q: the chunks of U_q in the top ``pool_depth`` of any selected run, judged all (a certainty
+  stratum, inclusion probability 1);
+* the *uniform sample*: the first n_q = min(``sample_per_query``, N_q) chunks of a random permutation of U_q, a
+  simple random sample without replacement that does not depend on the runs (adding a run adds pool chunks
+  only). Its chunks that fall outside the pool, m_q of them, are the sample of the *rest* R_q = U_q \\ P_q.
+  Because the permutation restricted to R_q is a random permutation of R_q whatever the positions of the pool
+  chunks, those m_q chunks are, given m_q, a simple random sample of R_q: each has inclusion probability
+  m_q / |R_q|. A sampled chunk that is also a pool chunk is a certainty unit (counted once, in the pool). When the
+  first n_q chunks all fall in the pool and R_q is not empty, the draw goes on to the first chunk of R_q in the
+  permutation, so that m_q >= 1 (the argument above still holds).
+
+**Estimator** (stratified, Horvitz-Thompson with those inclusion probabilities; strata = query x {pool, rest}):
+the number of relevant chunks in U_q is T_q = Y(P_q) + |R_q| y_q / m_q (y_q: relevant among the m_q), unbiased
+given m_q and so unbiased; the false-negative rate of a group of queries is sum T_q / sum N_q (per match type the
+same with "relevant with that match type"). Malformed answers (after the re-asks) are non-response: each stratum
+is estimated from its usable answers (the weighting-class adjustment, unbiased when an answer's malformation does
+not depend on its label within the stratum); a stratum without any usable answer is left out and the population
+an estimate covers is reported beside it.
+
+**Intervals** (95%): the queries are fixed, the only randomness is the draw, so the intervals are design-based:
+the Wilson score interval of the rest strata's weighted rate with the design's effective sample size
+n_eff = p(1-p) / V(p) (V: the stratified variance with the finite-population correction; capped at the Kish
+effective size n_kish / (1 - f), i.e. a design effect of at least 1, as Korn and Graubard advise; that value
+also when p is 0 or 1 or V is 0), mapped through the exact pool part. For one query this is the Wilson interval
+of the rest's sample proportion with the finite-population correction. Kendall's tau, where queries are the
+unit, gets a bootstrap over queries (``ranking``).
+
+**Re-scoring.** Every multi-patient figure of every selected run is computed twice by ``cliniq.evaluate_ranked``,
+with CliniQ's judgments and with the completed ones (the judge's labels of every judged chunk added as new
+judgments, malformed ones left unjudged), overall, per query type and over the completed queries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+
+from ..errors import InputError
+from .corpus import IRRELEVANT, MATCH_TYPES, QUERY_TYPES
+
+SAMPLE_HEADER = ("query_id", "query_type", "chunk_id", "stratum", "drawn", "draw_order", "pi", "best_rank",
+                 "n_systems")
+DESIGN_HEADER = ("query_id", "query_type", "coded_admissions", "population", "pool", "rest", "drawn",
+                 "drawn_in_pool", "rest_sampled", "extended")
+MEASURES = ("relevant",) + MATCH_TYPES
+RESCORED_METRICS = ("mrr", "ndcg_at_10", "ndcg_at_10_cliniq", "recall_at_100", "judged_at_10")
+EFFECTIVENESS = RESCORED_METRICS[:4]  # judged@10 rises by construction: flagged, but no conclusion rests on it
+COMPLETED_GROUP = "completed"  # the group of the completed queries (beside all and the query types)
+CONFIDENCE = 0.95
+
+
+# ------------------------------------------------------------------ the design
+
+def coded_admissions(rows) -> dict[str, set[str]]:
+    """Query -> the admissions (HADM_IDs) holding a chunk CliniQ judges relevant for it."""
+    from .metrics import note_of
+
+    out: dict[str, set[str]] = defaultdict(set)
+    for q, c, _ in rows:
+        out[q].add(note_of(c))
+    return dict(out)
+
+
+def select_queries(setting, coded: dict[str, set[str]], qtypes: dict[str, str]) -> list[str]:
+    """The completed queries: an integer N selects the N disease and procedure queries with the most coded
+    admissions (ties by id), ``all`` every query CliniQ judges, a list those ids (each must be judged)."""
+    if setting == "all":
+        return sorted(q for q in qtypes if coded.get(q))
+    if isinstance(setting, list):
+        unknown = [q for q in setting if q not in qtypes]
+        if unknown:
+            raise InputError(f"cliniq_completion.queries names unknown queries: {', '.join(unknown)}.",
+                             fix="use the benchmark's query ids ({type}-{_id}, e.g. disease-12).")
+        unjudged = [q for q in setting if not coded.get(q)]
+        if unjudged:
+            raise InputError(f"cliniq_completion.queries names queries CliniQ judges for no patient: "
+                             f"{', '.join(unjudged)} (no coded admission, so no multi-patient figure to complete).",
+                             fix="leave them out.")
+        return list(dict.fromkeys(setting))
+    eligible = [q for q in qtypes if qtypes[q] in ("disease", "procedure") and coded.get(q)]
+    return sorted(eligible, key=lambda q: (-len(coded[q]), q))[:int(setting)]
+
+
+def query_rng(seed: int, query: str):
+    """The random generator of one query's draw: from (seed, sha256 of the query id)."""
+    import numpy as np
+
+    return np.random.default_rng([int(seed), int.from_bytes(hashlib.sha256(query.encode()).digest()[:8], "big")])
+
+
+def draw(population: list[str], pool: set[str], n: int, rng) -> tuple[list[str], int, bool]:
+    """The uniform sample of one query: ``draw_in_order`` over a random permutation of ``population``."""
+    return draw_in_order(population, pool, n, rng.permutation(len(population)).tolist())
+
+
+def draw_in_order(population: list[str], pool: set[str], n: int, order) -> tuple[list[str], int, bool]:
+    """The first ``n`` chunks of ``population`` in ``order`` (a permutation of its positions), extended to the first
+    chunk outside ``pool`` when all of them lie in it. Returns (the sample in that order, how many lie outside the
+    pool, whether it was extended)."""
+    n = min(n, len(population))
+    drawn = [population[i] for i in order[:n]]
+    rest = sum(1 for c in drawn if c not in pool)
+    if rest == 0:
+        for i in order[n:]:
+            drawn.append(population[i])
+            if population[i] not in pool:
+                return drawn, 1, True
+    return drawn, rest, False
+
+
+def top_chunks(ranked, queries, depth: int) -> dict[str, list[str]]:
+    """Query -> the ids of its top ``depth`` chunks in a ``cliniq.RankedRun``."""
+    return {q: [ranked.vocab[i] for i in ranked.ranking(q)[:depth].tolist()] for q in queries}
+
+
+def design(queries: list[str], qtypes: dict[str, str], coded: dict[str, set[str]], chunk_ids: list[str],
+           judged: dict[str, set[str]], tops: dict[str, dict[str, list[str]]], n: int, seed: int):
+    """The sample rows (``SAMPLE_HEADER``) and the design rows (``DESIGN_HEADER``) of every query. ``judged``:
+    query -> chunks any judgment row names; ``tops``: run -> query -> its top chunks (the pool's runs)."""
+    from .metrics import note_of
+
+    notes = [note_of(c) for c in chunk_ids]
+    sample, rows = [], []
+    for q in queries:
+        cod, named = coded.get(q, set()), judged.get(q, set())
+        population = [c for c, note in zip(chunk_ids, notes) if note not in cod and c not in named]
+        members = set(population)
+        best: dict[str, list] = {}
+        for run in sorted(tops):
+            for rank, c in enumerate(tops[run].get(q, []), start=1):
+                if c in members:
+                    entry = best.setdefault(c, [rank, 0])
+                    entry[0], entry[1] = min(entry[0], rank), entry[1] + 1
+        drawn, m, extended = draw(population, set(best), n, query_rng(seed, q))
+        position = {c: i for i, c in enumerate(drawn)}
+        rest = len(population) - len(best)
+        pi_rest = m / rest if rest else 0.0
+        for c in population:
+            if c in best:
+                sample.append((q, qtypes[q], c, "pool", int(c in position), position.get(c, ""), 1.0, best[c][0],
+                               best[c][1]))
+            elif c in position:
+                sample.append((q, qtypes[q], c, "rest", 1, position[c], pi_rest, "", 0))
+        rows.append((q, qtypes[q], len(cod), len(population), len(best), rest, len(drawn),
+                     sum(1 for c in drawn if c in best), m, int(extended)))
+    return sample, rows
+
+
+def table_text(header, rows) -> str:
+    def cell(v):
+        return f"{v:.10g}" if isinstance(v, float) else str(v)
+
+    return "\n".join(["\t".join(header)] + ["\t".join(cell(v) for v in r) for r in rows]) + "\n"
+
+
+def read_table(path, header) -> list[dict]:
+    from ..io import read_lines
+
+    lines = read_lines(path)
+    if not lines or tuple(lines[0].split("\t")) != tuple(header):
+        raise InputError(f"header is not {' '.join(header)}.", path=path, line=1,
+                         fix="the file is written by the cliniq_completion rules; run them again.")
+    return [dict(zip(header, line.split("\t"))) for line in lines[1:]]
+
+
+# ------------------------------------------------------------------ the estimator
+
+class Stratum:
+    """One stratum of one query: ``kind`` pool or rest, its ``size``, and the labels of its sampled chunks."""
+
+    def __init__(self, query: str, query_type: str, kind: str, size: int, labels: list[str]):
+        self.query, self.query_type, self.kind, self.size, self.labels = query, query_type, kind, size, labels
+
+
+def strata(design_rows: list[dict], sample_rows: list[dict], labels: dict[tuple[str, str], str]) -> list[Stratum]:
+    """The pool and rest strata of every query, each with the judge's labels of its sampled chunks."""
+    got: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for r in sample_rows:
+        got[(r["query_id"], r["stratum"])].append(labels.get((r["query_id"], r["chunk_id"]), "malformed"))
+    out = []
+    for d in design_rows:
+        q, t = d["query_id"], d["query_type"]
+        out.append(Stratum(q, t, "pool", int(d["pool"]), got.get((q, "pool"), [])))
+        out.append(Stratum(q, t, "rest", int(d["rest"]), got.get((q, "rest"), [])))
+    return out
+
+
+def indicator(measure: str):
+    if measure == "relevant":
+        return lambda label: label in MATCH_TYPES
+    return lambda label: label == measure
+
+
+def estimate(group: list[Stratum], measure: str = "relevant", confidence: float = CONFIDENCE) -> dict:
+    """The stratified estimate over a group of strata: the rate of relevant chunks (``measure``: any relevant, or
+    one match type) in the population they cover, the number of relevant chunks there, their 95% intervals, and
+    the counts behind them (module docstring)."""
+    from ..scoring.stats import wilson_interval
+    from .judge import MALFORMED
+
+    f = indicator(measure)
+    population = sum(s.size for s in group)
+    judged = sum(len(s.labels) for s in group)
+    malformed = sum(1 for s in group for lab in s.labels if lab == MALFORMED)
+    found = cert_total = cert_size = rest_size = 0
+    rand = []  # (N_h, n_h, p_h) of the strata estimated from a sample
+    for s in group:
+        usable = [lab for lab in s.labels if lab != MALFORMED]
+        hits = sum(1 for lab in usable if f(lab))
+        found += hits
+        if s.size == 0 or not usable:
+            continue
+        if len(usable) >= s.size:
+            cert_total += hits
+            cert_size += s.size
+        else:
+            rand.append((s.size, len(usable), hits / len(usable)))
+            rest_size += s.size
+    covered = cert_size + rest_size
+    out = {"population": population, "covered": covered, "judged": judged, "malformed": malformed, "found": found,
+           "rate": math.nan, "rate_low": math.nan, "rate_high": math.nan, "missing": math.nan,
+           "missing_low": math.nan, "missing_high": math.nan, "n_eff": math.nan}
+    if not covered:
+        return out
+    low = high = p = 0.0
+    if rand:
+        p = sum(size * ph for size, _, ph in rand) / rest_size
+        var = 0.0
+        for size, nh, ph in rand:
+            s2 = ph * (1.0 - ph) * nh / (nh - 1) if nh > 1 else 0.25
+            var += (size / rest_size) ** 2 * (1.0 - nh / size) * s2 / nh
+        sampled = sum(nh for _, nh, _ in rand)
+        kish = rest_size ** 2 / sum(size ** 2 / nh for size, nh, _ in rand)
+        cap = kish / (1.0 - sampled / rest_size)
+        n_eff = min(p * (1.0 - p) / var, cap) if 0.0 < p < 1.0 and var > 0.0 else cap
+        low, high = wilson_interval(p, n_eff, confidence)
+        out["n_eff"] = n_eff
+    total = cert_total + rest_size * p
+    out.update(rate=total / covered, rate_low=(cert_total + rest_size * low) / covered,
+               rate_high=(cert_total + rest_size * high) / covered, missing=total,
+               missing_low=cert_total + rest_size * low, missing_high=cert_total + rest_size * high)
+    return out
+
+
+def estimates(all_strata: list[Stratum]) -> tuple[list[dict], list[dict]]:
+    """(the rows of every group: all queries, each query type, per measure; the rows of each query, measure
+    relevant)."""
+    rows = []
+    groups = [("all", "all", all_strata)]
+    groups += [("query_type", t, [s for s in all_strata if s.query_type == t]) for t in QUERY_TYPES]
+    for scope, name, members in groups:
+        queries = len({s.query for s in members})
+        if not queries:
+            continue
+        for measure in MEASURES:
+            rows.append({"scope": scope, "group": name, "measure": measure, "queries": queries,
+                         **estimate(members, measure)})
+    per_query = []
+    for q in dict.fromkeys(s.query for s in all_strata):
+        members = [s for s in all_strata if s.query == q]
+        per_query.append({"query_id": q, "query_type": members[0].query_type, **estimate(members, "relevant")})
+    return rows, per_query
+
+
+# ------------------------------------------------------------------ agreement with an expert
+
+def agreement(llm: dict[tuple[str, str], str], human: dict[tuple[str, str], str]) -> dict:
+    """LLM against expert labels on the pairs both gave a usable label: relevance (relevant or not) and, on the
+    pairs both find relevant, the match type; observed agreement and Cohen's kappa with their counts, and the
+    expert labels the judge did not judge (or answered malformed)."""
+    from ..scoring.stats import cohen_kappa
+    from .judge import MALFORMED
+
+    both = sorted(k for k in human if k in llm and llm[k] != MALFORMED)
+    rel_h = ["relevant" if human[k] in MATCH_TYPES else IRRELEVANT for k in both]
+    rel_l = ["relevant" if llm[k] in MATCH_TYPES else IRRELEVANT for k in both]
+    typed = [k for k in both if human[k] in MATCH_TYPES and llm[k] in MATCH_TYPES]
+    kr, ar, nr = cohen_kappa(rel_l, rel_h)
+    kt, at, nt = cohen_kappa([llm[k] for k in typed], [human[k] for k in typed])
+    confusion: dict[tuple[str, str], int] = defaultdict(int)
+    for k in both:
+        confusion[(llm[k], human[k])] += 1
+    return {"relevance": {"n": nr, "agreement": ar, "kappa": kr},
+            "match_type": {"n": nt, "agreement": at, "kappa": kt},
+            "human_labels": len(human), "not_judged": sum(1 for k in human if k not in llm),
+            "judge_malformed": sum(1 for k in human if llm.get(k) == MALFORMED), "confusion": dict(confusion)}
+
+
+# ------------------------------------------------------------------ re-scoring
+
+def completed_judgments(rows, irrelevant: set, labels: dict[tuple[str, str], str]):
+    """CliniQ's judgments with the judge's labels added as new judgments (a match type: relevant; ``irrelevant``:
+    judged not relevant; malformed: left unjudged), and how many of each were added."""
+    new_rows = [(q, c, lab) for (q, c), lab in sorted(labels.items()) if lab in MATCH_TYPES]
+    new_irrelevant = {k for k, lab in labels.items() if lab == IRRELEVANT}
+    return list(rows) + new_rows, set(irrelevant) | new_irrelevant, {"relevant": len(new_rows),
+                                                                     "irrelevant": len(new_irrelevant)}
+
+
+def per_query_values(result: dict) -> dict[str, dict[str, float]]:
+    """Query -> its multi-patient figures (``RESCORED_METRICS``) from a ``cliniq.evaluate`` result."""
+    return {r["query"]: {m: r[m] for m in RESCORED_METRICS} for r in result["per_query"]}
+
+
+def groups_of(qtypes: dict[str, str], scored, completed: list[str]) -> dict[str, list[str]]:
+    """Group -> its scored queries: all, each query type with a scored query, the completed queries."""
+    scored = sorted(scored)
+    out = {"all": scored}
+    for t in QUERY_TYPES:
+        members = [q for q in scored if qtypes[q] == t]
+        if members:
+            out[t] = members
+    chosen = set(completed)
+    out[COMPLETED_GROUP] = [q for q in scored if q in chosen]
+    return out
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return math.fsum(values) / len(values) if values else math.nan
+
+
+def relative_change(original: float, completed: float) -> float:
+    """(completed - original) / original in percent; 0 when both are 0, +-inf when only the original is 0."""
+    if original == 0:
+        return 0.0 if completed == 0 else math.copysign(math.inf, completed)
+    return (completed - original) / original * 100.0
+
+
+def compare(original: dict, completed: dict, groups: dict[str, list[str]], threshold: float) -> list[dict]:
+    """Rows model, group, metric, queries, original, completed, change, relative change (%) and whether it moves
+    by more than ``threshold`` relative points. ``original``/``completed``: model -> query -> figures."""
+    rows = []
+    for model in original:
+        for group, queries in groups.items():
+            for metric in RESCORED_METRICS:
+                o = _mean(original[model][q][metric] for q in queries)
+                c = _mean(completed[model][q][metric] for q in queries)
+                rel = relative_change(o, c) if queries else math.nan
+                rows.append({"model": model, "group": group, "metric": metric, "queries": len(queries),
+                             "original": o, "completed": c, "change": c - o, "relative_change": rel,
+                             "moved": bool(queries) and abs(rel) > threshold})
+    return rows
+
+
+def flipped_pairs(original: dict[str, float], completed: dict[str, float]) -> list[tuple[str, str]]:
+    """(a, b) with a above b originally and below b once completed (ties are not flips), a before b by name."""
+    names = sorted(original)
+    out = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            do, dc = original[a] - original[b], completed[a] - completed[b]
+            if do * dc < 0:
+                out.append((a, b) if do > 0 else (b, a))
+    return out
+
+
+def bootstrap_tau(orig, comp, resamples: int, seed: int, chunk: int = 500) -> tuple[float, float, int]:
+    """95% percentile interval of Kendall's tau-b between the systems' mean figures, original against completed,
+    over ``resamples`` resamples of the queries (``orig``, ``comp``: systems x queries arrays); and how many
+    resamples left tau undefined (a constant ordering)."""
+    import numpy as np
+
+    orig, comp = np.asarray(orig, dtype=float), np.asarray(comp, dtype=float)
+    s, nq = orig.shape
+    if s < 2 or nq == 0:
+        return math.nan, math.nan, resamples
+    rng = np.random.default_rng(seed)
+    i, j = np.triu_indices(s, k=1)
+    taus = []
+    done = 0
+    while done < resamples:
+        size = min(chunk, resamples - done)
+        idx = rng.integers(0, nq, (size, nq))
+        mo = orig[:, idx].mean(axis=-1).T  # size x systems
+        mc = comp[:, idx].mean(axis=-1).T
+        so, sc = np.sign(mo[:, i] - mo[:, j]), np.sign(mc[:, i] - mc[:, j])
+        pairs = len(i)
+        denom = np.sqrt((pairs - (so == 0).sum(axis=1)).astype(float) * (pairs - (sc == 0).sum(axis=1)))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            taus.append(np.where(denom > 0, (so * sc).sum(axis=1) / denom, np.nan))
+        done += size
+    taus = np.concatenate(taus)
+    finite = taus[np.isfinite(taus)]
+    undefined = int(len(taus) - len(finite))
+    if not len(finite):
+        return math.nan, math.nan, undefined
+    low, high = np.quantile(finite, [(1 - CONFIDENCE) / 2, 1 - (1 - CONFIDENCE) / 2])
+    return float(low), float(high), undefined
+
+
+def ranking(original: dict, completed: dict, groups: dict[str, list[str]], resamples: int, seed: int) -> list[dict]:
+    """Per metric and group: Kendall's tau-b between the system orderings (original, completed) with its bootstrap
+    interval over the group's queries, and the flipped pairs."""
+    from ..scoring.stats import kendall_tau_b
+
+    models = list(original)
+    rows = []
+    for group, queries in groups.items():
+        for metric in RESCORED_METRICS:
+            o = {m: _mean(original[m][q][metric] for q in queries) for m in models}
+            c = {m: _mean(completed[m][q][metric] for q in queries) for m in models}
+            tau = kendall_tau_b([o[m] for m in models], [c[m] for m in models]) if len(models) > 1 and queries \
+                else math.nan
+            low, high, undefined = bootstrap_tau([[original[m][q][metric] for q in queries] for m in models],
+                                                 [[completed[m][q][metric] for q in queries] for m in models],
+                                                 resamples, seed)
+            strict = sum(1 for i, a in enumerate(models) for b in models[i + 1:] if o[a] != o[b])
+            rows.append({"group": group, "metric": metric, "systems": len(models), "queries": len(queries),
+                         "strict_pairs": strict, "kendall_tau": tau, "ci_low": low, "ci_high": high,
+                         "undefined_resamples": undefined, "flipped_pairs": flipped_pairs(o, c) if queries else []})
+    return rows

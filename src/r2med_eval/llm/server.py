@@ -1,0 +1,165 @@
+"""A server inside the job: ``vllm serve`` on 127.0.0.1 (a GPU node on SLURM), started, checked and stopped.
+
+The job talks to the server it started, and only to it (``local_server``): the port must be free before the
+start, the server gets a fresh random key it must require (a decoy key is tried first), the child is watched
+while it starts, ``/v1/models`` must list the served model, and ``vllm.args`` may not set what the job owns."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import logging
+import os
+import socket
+import time
+
+from ..errors import LLMError
+
+log = logging.getLogger(__name__)
+
+
+JOB_OWNED_ARGS = ("--host", "--port", "--api-key", "--served-model-name")
+
+
+def job_owned_args(args) -> list[str]:
+    """The arguments of ``vllm.args`` that the job owns (``--host``, ``--port``, ``--api-key``,
+    ``--served-model-name``, also written ``--host=...``): an entry may not set them."""
+    return [a for a in args if str(a).split("=", 1)[0] in JOB_OWNED_ARGS]
+
+
+@contextlib.contextmanager
+def serving(settings: dict, server_log=None):
+    """The job's server: ``local_server`` when ``vllm.enabled`` (its output to the job's log, or, with
+    ``server_log``, to that owner-only file: on a MIMIC-derived benchmark it may log prompts), else nothing (the
+    server the environment names)."""
+    with contextlib.ExitStack() as stack:
+        if settings["vllm"]["enabled"]:
+            import sys
+
+            handle = sys.stderr
+            if server_log:
+                from ..io import open_private
+
+                handle = stack.enter_context(open_private(server_log))
+                log.info("the LLM server's output goes to %s (owner-only: it may log prompts)", server_log)
+            stack.enter_context(local_server(settings, handle, server_log))
+        yield
+
+
+def _port_taken(port: int) -> bool:
+    """Whether a socket is already bound to 127.0.0.1:``port`` (listening there or on every address)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed connection in TIME_WAIT is no owner
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _models(port: int, key: str) -> tuple[int, list[str]] | None:
+    """GET /v1/models on 127.0.0.1:``port`` with ``key``: (HTTP status, the served model ids), or None while
+    nothing answers. Never through a proxy; the body is read only on 200 and at most 1 MB of it."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", "/v1/models", headers={"Authorization": f"Bearer {key}", "Accept-Encoding": "identity"})
+        resp = conn.getresponse()
+        if resp.status != 200:
+            return resp.status, []
+        try:
+            data = json.loads(resp.read(1 << 20)).get("data") or []
+            return 200, [str(m.get("id")) for m in data if isinstance(m, dict)]
+        except (ValueError, AttributeError):
+            return 200, []
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def local_server(settings: dict, log_handle=None, log_path=None):
+    """Start ``vllm serve`` (``vllm.command``) on 127.0.0.1 for the length of the block and point the client's
+    environment variables at it, in this process only. The job talks to the server it started, and only to it:
+
+    * the port must be free before the start (a server already there, another user's on a shared node, is never
+      asked);
+    * the server gets a fresh random key (through VLLM_API_KEY, never on a command line) that every request must
+      carry, and it must refuse a request with a wrong key (a decoy key is tried first: a server that answers
+      without the job's key is not asked anything);
+    * the child must stay alive while it starts (its exit status and ``log_path`` are named when it dies), and
+      ``/v1/models`` must list the served model;
+    * ``vllm.args`` may not set ``--host``, ``--port``, ``--api-key`` or ``--served-model-name``.
+
+    The server's output goes to ``log_handle`` (an owner-only file on a MIMIC-derived benchmark: it may log
+    prompts)."""
+    import secrets
+    import subprocess
+    import sys
+
+    v = settings["vllm"]
+    port = int(v["port"])
+    owned = job_owned_args(v["args"])
+    if owned:
+        raise LLMError(f"llms.<llm>.generate.vllm.args sets {', '.join(owned)}, which the job sets itself (the server "
+                       "listens on 127.0.0.1 only, under a fresh key and the model's name).",
+                       fix="remove them from vllm.args; choose the port with vllm.port.")
+    if _port_taken(port):
+        raise LLMError(f"port {port} on 127.0.0.1 is already taken by another process, so the LLM server this job "
+                       "would start cannot listen there; nothing was sent to the process that holds it.",
+                       fix=f"set llms.<llm>.generate.vllm.port to a free port (not {port}).")
+    key, decoy = secrets.token_hex(24), secrets.token_hex(24)
+    env = dict(os.environ)
+    env["VLLM_API_KEY"] = key
+    cmd = [*v["command"], v.get("model_path") or settings["model"], "--host", "127.0.0.1", "--port", str(port),
+           "--served-model-name", settings["model"], *v["args"]]
+    where = f"its output is in {log_path}" if log_path else "its output is in the job's log"
+    log.info("starting the LLM server: %s (port %d, up to %d s)", " ".join(cmd[:2]), port, v["startup_seconds"])
+    proc = subprocess.Popen(cmd, env=env, stdout=log_handle or sys.stderr, stderr=subprocess.STDOUT)
+    saved = {n: os.environ.get(n) for n in (settings["base_url_env"], settings["api_key_env"])}
+    try:
+        _wait_ready(proc, port, key, decoy, settings["model"], float(v["startup_seconds"]), cmd[0], where)
+        os.environ[settings["base_url_env"]] = f"http://127.0.0.1:{port}/v1"
+        os.environ[settings["api_key_env"]] = key
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_ready(proc, port: int, key: str, decoy: str, model: str, seconds: float, name: str, where: str) -> None:
+    """Until the started server answers as it must (``local_server``), checking that the child lives."""
+    started = time.monotonic()
+    while True:
+        if proc.poll() is not None:
+            raise LLMError(f"the LLM server ({name}) exited with status {proc.returncode} before it was ready; "
+                           f"{where}.", fix="read its output; fix the model path, the GPUs or vllm.args.")
+        probe = _models(port, decoy)
+        if probe is not None:
+            if probe[0] == 200:
+                raise LLMError(f"the server on 127.0.0.1:{port} answers without the job's key: it is not the server "
+                               "this job started (or that server ignores VLLM_API_KEY); nothing was sent to it.",
+                               fix=f"stop whatever else listens on port {port}, or set llms.<llm>.generate.vllm.port "
+                                   "to a free port.")
+            answer = _models(port, key)
+            if answer is not None and answer[0] == 200:
+                if model not in answer[1]:
+                    raise LLMError(f"the server on 127.0.0.1:{port} does not list the model {model!r} on /v1/models "
+                                   f"(it lists {len(answer[1])} others); nothing was sent to it.",
+                                   fix=f"check vllm.command and vllm.model_path; {where}.")
+                log.info("the LLM server is up after %.0f s", time.monotonic() - started)
+                return
+        if time.monotonic() - started > seconds:
+            raise LLMError(f"the LLM server did not answer within {seconds:g} s; {where}.",
+                           fix="raise llms.<llm>.generate.vllm.startup_seconds, or read its output.")
+        time.sleep(1.0)

@@ -1,0 +1,52 @@
+"""LLM rerankers behind an OpenAI-compatible server: listwise (RankGPT) and pointwise (yes/no).
+
+Both ask through the pipeline's one LLM client (``r2med_eval.llm``: cache, server policy, bounds, retries,
+concurrency, accounting); a reasoning LLM's output is cut to its answer first (``llm.reasoning.split_reasoning``, per
+``llms.<llm>.reasoning``).
+
+The listwise reranker (``type: llm_listwise``, RankGPT) is ``rerank.listwise``, the pointwise one
+(``type: llm_pointwise``, yes/no) ``rerank.pointwise``; ``rerank`` runs an entry of either type.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..llm.requests import Usage
+from .listwise import listwise
+from .pointwise import pointwise, scoring_used
+
+log = logging.getLogger(__name__)
+
+def sampling_overrides(spec: dict, reasoning: str) -> dict:
+    """What a reranker entry changes of its LLM's sampling: ``temperature`` and ``max_tokens`` when set; a
+    pointwise reranker of a plain LLM asks 2 tokens by default (RankGPT's relevance generation does), one of a
+    reasoning LLM the LLM's ``max_tokens`` (its reasoning comes first)."""
+    out = {k: spec[k] for k in ("temperature", "max_tokens") if spec.get(k) is not None}
+    if spec["type"] == "llm_pointwise" and reasoning == "none":
+        out.setdefault("max_tokens", 2)
+    return out
+
+
+def positional(order: list[str]) -> dict[str, float]:
+    """Scores that rank ``order`` as it stands: n for the first of n documents, 1 for the last."""
+    return {d: float(len(order) - i) for i, d in enumerate(order)}
+
+
+def rerank(spec: dict, client, queries: dict[str, str], tops: dict[str, list[str]], texts: dict[str, str], *,
+           reasoning: str = "none", template: str | None = None) -> tuple[dict, dict, dict, Usage]:
+    """A reranker entry (``llm_listwise`` or ``llm_pointwise``, schema defaults filled) over each query's top
+    documents: (new orders, the reranker's own scores -- a listwise reranker's are positions --, what its metadata
+    records: the algorithm's parameters and the parsing or scoring counts, the usage)."""
+    sampling = sampling_overrides(spec, reasoning)
+    if spec["type"] == "llm_listwise":
+        orders, counts, usage = listwise(client, queries, tops, texts, window=spec["window"], step=spec["step"],
+                                         words=spec["passage_words"], reasoning=reasoning, **sampling)
+        return (orders, {q: positional(o) for q, o in orders.items()},
+                {"window": spec["window"], "step": spec["step"], "parsing": counts}, usage)
+    orders, scores, counts, usage = pointwise(
+        client, queries, tops, texts, template=template, words=tuple(spec["answers"]),
+        passage_words=spec["passage_words"], top_logprobs=spec["top_logprobs"] if spec["logprobs"] else None,
+        system_prompt=spec.get("system_prompt"), reasoning=reasoning, reasks=spec["reasks"], **sampling)
+    return orders, scores, {"prompt_sha256": spec.get("prompt_sha256"), "answers": list(spec["answers"]),
+                            "scoring": scoring_used(counts), "scored_by": counts}, usage

@@ -1,0 +1,118 @@
+"""The control layer's one object, ``Workflow`` (what ``rules/common.smk`` loads: the validated configuration
+and its registry, inputs, params and resources), and ``tune_gc`` for Snakemake's planning process."""
+
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import inputs, paths, registry
+from .code import CodeIndex
+from .config import check_mteb_models, check_paths, validate
+from .params import Params
+from .registry import Registry
+from .resources import Resources
+
+# CPython collects its youngest generation every 700 net allocations. Planning a large matrix allocates millions of
+# objects that live until Snakemake exits (jobs, their files, wildcards, params), so the collector runs thousands
+# of times over objects that are never garbage: about a sixth of the dry run of the full R2MED matrix
+# (bench/dry_run.py). Snakemake's process collects every million allocations instead (as mypy raises its own
+# thresholds for its large graphs), for about 10% more memory (191 -> 214 MB on that dry run);
+# R2MED_EVAL_GC=default keeps CPython's thresholds. Job scripts run in their own processes and keep them.
+PLANNING_GC_THRESHOLDS = (1_000_000, 50, 100)
+
+
+def tune_gc(environ=None) -> tuple[int, int, int]:
+    """Raise the garbage collector's thresholds for Snakemake's planning process (``rules/common.smk``); returns
+    the thresholds in force after the call."""
+    import gc
+    import os
+
+    environ = os.environ if environ is None else environ
+    if environ.get("R2MED_EVAL_GC", "") != "default":
+        gc.set_threshold(*PLANNING_GC_THRESHOLDS)
+    return gc.get_threshold()
+
+
+class Workflow:
+    def __init__(self, cfg: dict, code: CodeIndex | None = None):
+        self.cfg = cfg
+        self.registry = Registry(cfg)
+        self.inputs = inputs.Inputs(self.registry)
+        self.params = Params(self.registry, code)
+        self.resources = Resources(self.registry)
+
+    @classmethod
+    def load(cls, raw: dict, config_files=(), base: Path | None = None, planning: bool = True) -> Workflow:
+        """``planning``: Snakemake's main process, which also checks ``mteb`` models against MTEB's registry
+        (seconds to import mteb; a job's own process skips it)."""
+        files = ", ".join(dict.fromkeys(str(f) for f in config_files)) or "config.yaml"
+        cfg = validate(raw, config_file=files)
+        check_paths(cfg, config_file=files, base=base)
+        if planning:
+            check_mteb_models(cfg, config_file=files)
+        return cls(cfg)
+
+    # ------------------------------------------------------------ wildcard constraints
+
+    def constraint(self, kind: str) -> str:
+        """The regex of a wildcard: exactly the names this configuration runs."""
+        reg = self.registry
+        names = {
+            "benchmark": reg.benchmarks,
+            "task": [t for _, t in reg.tasks],
+            "model": reg.all_runs + reg.encoders(),
+            "encoder": reg.encoders(),
+            "whole_encoder": [m for m in reg.encoders() if reg.cfg["models"][m]["shards"] == 1],
+            "sharded_encoder": [m for m in reg.encoders() if reg.cfg["models"][m]["shards"] > 1],
+            "hub_model": reg.hub_models(),
+            "bm25_lucene": reg.retriever_runs("bm25_lucene"),
+            "bm25_paper": reg.retriever_runs("bm25_paper"),
+            "run": reg.retriever_runs("run"),
+            "dense": reg.retriever_runs(*registry.ENCODER_TYPES),
+            "rerank": [n for n in reg.rerank_jobs if not reg.llm_reranked(n)],
+            "llm_rerank": [n for n in reg.rerank_jobs if reg.llm_reranked(n)],
+            "fusion": list(reg.fusion_jobs),
+            "cliniq_benchmark": reg.cliniq_benchmarks,
+            "completion_benchmark": reg.completion_benchmark(),
+            "generic_benchmark": [b for b in reg.benchmarks if not reg.is_cliniq(b)],
+            "private_benchmark": [b for b in reg.benchmarks if reg.is_private(b)],
+            "public_benchmark": [b for b in reg.benchmarks if not reg.is_private(b)],
+            "source_benchmark": [b for b, _ in reg.source_tasks()],
+            "source_task": [t for _, t in reg.source_tasks()],
+            "anndir": list(self.inputs.cliniq_download_dirs()),
+        }[kind]
+        return paths.alternatives(names)
+
+    @staticmethod
+    def gar_methods() -> str:
+        """The GAR methods, from the schema (the one list of them)."""
+        from .schema import load_schema
+
+        return paths.alternatives(load_schema()["$defs"]["gar_method"]["enum"])
+
+    def callables(self):
+        """(holder, name, callable) of every function the rules hand to Snakemake: input functions, resource
+        functions and the params functions made so far. Snakemake inspects a callable's parameters for every
+        job; rules/common.smk declares them once instead."""
+        import inspect
+
+        for obj in (self.inputs, self.resources):
+            for name, member in inspect.getmembers(type(obj), inspect.isfunction):
+                if not name.startswith("_"):
+                    yield member, getattr(obj, name)
+        for spec in self.params.made:
+            yield spec, spec
+
+    def targets(self) -> list[str]:
+        return inputs.all_targets(self.registry)
+
+    def prefetch_targets(self) -> list[str]:
+        return inputs.prefetch_targets(self.registry)
+
+    def skipped_note(self) -> str | None:
+        skipped = self.registry.skipped
+        if not skipped:
+            return None
+        return ("r2med-eval: skipping derived runs whose inputs or reranker are not selected: "
+                + ", ".join(skipped))
