@@ -345,7 +345,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse with its errors as one ``r2med-eval:`` line (the usage is in ``--help``), exit status 2."""
 
     def error(self, message):
-        sys.stderr.write(f"r2med-eval: {self.prog}: {message}. Fix: see {self.prog} --help.\n")
+        command = self.prog.removeprefix("r2med-eval").strip()
+        sys.stderr.write(f"r2med-eval: {command + ': ' if command else ''}{message}. Fix: see {self.prog} --help.\n")
         sys.exit(2)
 
 

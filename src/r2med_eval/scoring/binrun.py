@@ -4,22 +4,23 @@ each of 1,246 queries are 20.6 M entries: about 8 bytes an entry here, 41 as TRE
 A NumPy ``.npz`` archive (a zip of ``.npy`` arrays, stored without compression, read with ``numpy.load`` and
 ``allow_pickle=False``) holding:
 
-* ``format``: the bytes ``r2med-eval run 1``;
-* ``qids`` and ``ids``: the query ids and the document id table, UTF-8, one per line (``ids`` zlib-compressed);
+* ``meta``: UTF-8 JSON, {"format": "r2med-eval run 1", "qids": the query ids, "order", "tag"}: ``order`` is
+  ``trec_eval`` (each query's entries by score descending, then document id descending: trec_eval's order, so an
+  entry's place is the rank trec_eval scores) or ``given`` (a ranking made elsewhere whose scores do not increase,
+  e.g. CliniQ's eval.py order of a dense run; ties stay in that order); ``tag`` the run's name (a TREC file's last
+  column);
+* ``ids``: the document id table, UTF-8, one per line, zlib-compressed;
 * ``offsets`` (int64, one more than the queries): query ``i`` holds entries ``offsets[i]`` to ``offsets[i+1]``;
 * ``docs`` (int32): each entry's index into ``ids``, each query's entries in rank order;
 * ``scores``: each entry's score as the retriever computed it, float32 where every score is a float32 value (a
-  dense model's cosine, Lucene's BM25), float64 otherwise (nothing is rounded);
-* ``order``: ``trec_eval`` (each query's entries by score descending, then document id descending: trec_eval's
-  order, so an entry's place is the rank trec_eval scores) or ``given`` (a ranking made elsewhere whose scores
-  do not increase, e.g. CliniQ's eval.py order of a dense run; ties stay in that order);
-* ``tag``: the run's name (a TREC file's last column).
+  dense model's cosine, Lucene's BM25), float64 otherwise (nothing is rounded).
 
 The zip entries carry a fixed date, so the same run gives the same bytes.
 """
 
 from __future__ import annotations
 
+import json
 import zipfile
 import zlib
 from pathlib import Path
@@ -27,7 +28,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..io import atomic_path
 
-MAGIC = b"r2med-eval run 1"
+FORMAT = "r2med-eval run 1"
 SUFFIX = ".run.npz"
 ORDERS = ("trec_eval", "given")
 _FIX = "write it again with the pipeline (delete it and rerun the rule that made it) or r2med_eval.write_run."
@@ -43,17 +44,6 @@ def is_binary(path) -> bool:
         return False
 
 
-def _text_array(values) -> object:
-    import numpy as np
-
-    return np.frombuffer("\n".join(values).encode("utf-8"), dtype=np.uint8)
-
-
-def _texts(array) -> list[str]:
-    data = bytes(array)
-    return data.decode("utf-8").split("\n") if data else []
-
-
 def write(target, qids, offsets, docs, ids, scores, tag: str, order: str = "trec_eval") -> int:
     """Write a run given as arrays (see the module's docstring) atomically; returns the number of entries."""
     import numpy as np
@@ -64,15 +54,13 @@ def write(target, qids, offsets, docs, ids, scores, tag: str, order: str = "trec
     narrow = scores.astype(np.float32)
     if np.array_equal(narrow.astype(np.float64), scores):
         scores = narrow
+    meta = {"format": FORMAT, "order": order, "tag": tag, "qids": list(qids)}
     members = {
-        "format": np.frombuffer(MAGIC, dtype=np.uint8),
-        "qids": _text_array(qids),
+        "meta": np.frombuffer(json.dumps(meta, ensure_ascii=False).encode("utf-8"), dtype=np.uint8),
         "ids": np.frombuffer(zlib.compress("\n".join(ids).encode("utf-8"), 6), dtype=np.uint8),
         "offsets": np.asarray(offsets, dtype=np.int64),
         "docs": np.asarray(docs, dtype=np.int32),
         "scores": scores,
-        "order": np.frombuffer(order.encode(), dtype=np.uint8),
-        "tag": np.frombuffer(tag.encode("utf-8"), dtype=np.uint8),
     }
     with atomic_path(target) as tmp:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
@@ -106,17 +94,19 @@ def read(path) -> BinaryRun:
 
     try:
         with np.load(path, allow_pickle=False) as archive:
-            names = set(archive.files)
-            missing = sorted({"format", "qids", "ids", "offsets", "docs", "scores", "order", "tag"} - names)
+            missing = sorted({"meta", "ids", "offsets", "docs", "scores"} - set(archive.files))
             if missing:
                 raise bad(f"no {', '.join(missing)} in the archive")
-            if bytes(archive["format"]) != MAGIC:
-                raise bad(f"format {bytes(archive['format'])[:40]!r}, expected {MAGIC!r}")
-            qids = _texts(archive["qids"])
+            meta = json.loads(bytes(archive["meta"]).decode("utf-8"))
+            if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+                raise bad(f"format {str(meta.get('format') if isinstance(meta, dict) else meta)[:40]!r}, "
+                          f"expected {FORMAT!r}")
+            qids, order, tag = meta.get("qids"), meta.get("order"), meta.get("tag")
+            if not isinstance(qids, list) or not all(isinstance(q, str) for q in qids) or not isinstance(tag, str):
+                raise bad("query ids or tag of the wrong type")
             ids = zlib.decompress(bytes(archive["ids"])).decode("utf-8")
             ids = ids.split("\n") if ids else []
             offsets, docs, scores = archive["offsets"], archive["docs"], archive["scores"]
-            order, tag = bytes(archive["order"]).decode(), bytes(archive["tag"]).decode("utf-8")
     except InputError:
         raise
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error, UnicodeDecodeError) as exc:

@@ -79,10 +79,10 @@ def regular_file(path, what: str = "run file", fix: str = "check the path.") -> 
     except OSError as exc:
         raise InputError(f"{what} cannot be read ({exc.strerror}).", path=path, fix=fix) from None
     if stat.S_ISDIR(info.st_mode):
-        raise InputError(f"the {what} is a folder.", path=path, fix=f"name a file in it. {fix}")
+        raise InputError(f"the {what} is a folder.", path=path, fix="name a file in it.")
     if not stat.S_ISREG(info.st_mode):
         raise InputError(f"the {what} is not a regular file (a device, pipe or socket).", path=path,
-                         fix=f"save it to a file first. {fix}")
+                         fix="save its content to a file first and name that file.")
     if not os.access(path, os.R_OK):
         raise InputError(f"{what} cannot be read (permission denied).", path=path, fix=fix)
     return path

@@ -59,7 +59,8 @@ def write_run_stream(queries, target, tag: str, decimals: int = 6, keep_order: b
     held whole (a fusion of full-depth runs); a binary run is gathered as arrays first."""
     _check_tag(tag)
     if binrun.suffix_is_binary(target):
-        return binrun.write(target, *binrun.from_queries(queries, keep_order), tag=tag)
+        qids, offsets, docs, ids, scores, order = binrun.from_queries(queries, keep_order)
+        return binrun.write(target, qids, offsets, docs, ids, scores, tag, order=order)
     lines = 0
     with atomic_path(target) as tmp:
         with open(tmp, "w", encoding="utf-8") as handle:
