@@ -56,7 +56,7 @@ def test_the_binary_file_holds_the_run_in_trec_eval_order_at_8_bytes_an_entry(fi
         assert z["scores"].dtype == np.float32 and z["docs"].dtype == np.int32
         assert json.loads(bytes(z["meta"]))["order"] == "trec_eval"
     b = binrun.read(files["bin"])
-    for i, q in enumerate(b.qids):  # trec_eval's order: score descending, then id descending
+    for i in range(len(b.qids)):  # trec_eval's order: score descending, then id descending
         pairs = [(float(s), b.ids[d]) for d, s in zip(b.docs[b.offsets[i]:b.offsets[i + 1]].tolist(),
                                                      b.scores[b.offsets[i]:b.offsets[i + 1]].tolist())]
         assert pairs == sorted(pairs, reverse=True)
