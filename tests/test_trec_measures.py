@@ -243,3 +243,35 @@ def test_trec_eval_published_parameterised_measures(tmp_path, capsys):
                           "ndcg_cut.10,20", "success.2,5,20"])
     assert len(expected) == 72
     assert {k: (v, ours.get(k)) for k, v in expected.items() if ours.get(k) != v} == {}
+
+
+def test_score_run_reports_judged_at_10_for_an_r2med_layout_run(tmp_path):
+    """The pipeline's metrics JSON and per-query file hold judged_at_10: the fraction of each judged query's top 10
+    (trec_eval's order) that has a judgment of any grade, 0 for a judged query the run misses."""
+    import json
+    from types import SimpleNamespace
+
+    import r2med_eval
+    from r2med_eval.benchmarks import datasets
+    from r2med_eval.stages.score import score_run
+
+    task = r2med_eval.load_task(Path(__file__).resolve().parents[1] / "data" / "demo")
+    datasets.write_internal(task, tmp_path / "task")
+    run = {q: {d: float(len(set(t.split()) & set(doc["text"].split())) % 4) for d, doc in task.corpus.items()}
+           for q, t in list(task.queries.items())[1:]}  # ties everywhere; the first query retrieves nothing
+    r2med_eval.write_run(run, tmp_path / "run.trec", tag="overlap")
+    score_run(SimpleNamespace(
+        input=SimpleNamespace(run=str(tmp_path / "run.trec"), qrels=str(tmp_path / "task" / "qrels.tsv"),
+                              queries=str(tmp_path / "task" / "queries.jsonl")),
+        output=SimpleNamespace(metrics=str(tmp_path / "m.json"), per_query=str(tmp_path / "pq.tsv")),
+        params=SimpleNamespace(spec={"ignore_identical_ids": False}),
+        wildcards=SimpleNamespace(benchmark="demo", task="demo", model="overlap")))
+    want = {}
+    for q, judged in task.qrels.items():
+        top = _trec_order(run.get(q, {}))[:10]
+        want[q] = sum(d in judged for d in top) / len(top) if top else 0.0
+    got = json.loads((tmp_path / "m.json").read_text())["metrics"]["judged_at_10"]
+    assert got == round(sum(want.values()) / len(want), 6) and 0 < got < 1
+    header, *rows = (tmp_path / "pq.tsv").read_text().splitlines()
+    column = header.split("\t").index("judged_at_10")
+    assert {r.split("\t")[0]: float(r.split("\t")[column]) for r in rows} == {q: round(v, 6) for q, v in want.items()}

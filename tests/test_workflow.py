@@ -20,8 +20,9 @@ SECOND_BM25 = """
 
 
 def planned_jobs(proc_output: str) -> dict:
-    """The job table of a dry run: rule -> count."""
-    jobs = {}
+    """The job table of a dry run: rule -> count. A rule's ``<rule>_binary`` twin (the same stage writing a CliniQ
+    benchmark's run in the binary format) counts as the rule."""
+    jobs: dict = {}
     in_table = False
     for line in proc_output.splitlines():
         if line.startswith("Job stats:"):
@@ -30,7 +31,8 @@ def planned_jobs(proc_output: str) -> dict:
         if in_table:
             parts = line.split()
             if len(parts) == 2 and parts[1].isdigit() and parts[0] not in ("job", "total"):
-                jobs[parts[0]] = int(parts[1])
+                rule = parts[0].removesuffix("_binary")
+                jobs[rule] = jobs.get(rule, 0) + int(parts[1])
             elif parts and parts[0] == "total":
                 break
     return jobs
