@@ -141,13 +141,20 @@ GRADE_RANGE = (-(2 ** 31), 2 ** 31 - 1)  # trec_eval (pytrec_eval) reads a grade
 
 def _grade(value, path, lineno) -> int:
     """A relevance grade: an integer (``2``, ``"2"``, ``2.0``) within a C int; anything else stops with the
-    file and line (NaN, Infinity and 1e20 included)."""
+    file and line (NaN, Infinity and 1e20 included; so are Python-only spellings, ``1_0`` and non-ASCII digits,
+    which trec_eval's ``atol`` reads as another number)."""
+    written = value
+    if isinstance(value, str):
+        if value.isascii() and value.isdigit() and len(value) < 10:  # the usual grade, 0 to 3: no float needed
+            return int(value)
+        if not value.isascii() or "_" in value:
+            value = None  # refused below, with the value as written in the message
     try:
         as_float = float(value)
     except (TypeError, ValueError, OverflowError):
         as_float = None
     if as_float is None or isinstance(value, bool) or not math.isfinite(as_float) or as_float != int(as_float):
-        raise InputError(f"relevance grade {value!r} is not an integer.", path=path, line=lineno,
+        raise InputError(f"relevance grade {written!r} is not an integer.", path=path, line=lineno,
                          fix="write relevance grades as integers (0 = not relevant).")
     grade = int(as_float) if not isinstance(value, int) else value
     if not GRADE_RANGE[0] <= grade <= GRADE_RANGE[1]:

@@ -431,10 +431,9 @@ def read_ranked_run(path, chunk_ids: list[str], tie_order: str = "corpus") -> Ra
         in_order = not bool(((dq == 0) & ((s1 > s0) | ((s1 == s0) & (dr[1:] <= dr[:-1])))).any())
     del dq
     if not in_order:  # a total order (no document twice for a query): pyarrow's sort, as numpy's lexsort would
-        import pyarrow as pa
         import pyarrow.compute as pc
 
-        order = binrun.numpy_of(pc.sort_indices(pa.table({"q": qr, "s": score, "t": dr}), sort_keys=[
+        order = binrun.numpy_of(pc.sort_indices(binrun.table_of({"q": qr, "s": score, "t": dr}), sort_keys=[
             ("q", "ascending"), ("s", "descending"), ("t", "ascending")]))
         qr, doc = qr[order], doc[order]
     del score, dr

@@ -161,11 +161,10 @@ def _repeats(q, d, n_docs: int) -> bool:
         key = q * n_docs + d
         seen[key] = True
         return int(np.count_nonzero(seen)) != n
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     key = q * n_docs + d
-    ordered = key[numpy_of(pc.sort_indices(pa.array(key)))]
+    ordered = key[numpy_of(pc.sort_indices(arrow_of(key)))]
     return bool((ordered[1:] == ordered[:-1]).any())
 
 
@@ -201,18 +200,52 @@ def trec_order(offsets, scores, docs):
     """The permutation that puts each query's entries (``offsets``) in trec_eval's order: score descending, then
     document index descending (the id table sorted, index order is id order)."""
     import numpy as np
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     q = np.repeat(np.arange(len(offsets) - 1, dtype=np.int32), np.diff(offsets))
-    table = pa.table({"q": q, "s": np.asarray(scores, dtype=np.float64), "d": np.asarray(docs, dtype=np.int32)})
+    table = table_of({"q": q, "s": np.asarray(scores, dtype=np.float64), "d": np.asarray(docs, dtype=np.int32)})
     return numpy_of(pc.sort_indices(table, sort_keys=[("q", "ascending"), ("s", "descending"),
                                              ("d", "descending")]))
 
 
+def arrow_of(values):
+    """A numpy array of numbers as a pyarrow array, sharing its memory (``pyarrow.array`` on a numpy array, or on a
+    list, imports pandas: a fifth of a second of a command's start)."""
+    import numpy as np
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values)
+    if values.dtype == bool:
+        values = values.astype(np.uint8)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
+
+
+def text_array(strings):
+    """A list of str as a pyarrow string array, built from its UTF-8 bytes and offsets (see :func:`arrow_of`)."""
+    import numpy as np
+    import pyarrow as pa
+
+    encoded = [x.encode("utf-8") for x in strings]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+    large = offsets[-1] >= 1 << 31
+    return pa.Array.from_buffers(pa.large_string() if large else pa.string(), len(encoded),
+                                 [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)),
+                                  pa.py_buffer(b"".join(encoded))])
+
+
+def table_of(columns: dict):
+    """{name: numpy array or pyarrow array} as a pyarrow table (see :func:`arrow_of`)."""
+    import pyarrow as pa
+
+    arrays = [c if isinstance(c, (pa.Array, pa.ChunkedArray)) else arrow_of(c) for c in columns.values()]
+    return pa.Table.from_arrays(arrays, names=list(columns))
+
+
 def numpy_of(column):
-    """A pyarrow column of numbers or booleans without nulls (an array or a chunked array) as one numpy array, read
-    from its data buffers (pyarrow's own ``to_numpy`` imports pandas: a fifth of a second)."""
+    """A pyarrow column of numbers or booleans (an array or a chunked array) as one numpy array, read from its data
+    buffers (pyarrow's own ``to_numpy`` imports pandas: a fifth of a second); a null's slot holds whatever value
+    the buffer holds there, for the caller to mask."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc

@@ -106,14 +106,13 @@ class RunTable:
         by (query, document) where the caller has one (the scorer sorts so anyway); otherwise sorted here."""
         if not self.unchecked:
             return
-        import pyarrow as pa
         import pyarrow.compute as pc
 
         if len(self) > 1:
             if order is None:
-                order = pc.sort_indices(pa.table({"q": self.q, "d": self.doc_text}),
+                order = pc.sort_indices(binrun.table_of({"q": self.q, "d": self.doc_text}),
                                         sort_keys=[("q", "ascending"), ("d", "ascending")])
-            qs, ds = pc.take(pa.array(self.q), order), pc.take(self.doc_text, order)
+            qs, ds = pc.take(binrun.arrow_of(self.q), order), pc.take(self.doc_text, order)
             if pc.any(pc.and_(pc.equal(qs[1:], qs[:-1]), pc.equal(ds[1:], ds[:-1]))).as_py():
                 _exact(self.path)  # names the line
                 raise InputError("a document appears twice for one query.", path=self.path, fix=RUN_FIX)
@@ -136,9 +135,8 @@ class RunTable:
     def doc_column(self):
         """Each entry's document id as a pyarrow string array."""
         if self.doc_text is None:
-            import pyarrow as pa
 
-            self.doc_text = pa.array(self.doc_ids, type=pa.string()).take(pa.array(self.d))
+            self.doc_text = binrun.text_array(self.doc_ids).take(binrun.arrow_of(self.d))
         return self.doc_text
 
 
@@ -199,7 +197,7 @@ def _fast(path) -> RunTable | None:
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):  # a line without 6 fields, a score pyarrow does not read
         return None
     if not table.num_rows:
-        return RunTable([], np.zeros(0, dtype=np.int32), np.zeros(0), doc_text=pa.array([], type=pa.string()),
+        return RunTable([], np.zeros(0, dtype=np.int32), np.zeros(0), doc_text=binrun.text_array([]),
                         path=path)
     score_column = table.column("score")
     if score_column.null_count:  # an empty score
@@ -261,7 +259,6 @@ def lines(path, fix: str = RUN_FIX):
 def _exact(path) -> RunTable:
     """The file read line by line (:func:`lines`), every rule checked where it fails."""
     import numpy as np
-    import pyarrow as pa
 
     index: dict[str, int] = {}
     seen: dict[str, dict[str, int]] = {}
@@ -281,7 +278,7 @@ def _exact(path) -> RunTable:
         docs.append(did)
         values.append(value)
     return RunTable(qids, np.asarray(q, dtype=np.int32), np.asarray(values, dtype=np.float64),
-                    doc_text=pa.array(docs, type=pa.string()), path=path)
+                    doc_text=binrun.text_array(docs), path=path)
 
 
 def query_blocks(q, n_queries: int):

@@ -105,7 +105,6 @@ def as_table(run, duplicates: bool = True) -> RunTable:
     """A run as a ``runfile.RunTable``: read from a path, kept as one, or made from {qid: {docid: score}}.
     ``duplicates=False``: a path's check for a document twice is left to the scorer's sort (``trec.rank``)."""
     import numpy as np
-    import pyarrow as pa
 
     if isinstance(run, RunTable):
         return run
@@ -118,7 +117,7 @@ def as_table(run, duplicates: bool = True) -> RunTable:
         docs.extend(items)
         values.extend(float(s) for s in items.values())
     return RunTable(qids, np.asarray(q, dtype=np.int32), np.asarray(values, dtype=np.float64),
-                    doc_text=pa.array(docs, type=pa.string()))
+                    doc_text=binrun.text_array(docs))
 
 
 class QueryDocs:

@@ -37,15 +37,16 @@ class Judgments:
 
         self.qids = sorted(qrels)
         self.index = {q: i for i, q in enumerate(self.qids)}
-        self.docs = sorted({d for judged in qrels.values() for d in judged})
-        doc_index = {d: i for i, d in enumerate(self.docs)}
-        qi, dc, grade = [], [], []
-        for i, q in enumerate(self.qids):
+        counts, flat, grade = [], [], []
+        for q in self.qids:
             judged = qrels[q]
-            qi.extend([i] * len(judged))
-            dc.extend(doc_index[d] for d in judged)
+            counts.append(len(judged))
+            flat.extend(judged)
             grade.extend(judged.values())
-        qi, dc = np.asarray(qi, dtype=np.int64), np.asarray(dc, dtype=np.int64)
+        self.docs = sorted(set(flat))
+        doc_index = {d: i for i, d in enumerate(self.docs)}
+        qi = np.repeat(np.arange(len(self.qids), dtype=np.int64), counts)
+        dc = np.fromiter(map(doc_index.__getitem__, flat), dtype=np.int64, count=len(flat))
         key = qi * max(len(self.docs), 1) + dc
         order = np.argsort(key, kind="stable")
         self.key, self.qi = key[order], qi[order]
@@ -116,63 +117,62 @@ class Ranked:
 def rank(table, judgments: Judgments, ignore_identical_ids: bool = False):
     """(:class:`Ranked` of ``table``, a ``runfile.RunTable``; the run's depth, its most documents for one query; how
     many documents were dropped as their id is the query's (``ignore_identical_ids``, BEIR's option)). A text run
-    is sorted by (query, document id descending) first, where a document twice for a query shows as equal
-    neighbours, then stably by (query, score descending): trec_eval's order."""
+    is sorted by (query, document id descending) once, where a document twice for a query shows as equal
+    neighbours, then stably by (query, score descending): trec_eval's order. Document ids are compared as text
+    only there and in the one lookup of the judged ones; everything else is integers."""
     import numpy as np
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     q, score = table.q, table.score
     binary = table.doc_text is None
+    same = tie = None
     if binary:
-        doc_ids, doc = table.doc_ids, table.d
+        doc_ids, d = table.doc_ids, table.d
+        where = {x: i for i, x in enumerate(judgments.docs)}
+        doc_index = np.asarray([where.get(x, -1) for x in doc_ids], dtype=np.int64)[d] if len(d) \
+            else np.zeros(0, dtype=np.int64)
+        if ignore_identical_ids and len(q):
+            own = {x: i for i, x in enumerate(doc_ids)}
+            same = d == np.asarray([own.get(x, -1) for x in table.qids], dtype=np.int64)[q]
+        tie = binrun.id_rank(doc_ids)[d] if table.order != "trec_eval" else None
     else:
         doc = table.doc_text
+        found = pc.index_in(doc, value_set=binrun.text_array(judgments.docs).cast(doc.type))
+        # the codes as stored (a null's slot holds some value), -1 where the id is judged for no query
+        doc_index = np.where(binrun.numpy_of(pc.is_null(found)), -1, binrun.numpy_of(found).astype(np.int64))
+        if ignore_identical_ids and len(q):
+            same = binrun.numpy_of(pc.equal(doc, binrun.text_array(table.qids).cast(doc.type).take(binrun.arrow_of(q))))
         if len(q) > 1:
-            order = pc.sort_indices(pa.table({"q": q, "d": doc}), sort_keys=[("q", "ascending"), ("d", "descending")])
+            order = pc.sort_indices(binrun.table_of({"q": q, "d": doc}), sort_keys=[("q", "ascending"),
+                                                                                   ("d", "descending")])
             table.check_duplicates(order)
-            q, score, doc = q[binrun.numpy_of(order)], score[binrun.numpy_of(order)], doc.take(order)
-    dropped = 0
-    if ignore_identical_ids and len(q):
-        if binary:
-            where = {x: i for i, x in enumerate(doc_ids)}
-            same = doc == np.asarray([where.get(x, -1) for x in table.qids], dtype=np.int64)[q]
-        else:
-            same = binrun.numpy_of(pc.equal(doc, pa.array(table.qids, type=pa.string()).take(pa.array(q))))
-        dropped = int(np.count_nonzero(same))
-        q, score, doc = _keep(~same, q, score, doc) if dropped else (q, score, doc)
+            order = binrun.numpy_of(order)
+            q, score, doc_index = q[order], score[order], doc_index[order]
+            same = same[order] if same is not None else None
+    dropped = int(np.count_nonzero(same)) if same is not None else 0
+    if dropped:
+        keep = ~same
+        q, score, doc_index = q[keep], score[keep], doc_index[keep]
+        tie = tie[keep] if tie is not None else None
     depth = int(np.bincount(q, minlength=len(table.qids)).max()) if len(q) else 0
     qi = np.asarray([judgments.index.get(x, -1) for x in table.qids], dtype=np.int64)[q] if len(q) \
         else np.zeros(0, dtype=np.int64)
     if not (qi >= 0).all():
-        qi, score, doc = _keep(qi >= 0, qi, score, doc)
-    if binary:
-        if table.order != "trec_eval":  # a ranking made elsewhere: equal scores by document id descending
-            key = binrun.id_rank(doc_ids)[doc]
-            order = binrun.numpy_of(pc.sort_indices(pa.table({"q": qi, "s": score, "r": key}), sort_keys=[
-                ("q", "ascending"), ("s", "descending"), ("r", "descending")]))
-        else:  # each query's entries in trec_eval's order already: the queries in the judgments' order
-            order = binrun.numpy_of(pc.sort_indices(pa.table({"q": qi}), sort_keys=[("q", "ascending")]))
-        qi, doc = qi[order], doc[order]
-        where = {x: i for i, x in enumerate(judgments.docs)}
-        doc_index = np.asarray([where.get(x, -1) for x in doc_ids], dtype=np.int64)[doc] if len(doc) \
-            else np.zeros(0, dtype=np.int64)
-    else:
-        if len(qi):  # stable: equal scores keep the document id descending order
-            order = pc.sort_indices(pa.table({"q": qi, "s": score}), sort_keys=[("q", "ascending"),
-                                                                              ("s", "descending")])
-            qi, doc = qi[binrun.numpy_of(order)], doc.take(order)
-        doc_index = pc.fill_null(pc.index_in(doc, value_set=pa.array(judgments.docs, type=pa.string())), -1)
-        doc_index = binrun.numpy_of(doc_index).astype(np.int64)
+        keep = qi >= 0
+        qi, score, doc_index = qi[keep], score[keep], doc_index[keep]
+        tie = tie[keep] if tie is not None else None
+    if len(qi):
+        if tie is not None:  # a ranking made elsewhere: equal scores by document id descending
+            keys = {"q": qi, "s": score, "r": tie}
+            sort_keys = [("q", "ascending"), ("s", "descending"), ("r", "descending")]
+        elif binary:  # each query's entries in trec_eval's order already: the queries in the judgments' order
+            keys, sort_keys = {"q": qi}, [("q", "ascending")]
+        else:  # stable: equal scores keep the document id descending order of the first sort
+            keys, sort_keys = {"q": qi, "s": score}, [("q", "ascending"), ("s", "descending")]
+        order = binrun.numpy_of(pc.sort_indices(binrun.table_of(keys), sort_keys=sort_keys))
+        qi, doc_index = qi[order], doc_index[order]
     ranked = Ranked(qi, judgments.values(qi, doc_index), len(judgments))
     return ranked, depth, dropped
-
-
-def _keep(mask, q, score, doc):
-    import pyarrow as pa
-
-    return q[mask], score[mask], doc[mask] if not isinstance(doc, (pa.Array, pa.ChunkedArray)) \
-        else doc.filter(pa.array(mask))
 
 
 # ------------------------------------------------------------------ the measures
