@@ -73,7 +73,8 @@ def write(target, qids, offsets, docs, ids, scores, tag: str, order: str = "trec
 
 
 class BinaryRun:
-    """A binary run read back: ``qids``, ``offsets``, ``docs``, ``ids``, ``scores`` (float64), ``order``, ``tag``."""
+    """A binary run read back: ``qids``, ``offsets``, ``docs``, ``ids``, ``scores`` (as stored: float32 or
+    float64), ``order``, ``tag``."""
 
     def __init__(self, qids, offsets, docs, ids, scores, order: str, tag: str):
         self.qids, self.offsets, self.docs, self.ids = qids, offsets, docs, ids
@@ -123,17 +124,18 @@ def read(path) -> BinaryRun:
         raise bad("a query holds two blocks")
     if n and (int(docs.min()) < 0 or int(docs.max()) >= len(ids)):
         raise bad("a document index outside the id table")
-    scores = scores.astype(np.float64)
     if not np.isfinite(scores).all():
         raise bad("a score that is not finite")
-    q = np.repeat(np.arange(len(qids), dtype=np.int64), np.diff(offsets))
+    q = np.repeat(np.arange(len(qids), dtype=np.int32), np.diff(offsets))
     same = q[1:] == q[:-1]
     if bool((same & (scores[1:] > scores[:-1])).any()):
         raise bad("a query whose scores increase down its ranking")
     if order == "trec_eval":
-        rank = id_rank(ids)
-        if bool((same & (scores[1:] == scores[:-1]) & (rank[docs[1:]] > rank[docs[:-1]])).any()):
+        rank = id_rank(ids).astype(np.int32)[docs]
+        if bool((same & (scores[1:] == scores[:-1]) & (rank[1:] > rank[:-1])).any()):
             raise bad("equal scores not in trec_eval's order (document id descending)")
+        del rank
+    del same
     if _repeats(q, docs, len(ids)):
         raise bad("a document twice for one query")
     return BinaryRun(qids, offsets, docs, ids, scores, order, tag)
@@ -149,7 +151,8 @@ def id_rank(ids: list[str]):
 
 
 def _repeats(q, d, n_docs: int) -> bool:
-    """Whether a (query, document) pair occurs twice: a flag per pair where that fits in memory, else a sort."""
+    """Whether a (query, document) pair occurs twice: a flag per pair where that fits in memory (set a block of
+    entries at a time), else a sort."""
     import numpy as np
 
     n = len(d)
@@ -158,12 +161,12 @@ def _repeats(q, d, n_docs: int) -> bool:
     cells = (int(q.max()) + 1) * max(n_docs, 1)
     if cells <= 1 << 30:
         seen = np.zeros(cells, dtype=bool)
-        key = q * n_docs + d
-        seen[key] = True
+        for lo in range(0, n, 1 << 22):
+            seen[q[lo:lo + (1 << 22)].astype(np.int64) * n_docs + d[lo:lo + (1 << 22)]] = True
         return int(np.count_nonzero(seen)) != n
     import pyarrow.compute as pc
 
-    key = q * n_docs + d
+    key = q.astype(np.int64) * n_docs + d
     ordered = key[numpy_of(pc.sort_indices(arrow_of(key)))]
     return bool((ordered[1:] == ordered[:-1]).any())
 

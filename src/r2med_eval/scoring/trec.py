@@ -26,6 +26,8 @@ NONPOOL = -1   # trec_eval's RELVALUE_NONPOOL: a retrieved document without a ju
 UNJUDGED = -2  # trec_eval's RELVALUE_UNJUDGED: a judgment with a negative grade
 MIN_GEO_MEAN = 1e-5  # trec_eval.h: gm_map's floor
 SUMMED = ("num_ret", "num_rel", "num_rel_ret")  # reported as sums over the queries, as trec_eval reports them
+DENSE_CELLS = 1 << 25  # (query, judged document) pairs up to which relevance is looked up in a table (128 MB)
+CUT_FAMILIES = ("P", "recall", "success", "map_cut", "ndcg_cut", "judged")  # read only each query's top k
 
 
 class Judgments:
@@ -66,19 +68,27 @@ class Judgments:
         return self.count((self.grade >= 0) & (self.grade >= level))
 
     def values(self, qi, doc_index):
-        """trec_eval's relevance value of each retrieved document: ``qi`` its query, ``doc_index`` its index into
-        ``docs`` (-1 where the id is judged for no query)."""
+        """trec_eval's relevance value of each retrieved document (int32): ``qi`` its query, ``doc_index`` its index
+        into ``docs`` (-1 where the id is judged for no query). A table of every (query, judged document) where it
+        is small (a CliniQ run: 1,246 x 16,550), else a binary search of the sorted judgments."""
         import numpy as np
 
-        out = np.full(len(qi), NONPOOL, dtype=np.int64)
-        known = np.flatnonzero(doc_index >= 0)
-        if not len(known) or not len(self.key):
+        out = np.full(len(qi), NONPOOL, dtype=np.int32)
+        if not len(qi) or not len(self.key):
             return out
-        key = qi[known].astype(np.int64) * max(len(self.docs), 1) + doc_index[known]
+        value = np.where(self.grade >= 0, self.grade, UNJUDGED).astype(np.int32)
+        n_docs = max(len(self.docs), 1)
+        if len(self.qids) * n_docs <= DENSE_CELLS:
+            table = np.full(len(self.qids) * n_docs + 1, NONPOOL, dtype=np.int32)  # the last cell: not judged
+            table[self.key] = value
+            key = qi.astype(np.int64) * n_docs + doc_index
+            key[doc_index < 0] = len(table) - 1
+            return table[key]
+        known = np.flatnonzero(doc_index >= 0)
+        key = qi[known].astype(np.int64) * n_docs + doc_index[known]
         at = np.minimum(np.searchsorted(self.key, key), len(self.key) - 1)
         hit = self.key[at] == key
-        grade = self.grade[at[hit]]
-        out[known[hit]] = np.where(grade >= 0, grade, UNJUDGED)
+        out[known[hit]] = value[at[hit]]
         return out
 
     def ideal(self):
@@ -97,21 +107,25 @@ class Judgments:
 class Ranked:
     """A run ranked as trec_eval ranks it, restricted to the judged queries: per retrieved document its query index
     ``qi`` (ascending, each query's documents together), its place ``pos`` (0 for the first) and its relevance
-    value ``rv``; ``ret`` the documents each judged query retrieved."""
+    value ``rv`` (int32 each: a full-depth CliniQ run is 20.6 M documents); ``ret`` the documents each judged query
+    retrieved (of the whole run, also in a :meth:`cut` view)."""
 
-    def __init__(self, qi, rv, n_queries: int):
+    def __init__(self, qi, rv, n_queries: int, ret=None):
         import numpy as np
 
-        self.qi, self.rv = qi, rv
-        self.ret = np.bincount(qi, minlength=n_queries).astype(np.int64)
-        offsets = np.r_[0, np.cumsum(self.ret)]
-        self.start = offsets[:-1]
-        self.pos = np.arange(len(qi), dtype=np.int64) - self.start[qi]
+        self.qi, self.rv = qi.astype(np.int32, copy=False), rv.astype(np.int32, copy=False)
+        here = np.bincount(self.qi, minlength=n_queries).astype(np.int64)
+        self.ret = here if ret is None else ret
+        self.start = np.r_[0, np.cumsum(here)][:-1]
+        self.pos = (np.arange(len(qi), dtype=np.int64) - self.start[self.qi]).astype(np.int32)
 
-    def cut(self, depth: int) -> Ranked:
-        """Only each query's first ``depth`` documents (trec_eval's ``-M``)."""
+    def cut(self, depth: int, keep_ret: bool = False) -> Ranked:
+        """Only each query's first ``depth`` documents: trec_eval's ``-M`` (``keep_ret`` False), or the part of the
+        ranking that measures cut at ``depth`` read (``keep_ret``: ``ret`` stays the whole run's)."""
         keep = self.pos < depth
-        return Ranked(self.qi[keep], self.rv[keep], len(self.ret))
+        if keep.all():
+            return self
+        return Ranked(self.qi[keep], self.rv[keep], len(self.ret), self.ret if keep_ret else None)
 
 
 def rank(table, judgments: Judgments, ignore_identical_ids: bool = False):
@@ -129,17 +143,17 @@ def rank(table, judgments: Judgments, ignore_identical_ids: bool = False):
     if binary:
         doc_ids, d = table.doc_ids, table.d
         where = {x: i for i, x in enumerate(judgments.docs)}
-        doc_index = np.asarray([where.get(x, -1) for x in doc_ids], dtype=np.int64)[d] if len(d) \
-            else np.zeros(0, dtype=np.int64)
+        doc_index = np.asarray([where.get(x, -1) for x in doc_ids], dtype=np.int32)[d] if len(d) \
+            else np.zeros(0, dtype=np.int32)
         if ignore_identical_ids and len(q):
             own = {x: i for i, x in enumerate(doc_ids)}
             same = d == np.asarray([own.get(x, -1) for x in table.qids], dtype=np.int64)[q]
-        tie = binrun.id_rank(doc_ids)[d] if table.order != "trec_eval" else None
+        tie = binrun.id_rank(doc_ids) if table.order != "trec_eval" else None
     else:
         doc = table.doc_text
         found = pc.index_in(doc, value_set=binrun.text_array(judgments.docs).cast(doc.type))
         # the codes as stored (a null's slot holds some value), -1 where the id is judged for no query
-        doc_index = np.where(binrun.numpy_of(pc.is_null(found)), -1, binrun.numpy_of(found).astype(np.int64))
+        doc_index = np.where(binrun.numpy_of(pc.is_null(found)), -1, binrun.numpy_of(found)).astype(np.int32)
         if ignore_identical_ids and len(q):
             same = binrun.numpy_of(pc.equal(doc, binrun.text_array(table.qids).cast(doc.type).take(binrun.arrow_of(q))))
         if len(q) > 1:
@@ -153,26 +167,48 @@ def rank(table, judgments: Judgments, ignore_identical_ids: bool = False):
     if dropped:
         keep = ~same
         q, score, doc_index = q[keep], score[keep], doc_index[keep]
-        tie = tie[keep] if tie is not None else None
+        d = d[keep] if binary else None
     depth = int(np.bincount(q, minlength=len(table.qids)).max()) if len(q) else 0
-    qi = np.asarray([judgments.index.get(x, -1) for x in table.qids], dtype=np.int64)[q] if len(q) \
-        else np.zeros(0, dtype=np.int64)
+    qi = np.asarray([judgments.index.get(x, -1) for x in table.qids], dtype=np.int32)[q] if len(q) \
+        else np.zeros(0, dtype=np.int32)
     if not (qi >= 0).all():
         keep = qi >= 0
         qi, score, doc_index = qi[keep], score[keep], doc_index[keep]
-        tie = tie[keep] if tie is not None else None
-    if len(qi):
-        if tie is not None:  # a ranking made elsewhere: equal scores by document id descending
-            keys = {"q": qi, "s": score, "r": tie}
-            sort_keys = [("q", "ascending"), ("s", "descending"), ("r", "descending")]
-        elif binary:  # each query's entries in trec_eval's order already: the queries in the judgments' order
-            keys, sort_keys = {"q": qi}, [("q", "ascending")]
-        else:  # stable: equal scores keep the document id descending order of the first sort
-            keys, sort_keys = {"q": qi, "s": score}, [("q", "ascending"), ("s", "descending")]
-        order = binrun.numpy_of(pc.sort_indices(binrun.table_of(keys), sort_keys=sort_keys))
+        d = d[keep] if binary else None
+    if len(qi) and binary:
+        # each query's entries in rank order already, scores not increasing: equal scores of a ranking made
+        # elsewhere by document id descending (their runs alone sorted), the queries in the judgments' order
+        if tie is not None:
+            order = _ties_by_id(qi, score, tie[d])
+            if order is not None:
+                qi, doc_index = qi[order], doc_index[order]
+        if bool((qi[1:] < qi[:-1]).any()):
+            order = binrun.numpy_of(pc.sort_indices(binrun.table_of({"q": qi}), sort_keys=[("q", "ascending")]))
+            qi, doc_index = qi[order], doc_index[order]
+    elif len(qi):  # stable: equal scores keep the document id descending order of the first sort
+        order = binrun.numpy_of(pc.sort_indices(binrun.table_of({"q": qi, "s": score}), sort_keys=[
+            ("q", "ascending"), ("s", "descending")]))
         qi, doc_index = qi[order], doc_index[order]
     ranked = Ranked(qi, judgments.values(qi, doc_index), len(judgments))
     return ranked, depth, dropped
+
+
+def _ties_by_id(qi, score, id_rank):
+    """The permutation that orders each run of equal scores within a query by ``id_rank`` descending, the rest left
+    in place (entries already grouped by query, scores not increasing); None where there is no tie."""
+    import numpy as np
+
+    same = (qi[1:] == qi[:-1]) & (score[1:] == score[:-1])  # entry i ties with entry i + 1
+    pairs = np.flatnonzero(same)
+    if not len(pairs):
+        return None
+    mask = np.zeros(len(qi), dtype=bool)
+    mask[pairs] = mask[pairs + 1] = True
+    tied = np.flatnonzero(mask)  # every entry of a tie, in order
+    group = np.cumsum(np.r_[True, (np.diff(tied) > 1) | ~same[tied[1:] - 1]])
+    order = np.arange(len(qi))
+    order[tied] = tied[np.lexsort((-id_rank[tied], group))]
+    return order
 
 
 # ------------------------------------------------------------------ the measures
@@ -304,17 +340,22 @@ def compute(ranked: Ranked, judgments: Judgments, measures, level: int = 1) -> d
 
     out = {}
     cache: dict = {}
+    # the cut measures read each query's top k only: a view of that prefix (of a full-depth run, a small part)
+    cuts = [m.cut for m in measures if m.family in CUT_FAMILIES] + [m.depth for m in measures if m.depth]
+    head = ranked.cut(int(max(cuts)), keep_ret=True) if cuts else ranked
+    full = ranked
 
-    def at_level(lv):
-        if lv not in cache:
-            cache[lv] = (ranked.rv >= lv, judgments.num_rel(lv))
-        return cache[lv]
+    def at_level(lv, r):
+        if (lv, id(r)) not in cache:
+            cache[(lv, id(r))] = (r.rv >= lv, judgments.num_rel(lv))
+        return cache[(lv, id(r))]
 
     ret = ranked.ret.astype(np.float64)
     for m in measures:
         lv = level if m.rel is None else m.rel
-        rel, num_rel = at_level(lv)
         fam, k = m.family, m.cut
+        ranked = head if fam in CUT_FAMILIES or m.depth else full
+        rel, num_rel = at_level(lv, ranked)
         if fam in ("P", "recall", "success"):
             hits = _per_query(ranked, (rel & (ranked.pos < k)).astype(np.float64))
             value = hits / k if fam == "P" else _divide(hits, num_rel.astype(np.float64)) if fam == "recall" \
