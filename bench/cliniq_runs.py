@@ -10,8 +10,9 @@ whose encoding costs little beside the pipeline's own work. A working directory 
 whole tree extracted with ``git archive``; this checkout's) is built once with ``snakemake all``, untimed; then each
 repeat runs, on one side and then the other, ``snakemake --cores 2 --forcerun <rule> -- <target>`` for the three
 targets, timed from outside (``wait4``: the whole process, Snakemake's start and planning included). Prints the
-medians, the medians of the paired ratios, each side's run files in bytes per entry, and whether every figure of
-the two sides' metrics and CliniQ JSONs is the same (exit 1 if not; ``judged_at_10``, new, aside).
+medians, the medians of the paired ratios, each side's run files in bytes per entry, whether CliniQ's figures are
+the same on both sides and whether this checkout's scorer gives the anchor's trec_eval figures on the anchor's TREC
+file (exit 1 if not); the binary run's own trec_eval figures differ where the TREC file's 6-decimal scores tie.
 """
 
 from __future__ import annotations
@@ -126,14 +127,26 @@ def main(argv=None) -> int:
         size = sum(f.stat().st_size for f in files)
         print(f"{name}: run files {', '.join(sorted(f.name for f in files))}: {size:,} bytes, "
               f"{size / entries:.2f} bytes an entry ({entries:,} entries)")
-    same = True
-    for rel in ("results/metrics/cliniq/cliniq/tiny.json", "results/cliniq/cliniq/cliniq/tiny.json"):
-        a, b = (json.loads((work[n] / rel).read_text()) for n in sides)
-        for doc in (a, b):
-            doc.pop("run", None)
-            doc.get("metrics", {}).pop("judged_at_10", None)
-        same &= a == b
-        print(f"{rel}: {'the same figures' if a == b else 'DIFFERENT'}")
+    rel = "results/cliniq/cliniq/cliniq/tiny.json"
+    a, b = (json.loads((work[n] / rel).read_text()) for n in sides)
+    a.pop("run", None)
+    b.pop("run", None)
+    same = a == b
+    print(f"{rel} (CliniQ's measures): {'the same figures' if same else 'DIFFERENT'}")
+    # trec_eval's measures: the anchor's TREC file holds the scores rounded to 6 decimals, which makes ties the binary
+    # run (the float32 scores as computed) keeps apart; this checkout's scorer on the anchor's file gives its figures
+    from r2med_eval.benchmarks import datasets
+    from r2med_eval.scoring import metrics
+
+    data = work["anchor"] / "results/data/cliniq/cliniq"
+    rescored = metrics.evaluate(work["anchor"] / "results/runs/cliniq/cliniq/tiny.trec",
+                                datasets.read_qrels(data / "qrels.tsv"), datasets.read_queries(data / "queries.jsonl"))
+    rel = "results/metrics/cliniq/cliniq/tiny.json"
+    a, b = (json.loads((work[n] / rel).read_text())["metrics"] for n in sides)
+    again = all(round(rescored["metrics"][k], 6) == v for k, v in a.items())
+    same &= again
+    print(f"{rel}: this checkout's scorer on the anchor's TREC file gives the anchor's figures: {again}; the binary "
+          f"run's differ by at most {max(abs(a[k] - b[k]) for k in a):.6f} (rounding ties)")
     return 0 if same else 1
 
 

@@ -264,6 +264,14 @@ def test_shipped_default_config_end_to_end(tmp_path):
         == (demo_runs / "rrf-bm25-minilm.trec").read_text()
     for run in runs.glob("*.trec"):
         assert run.read_bytes() == (work2 / "results" / "runs" / "demo" / "demo" / run.name).read_bytes(), run.name
+    # CliniQ's full-depth runs are binary (issue 39.2): the same bytes again, the minilm run at most 12 bytes an entry
+    cliniq_runs = work / "results" / "runs" / "cliniq-demo" / "cliniq"
+    for run in cliniq_runs.glob("*.run.npz"):
+        assert run.read_bytes() == (work2 / "results" / "runs" / "cliniq-demo" / "cliniq" / run.name).read_bytes()
+    chunks = len((work / "results" / "data" / "cliniq-demo" / "cliniq" / "chunk_ids.txt").read_text().split())
+    queries = len((work / "results" / "data" / "cliniq-demo" / "cliniq" / "queries.jsonl").read_text().splitlines())
+    minilm = sum(p.stat().st_size for p in cliniq_runs.glob("minilm.*"))
+    assert not list(cliniq_runs.glob("*.trec")) and minilm <= 12 * chunks * queries, minilm / (chunks * queries)
     cliniq = sorted(p.relative_to(work) for p in (work / "results" / "cliniq").rglob("*") if p.is_file())
     assert len(cliniq) >= 9  # 4 runs' metrics, 4 tables, the pool
     for rel in cliniq:
