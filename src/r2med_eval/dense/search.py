@@ -143,9 +143,8 @@ def search(corpus_emb: np.ndarray, doc_ids: list[str], query_emb: np.ndarray, qu
     run: dict[str, dict[str, float]] = {}
     for qi, qid in enumerate(query_ids):
         pairs = [(doc_ids[j], round(float(s), 6)) for s, j in zip(scores[qi], idx[qi]) if j >= 0]
-        pairs.sort(key=lambda x: x[0], reverse=True)  # trec_eval's order: equal scores by id descending
-        pairs.sort(key=lambda x: x[1], reverse=True)
-        run[qid] = dict(pairs[:k])
+        pairs.sort(key=lambda x: (-x[1], x[0]))  # which equal scores make the cut at k: the smaller ids (the run file
+        run[qid] = dict(pairs[:k])               # then lists the chosen ones in trec_eval's order)
     log.info("searched %d queries over %d documents: %s", len(query_ids), len(doc_ids), info)
     return run, info
 
