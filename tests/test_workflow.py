@@ -367,7 +367,7 @@ def test_report_outputs(demo_run):
     judged = {line.split()[0] for line in (res / "data" / "demo" / "demo" / "qrels.tsv").read_text().splitlines()}
     for model in ("bm25", "minilm"):
         rows = list(csv.reader(open(res / "per_query" / "demo" / "demo" / f"{model}.tsv"), delimiter="\t"))
-        assert rows[0] == ["query_id"] + metrics.metric_names()
+        assert rows[0] == ["query_id"] + metrics.metric_names() + [metrics.JUDGED]
         assert {r[0] for r in rows[1:]} == judged and len(rows) - 1 == len(judged)
     check_cli_against_the_pipeline(demo_run)
     proc = snakemake(demo_run, "--report", str(demo_run / "report.html"))

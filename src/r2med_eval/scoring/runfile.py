@@ -90,7 +90,8 @@ def regular_file(path, what: str = "run file", fix: str = "check the path.") -> 
 
 class RunTable:
     """A run's entries as columns: ``qids`` the distinct query ids and ``q`` each entry's index into them (int32),
-    ``score`` each entry's score (float64), and the documents either as text (``doc_text``, a pyarrow string
+    ``score`` each entry's score (float64; a binary run's as stored, float32 or float64), and the documents either
+    as text (``doc_text``, a pyarrow string
     array, an entry each: a TREC file) or as ``doc_ids`` and ``d`` (int32 indices: a binary run). ``order``:
     ``file`` (a TREC file's line order), ``trec_eval`` or ``given`` (a binary run's rank order, each query's
     entries together). :meth:`codes` gives ``(doc_ids, d)`` for either."""
@@ -131,13 +132,6 @@ class RunTable:
             self.doc_ids = encoded.dictionary.to_pylist()
             self.d = numpy_of(encoded.indices).astype("int32", copy=False)
         return self.doc_ids, self.d
-
-    def doc_column(self):
-        """Each entry's document id as a pyarrow string array."""
-        if self.doc_text is None:
-
-            self.doc_text = binrun.text_array(self.doc_ids).take(binrun.arrow_of(self.d))
-        return self.doc_text
 
 
 def read(path, what: str = "run file", duplicates: bool = True) -> RunTable:
