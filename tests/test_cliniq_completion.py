@@ -11,6 +11,7 @@ import itertools
 import json
 import math
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -26,6 +27,7 @@ from llm_fake_server import FakeLLM, rule_label
 
 from r2med_eval.cliniq import completion as comp
 from r2med_eval.cliniq import completion_report as rep
+from r2med_eval.cliniq import corpus as cc
 from r2med_eval.cliniq import judge
 from r2med_eval.cliniq import metrics as cliniq
 from r2med_eval.cliniq.files import read_cliniq_qrels, read_query_types
@@ -869,3 +871,77 @@ def test_the_demo_runs_with_codes_and_with_judgments_and_design_records_which(tm
     assert int(codes_["disease-3"]["population"]) < int(seen[("judgments", "patient")]["disease-3"]["population"])
     assert codes_["disease-2"]["judgments_only"] == "1"  # pneumonia judged in 900764, which has no such code
     assert all(d["coded_from"] == "judgments" for d in seen[("judgments", "patient")].values())
+
+
+REVIEW_CONFIG = """
+benchmarks:
+  cliniq-demo:
+    layout: cliniq
+    noteevents: {demo}/NOTEEVENTS.csv
+    expected_chunks: 203
+    tasks:
+      cliniq: {{path: {demo}}}
+benchmarks_to_run: [cliniq-demo]
+models:
+  bm25: {{type: bm25_lucene, k1: 0.9, b: 0.4, top_k: 1000}}
+  bm25-b75: {{type: bm25_lucene, k1: 1.2, b: 0.75, top_k: 1000}}
+fusion:
+  rrf-bm25: {{method: rrf, runs: [bm25, bm25-b75], k: 60}}
+llms:
+  judge:
+    reasoning: none
+    generate: {{model: fake-judge, base_url_env: E2E_JUDGE_URL, api_key_env: E2E_JUDGE_KEY, concurrency: 4,
+               retries: 0, max_tokens: 256}}
+cliniq_completion:
+  benchmark: cliniq-demo
+  llm: judge
+  queries: 100
+  sample_per_query: 30
+  pool_depth: 0
+  runs: [bm25, bm25-b75, rrf-bm25]
+  human_labels: [{experts}/expert_a.tsv, {experts}/expert_b.tsv]
+  move_threshold: 5
+"""
+
+
+@pytest.mark.slow
+def test_the_reviews_test_through_snakemake_sample_only_with_two_experts(tmp_path):
+    """The review's design as a user runs it: ``snakemake all`` on the CliniQ demo with pool_depth 0 and two
+    experts' files. sample.tsv holds no pool chunk, agreement.csv compares the two experts, the re-scoring adds the
+    sample's labels only, design.tsv says the coded admissions came from the demo's code tables, and the judge's
+    malformed answers are counted on the terminal."""
+    from conftest import snakemake, workflow_dir
+
+    queries, _ = cc.read_queries(fx.DEMO)
+    chunks = fx.prepare(tmp_path / "prep")["chunks"]
+    experts = tmp_path / "experts"
+    experts.mkdir()
+    truth = {(q, c): rule_label(queries[q], t) for q in ("disease-3", "procedure-3", "disease-2") for c, t in
+             chunks.items()}
+    _write_labels(experts / "expert_a.tsv", truth)
+    _write_labels(experts / "expert_b.tsv", {k: ("synonym" if v == "irrelevant" else "irrelevant") if i % 9 == 0
+                                             else v for i, (k, v) in enumerate(truth.items())})
+    work = workflow_dir(tmp_path, REVIEW_CONFIG.format(demo=fx.DEMO, experts=experts))
+    with FakeLLM() as server:
+        server.mode = "judge"
+        server.malformed_always = lambda q, c: q == "diabetes mellitus" and _hash(c) % 3 == 0
+        env = {**os.environ, "E2E_JUDGE_URL": server.url, "E2E_JUDGE_KEY": "k"}
+        proc = snakemake(work, "--cores", "2", "all", env=env)
+    out = work / OUT
+    sample = comp.read_table(out / "sample.tsv", comp.SAMPLE_HEADER)
+    assert sample and {r["stratum"] for r in sample} == {"rest"}
+    rows = list(csv.DictReader(open(out / "agreement.csv")))
+    assert any(r["kind"] == "agreement" and (r["rater_a"], r["rater_b"]) == ("expert_a", "expert_b") for r in rows)
+    assert any(r["kind"] == "fnr" and r["rater_a"] == "expert_b" for r in rows)
+    labels = judge.read_labels(out / "labels.tsv")
+    assert set(labels) == {(r["query_id"], r["chunk_id"]) for r in sample}
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["judgments_added"]["relevant"] + verdict["judgments_added"]["irrelevant"] == sum(
+        1 for v in labels.values() if v != judge.MALFORMED)
+    assert verdict["design"]["sample_only"] and verdict["malformed"] > 0
+    design = comp.read_table(out / "design.tsv", comp.DESIGN_HEADER)
+    assert {d["coded_from"] for d in design} == {"codes", comp.NO_CODE}
+    assert re.search(r"r2med-eval \[cliniq_completion_judge cliniq-demo\] warning: \d+ of \d+ answers \(",
+                     proc.stdout), proc.stdout[-3000:]
+    assert json.loads((work / "results/provenance.json").read_text())["judging"]["cliniq-demo"]["design"][
+        "pool_chunks"] == 0

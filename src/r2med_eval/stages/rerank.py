@@ -89,7 +89,7 @@ def llm_rerank_run(sm) -> None:
     queries = datasets.read_queries(sm.input.queries)
     corpus = datasets.read_corpus(sm.input.corpus)
     tops = {q: [d for d, _ in runs.ranked(run[q])[:depth]] for q in sorted(run)}
-    content = listwise.rankgpt_content if spec.get("passage_format") == "rankgpt" else datasets.doc_contents
+    content = listwise.rankgpt_content if spec["passage_format"] == "rankgpt" else datasets.doc_contents
     texts = {d: content(corpus[d]) for docs in tops.values() for d in docs}
     policy = server_log = None
     if private:
@@ -133,6 +133,6 @@ def llm_rerank_run(sm) -> None:
         "reranker_type": spec["type"], "truncate": spec["truncate"], "pairs": sum(len(o) for o in orders.values()),
         "llm": spec["llm"], "model": settings["model"], "sampling": {**sampling_params(settings), **sampling},
         "reasoning": reasoning, "passage_words": spec["passage_words"],
-        "passage_format": spec.get("passage_format", "plain"), **how, "unusable_answers": bad,
+        "passage_format": spec["passage_format"], **how, "unusable_answers": bad,
         "unusable_share": round(share, 6), "answers_judged": answers, **usage.as_dict(),
         **({"note": note} if note else {})})

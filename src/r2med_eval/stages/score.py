@@ -151,7 +151,7 @@ def cliniq_completion_sample(sm) -> None:
              "sample %d (%d of them in the pool), %d draws extended past the pool; %d chunks to judge",
              len(selected), {t: sum(1 for q in selected if qtypes[q] == t) for t in cc.QUERY_TYPES},
              sum(d[col["population"]] for d in design), sum(d[col["pool"]] for d in design), spec["pool_depth"],
-             len(spec.get("runs", ())), sum(d[col["drawn"]] for d in design),
+             len(tops), sum(d[col["drawn"]] for d in design),
              sum(d[col["drawn_in_pool"]] for d in design), sum(d[col["extended"]] for d in design), len(sample))
 
 
