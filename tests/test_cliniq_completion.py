@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import logging
 import math
 import os
 import re
@@ -714,7 +715,7 @@ def test_bootstrap_interval_of_tau_is_the_percentile_of_tau_over_query_resamples
     assert all(math.isnan(x) for x in comp.bootstrap_tau(orig[:1], comp_[:1], 10, seed=0)[:2])  # one system
 
 
-def test_the_judge_starts_its_vllm_server_inside_the_job_with_an_owner_only_log(tmp_path, monkeypatch):
+def test_the_judge_starts_its_vllm_server_inside_the_job_with_an_owner_only_log(tmp_path, monkeypatch, caplog):
     """llms.<judge>.generate.vllm: the judging job starts the server (here the stand-in of llm_fake_server.py, whose
     answers have no final line: malformed, re-asked, counted) and its output, which may hold prompts, goes to an
     owner-only file under resources/logs/."""
@@ -737,7 +738,19 @@ def test_the_judge_starts_its_vllm_server_inside_the_job_with_an_owner_only_log(
     assert "fake vllm serving fake-judge" in log.read_text() and stat.S_IMODE(log.stat().st_mode) == 0o600
     info = json.loads((OUT / "judging.json").read_text())
     assert info["malformed"] == info["judged"] > 0 and info["malformed_after_round"] == [info["judged"]] * 2
+    assert info["malformed_share"] == 1.0 and info["design"]["pool_chunks"] > 0
     assert fx.URL_ENV not in os.environ
+    # no usable answer: said on the terminal (a record smk.run's TerminalLines prints) with ids and numbers only
+    said = [r for r in caplog.records if getattr(r, "terminal", False)]
+    assert len(said) == 1 and said[0].getMessage().startswith(f"no usable answer: all {info['judged']} answers")
+    from r2med_eval import smk
+
+    lines = []
+    handler = smk.TerminalLines(SimpleNamespace(write=lines.append, flush=lambda: None), "cliniq_completion_judge x")
+    handler.handle(said[0])
+    handler.handle(logging.LogRecord("r2med_eval", logging.WARNING, "", 0, "unmarked", None, None))
+    assert "".join(lines).startswith("r2med-eval [cliniq_completion_judge x] warning: no usable answer") and \
+        "unmarked" not in "".join(lines)
 
 
 # ------------------------------------------------------------------ the review's design: sample only, coded from codes

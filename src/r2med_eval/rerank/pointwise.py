@@ -72,40 +72,33 @@ def _answer_offset(text: str, reasoning: str) -> int:
     return max(at, 0)
 
 
-def _answer_start(answer: Answer, reasoning: str) -> tuple[list[str], int]:
-    """The answer's tokens and the character offset, in their concatenation, where the answer starts."""
+def _answer_tokens(answer: Answer, reasoning: str) -> list[tuple[int, str]]:
+    """(position, token) of the answer's tokens after the reasoning, in order (none without log probabilities)."""
+    if not answer.logprobs:
+        return []
     tokens = [t["token"] for t in answer.logprobs]
     text, content = "".join(tokens), answer.content
     if content and text.endswith(content):  # the tokens may also cover reasoning the server split off
-        return tokens, len(text) - len(content) + _answer_offset(content, reasoning)
-    return tokens, _answer_offset(text, reasoning)
+        start = len(text) - len(content) + _answer_offset(content, reasoning)
+    else:
+        start = _answer_offset(text, reasoning)
+    out, pos = [], 0
+    for i, token in enumerate(tokens):
+        pos += len(token)
+        if pos > start:
+            out.append((i, token))
+    return out
 
 
 def answer_token(answer: Answer, words: tuple[str, str], reasoning: str) -> int | None:
     """The position, in the answer's log probabilities, of the first token after the reasoning that is one of the
     two answer words; None when there is none."""
-    if not answer.logprobs:
-        return None
-    tokens, start = _answer_start(answer, reasoning)
-    pos = 0
-    for i, token in enumerate(tokens):
-        pos += len(token)
-        if pos > start and _word(token) in words:
-            return i
-    return None
+    return next((i for i, token in _answer_tokens(answer, reasoning) if _word(token) in words), None)
 
 
 def first_answer_position(answer: Answer, reasoning: str) -> int | None:
     """The position of the answer's first token after the reasoning (white space skipped), whatever it is."""
-    if not answer.logprobs:
-        return None
-    tokens, start = _answer_start(answer, reasoning)
-    pos = 0
-    for i, token in enumerate(tokens):
-        pos += len(token)
-        if pos > start and token.strip():
-            return i
-    return None
+    return next((i for i, token in _answer_tokens(answer, reasoning) if token.strip()), None)
 
 
 def _logsumexp(values: list[float]) -> float:
