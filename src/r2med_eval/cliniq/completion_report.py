@@ -1,6 +1,6 @@
 """The report of CliniQ's judgment completion (``cliniq_completion``): the verdict paragraph and the tables (CSV,
-Markdown, LaTeX) of the estimates, the agreement with an expert, the re-scored figures and the orderings. Ids,
-labels and numbers only."""
+Markdown, LaTeX) of the estimates, the re-scored figures and the orderings (the experts' tables are ``experts``).
+Ids, labels and numbers only."""
 
 from __future__ import annotations
 

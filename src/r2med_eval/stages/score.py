@@ -317,7 +317,9 @@ def cliniq_completion_rescore(sm) -> None:
     overall = comp.estimate(strata, "relevant")
     pool = sum(int(d["pool"]) for d in design)
     sources = Counter(d["coded_from"] for d in design)
-    coded = ", ".join(f"{k} ({n} queries)" for k, n in sorted(sources.items()))
+    names = {"codes": "MIMIC's code tables", "judgments": "CliniQ's judgments",
+             comp.NO_CODE: "CliniQ's judgments where no code maps to the query"}
+    coded = ", ".join(f"{names[k]} ({n} {'query' if n == 1 else 'queries'})" for k, n in sorted(sources.items()))
     verdict = rep.verdict(bench, {"llm": info["llm"], "judged": info["judged"], "malformed": info["malformed"],
                                    "queries": len(design), "pool": pool > 0, "coded_from": coded}, overall, rescored,
                           ranks, spec["move_threshold"])
