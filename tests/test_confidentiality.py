@@ -39,7 +39,7 @@ benchmarks:
 PARTS = {
     "models": """
   bm25: {type: bm25_lucene, k1: 0.9, b: 0.4}
-  echo-listwise: {type: llm_listwise, llm: echo}
+  echo-listwise: {type: llm_listwise, llm: echo, max_tokens: 2000}  # the echo is the prompt: longer than a permutation
   echo-pointwise: {type: llm_pointwise, llm: echo, max_tokens: 2000}
 """,
     "llms": """

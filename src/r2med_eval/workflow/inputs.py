@@ -339,20 +339,25 @@ class Inputs:
         b = wildcards.benchmark
         w = self._completion_task(b)
         folder = self.cfg["benchmarks"][b]["tasks"][w["task"]]["path"]
-        return {"annotations": [f"{folder}/queries_{t}.jsonl" for t in TYPES] + [f"{folder}/qrels_{t}.tsv"
-                                                                                  for t in TYPES],
-                "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w),
-                "ids": fill(CHUNK_IDS, **w), "runs": self._completion_runs(b)}
+        out = {"annotations": [f"{folder}/queries_{t}.jsonl" for t in TYPES] + [f"{folder}/qrels_{t}.tsv"
+                                                                                 for t in TYPES],
+               "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w),
+               "ids": fill(CHUNK_IDS, **w),
+               "runs": [fill(RUN, **w, model=m) for m in self.reg.completion_pool_runs()]}
+        if self.reg.completion_coded_from() == "codes":  # MIMIC's code tables, in cliniq.codes.TABLES order
+            out["code_tables"] = [str(p) for p in self.reg.completion_code_tables().values()]
+        return out
 
     def cliniq_completion_judge(self, wildcards) -> dict:
         w = self._completion_task(wildcards.benchmark)
-        return {"sample": fill(COMPLETION_SAMPLE, benchmark=wildcards.benchmark), "queries": fill(QUERIES, **w),
+        return {"sample": fill(COMPLETION_SAMPLE, benchmark=wildcards.benchmark),
+                "design": fill(COMPLETION_DESIGN, benchmark=wildcards.benchmark), "queries": fill(QUERIES, **w),
                 "chunks": fill(CLINIQ_CHUNKS, **w)}
 
     def cliniq_completion_estimate(self, wildcards) -> dict:
         out = self._completion_design(wildcards.benchmark)
         if self.reg.completion["human_labels"]:
-            out["human_labels"] = self.reg.completion["human_labels"]
+            out["human_labels"] = list(self.reg.completion["human_labels"])
         return out
 
     def cliniq_completion_rescore(self, wildcards) -> dict:

@@ -57,7 +57,8 @@ MODEL_KEYS = {
 }
 _LLM_RERANK = {"type": "llm_rerank_run", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
                "llm": "llm_rerank_run (and its llms entry)",
-               **{k: "llm_rerank_run" for k in ("passage_words", "temperature", "max_tokens", "truncate")}}
+               **{k: "llm_rerank_run" for k in ("passage_words", "passage_format", "temperature", "max_tokens",
+                                                "truncate", "max_unusable")}}
 MODEL_KEYS.update({
     "llm_listwise": {**_LLM_RERANK, "window": "llm_rerank_run", "step": "llm_rerank_run"},
     "llm_pointwise": {**_LLM_RERANK, "prompt": "llm_rerank_run (the template's sha256; the file is the rule's input)",
@@ -452,9 +453,16 @@ class Params:
     # ------------------------------------------------------------ CliniQ's judgment completion
 
     def cliniq_completion_sample(self, wildcards) -> dict:
+        """The design's settings; where coded admissions come from (``auto`` resolved); the pool's runs and their
+        tie orders only with a pool (``pool_depth: 0`` reads no run, so adding a run redraws nothing)."""
         c = self.reg.completion
-        return {**_pick(c, ("queries", "sample_per_query", "pool_depth", "seed")), "runs": self.reg.completion_runs(),
-                "tie_orders": self._tie_orders(wildcards.benchmark, self.reg.completion_runs())}
+        coded_from = self.reg.completion_coded_from()
+        runs = self.reg.completion_pool_runs()
+        out = {**_pick(c, ("queries", "sample_per_query", "pool_depth", "seed")), "coded_from": coded_from,
+               "coded_unit": c["coded_unit"]}
+        if runs:
+            out.update(runs=runs, tie_orders=self._tie_orders(wildcards.benchmark, runs))
+        return out
 
     def _tie_orders(self, benchmark: str, runs) -> dict:
         """Each run's order of equal scores as score_cliniq ranks it (``Registry.cliniq_tie_order``)."""
@@ -477,7 +485,7 @@ class Params:
     def cliniq_completion_estimate(self, wildcards) -> dict:
         """What the tables say of the design (the design itself reaches the job as its input files)."""
         c = self.reg.completion
-        return {**_pick(c, ("sample_per_query", "pool_depth", "seed")), "runs": len(self.reg.completion_runs())}
+        return {**_pick(c, ("sample_per_query", "pool_depth", "seed")), "runs": len(self.reg.completion_pool_runs())}
 
     def cliniq_completion_rescore(self, wildcards) -> dict:
         c = self.reg.completion

@@ -231,6 +231,25 @@ class Registry:
             return []
         return list(self.completion.get("runs") or self.runs_of(self.completion["benchmark"]))
 
+    def completion_pool_runs(self) -> list[str]:
+        """The runs whose top chunks form the pool: the completion's runs, none with ``pool_depth: 0`` (the review's
+        sample-only design, which reads no run before the re-scoring)."""
+        return self.completion_runs() if self.completion and self.completion["pool_depth"] else []
+
+    def completion_code_tables(self) -> dict:
+        """MIMIC-III's code tables beside the completed benchmark's NOTEEVENTS (name -> path or None;
+        ``cliniq.codes.table_files``)."""
+        from ..cliniq.codes import table_files
+
+        return table_files(self.cfg["benchmarks"][self.completion["benchmark"]]["noteevents"])
+
+    def completion_coded_from(self) -> str:
+        """Where coded admissions come from: ``codes`` or ``judgments``; ``auto``: codes when every table is there."""
+        setting = self.completion["coded_from"]
+        if setting != "auto":
+            return setting
+        return "codes" if all(self.completion_code_tables().values()) else "judgments"
+
     def source_tasks(self) -> list[tuple[str, str]]:
         return [(b, t) for b, t in self.tasks if "source" in self.cfg["benchmarks"][b]["tasks"][t]]
 
