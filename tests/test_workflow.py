@@ -38,7 +38,7 @@ def planned_jobs(proc_output: str) -> dict:
 
 # the report stage re-runs whenever a score changes (plot_scatter too when one of its two runs changes)
 REPORT_JOBS = {"all": 1, "collect_metrics": 1, "leaderboard": 1, "leaderboard_benchmark": 1, "significance": 1,
-               "plot_leaderboard": 1, "provenance": 1, "r2med_vs_paper": 1, "report_index": 1}
+               "plot_leaderboard": 1, "provenance": 1, "r2med_vs_paper": 1, "claims": 1, "report_index": 1}
 
 
 @pytest.fixture(scope="module")
@@ -275,7 +275,7 @@ def test_shipped_default_config_end_to_end(tmp_path):
                      for e in ("png", "svg")]
     report_files += [f"plots/{b}/palette.tsv" for b in ("demo", "cliniq-demo")]
     tex = sorted(p.name for p in (work / "results" / "tables").glob("*.tex"))
-    assert tex == ["cliniq-cliniq-demo-by_match_type.tex", "cliniq-cliniq-demo-by_query_type.tex",
+    assert tex == ["claims.tex", "cliniq-cliniq-demo-by_match_type.tex", "cliniq-cliniq-demo-by_query_type.tex",
                    "leaderboard-cliniq-demo.tex", "leaderboard-demo.tex", "leaderboard.tex", "r2med_vs_paper.tex"]
     report_files += [f"tables/{name}" for name in tex]
     for name in report_files:
