@@ -467,6 +467,22 @@ def test_markdown_and_latex_without_claims():
     assert "No benchmark" in markdown([], RULES, RES) and latex([], RULES).startswith("%")
 
 
+def test_latex_of_many_benchmarks_parses_splits_and_fits_the_page(tmp_path):
+    from conftest import check_tex, compile_tex
+
+    effects = [None, {"effect": -0.123456, "ci_low": -0.2234, "ci_high": -0.0123, "p_holm": 0.00001,
+                      "unit": "points"},
+               {"effect": 0.83301, "ci_low": 0.63811, "ci_high": 0.92811, "p_holm": 0.0082, "unit": "rho"}]
+    found = [{"benchmark": f"r2med-local-with-a-long-name-{b}", "id": c["id"], "verdict": VERDICTS[i % 4],
+              "effect": effects[i % 3]} for b in range(6) for i, c in enumerate(CLAIMS)]
+    text = latex(found, RULES)
+    assert text.count(r"\begin{table}") == 2 and "Continued: part 2 of 2" in text  # 66 rows: 40 + 26
+    check_tex(text, "claims")
+    path = tmp_path / "claims.tex"
+    path.write_text(text)
+    compile_tex([path], tmp_path / "latex")  # skips without pdflatex (a failure under R2MED_EVAL_REQUIRE_LATEX=1)
+
+
 # ------------------------------------------------------------------ the control layer: inputs, params, tags
 
 def demo_raw(**changes):
@@ -498,6 +514,23 @@ def test_params_hold_the_rules_and_tags_and_only_them():
     llm = claims_params(raw)["benchmarks"]["demo"]["claims"]["r2med.gar_reasoning"]
     assert llm["improves"] == [{"variant": "bm25+hyde-handwritten", "base": "bm25"},
                                {"variant": "minilm+hyde-handwritten", "base": "minilm"}]
+
+
+def test_a_run_no_claim_reads_reruns_no_claim():
+    """On the demo alone no R2MED claim reads a fusion: changing its k changes neither the claims' inputs nor their
+    params (Snakemake reruns a job for nothing else but its code), while a compared run's tag does."""
+    raw = demo_raw(benchmarks_to_run=["demo"])
+
+    def claims_job(r):
+        w = Workflow(config.validate(r))
+        return w.inputs.claims(SimpleNamespace()), w.params.of("claims")(SimpleNamespace())
+
+    before = claims_job(raw)
+    assert not any("rrf" in f for files in before[0].values() for f in files)
+    raw["fusion"]["rrf-bm25-minilm"]["k"] = 10
+    assert claims_job(raw) == before
+    raw["models"]["bm25-paper"]["tags"] = {"family": "dense"}
+    assert claims_job(raw)[1] != before[1]
 
 
 def test_llm_kind_defaults_from_the_reasoning_format():

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..cliniq.corpus import MATCH_TYPES
 from ..cliniq.metrics import multi_by_match_type, ndcg_standard, note_of, single_patient
+from .rows import tsv
 
 GROUPS = ("all",) + MATCH_TYPES
 HEADER = ("query_id", "query_type") + tuple(f"multi_{g}" for g in GROUPS) + tuple(
@@ -61,10 +62,7 @@ def per_query(ranked, rows, query_types: dict[str, str], chunk_ids: list[str]) -
 
 
 def to_tsv(rows: list[dict]) -> str:
-    def cell(v):
-        return "" if v is None else (f"{v:.6f}" if isinstance(v, float) else str(v))
-
-    return "\n".join(["\t".join(HEADER)] + ["\t".join(cell(r[h]) for h in HEADER) for r in rows]) + "\n"
+    return tsv(HEADER, rows)
 
 
 def read_tsv(path) -> dict[str, dict]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .rows import tsv
+
 HEADER = ("query_id", "query_terms", "relevant_docs", "overlap", "overlap_any")
 
 
@@ -68,10 +70,7 @@ def query_overlap(corpus, queries, qrels: dict[str, dict[str, int]]) -> tuple[li
 
 
 def to_tsv(rows: list[dict]) -> str:
-    def cell(v):
-        return "" if v is None else (f"{v:.6f}" if isinstance(v, float) else str(v))
-
-    return "\n".join(["\t".join(HEADER)] + ["\t".join(cell(r[h]) for h in HEADER) for r in rows]) + "\n"
+    return tsv(HEADER, rows)
 
 
 def read_tsv(path) -> dict[str, float]:
