@@ -331,9 +331,11 @@ rule claims_overlap:
         paths.benchmark_file("claims_overlap")
     wildcard_constraints:
         benchmark=W.constraint("r2med_benchmark"),
-    localrule: True
     conda:
         "../envs/lucene.yaml"
+    resources:
+        mem_mb=W.resources.light_mem_mb,
+        runtime=W.resources.light_runtime,
     params:
         spec=W.params.of("claims_overlap"),
     script:
