@@ -78,6 +78,8 @@ MODEL_KEYS.update({
              **{k: _ENCODE for k in ("name", "revision", "mteb_tasks", "normalize", "batch_size", "device")},
              "hydoc_average": "encode_query_variant r2med_vs_paper", **_SEARCH},
 })
+for _keys in MODEL_KEYS.values():
+    _keys["tags"] = "claims"  # what the claims know of a model (family, domain, size): no run reads them
 PYTHON_KEYS = ("type", "factory", "kwargs", "python_path", "normalize", "batch_size", "device")
 MTEB_KEYS = ("type", "name", "revision", "normalize", "batch_size", "device")
 INDEX_KEYS = {"flat": ("kind",), "ivf": ("kind", "nlist", "nprobe", "max_train", "seed"),
@@ -445,6 +447,25 @@ class Params:
         models = self.reg.runs_of(wildcards.benchmark)
         return {"models": models, "depth": self.cfg["benchmarks"][wildcards.benchmark]["pool_depth"],
                 "tie_orders": self._tie_orders(wildcards.benchmark, models)}
+
+    def claims_cliniq_run(self, wildcards) -> dict:
+        """The run ranked as score_cliniq ranks it."""
+        return {"tie_order": self.reg.cliniq_tie_order(wildcards.benchmark, wildcards.model)}
+
+    def claims(self, wildcards) -> dict:
+        """The decision rules, the resampling of the tests, and per benchmark the roles each claim gives its runs
+        (from the registry's tags: family, domain, size, an LLM's kind, rerank depths, fusion inputs) and the figures
+        a claim may point to. Adding, removing or re-tagging a run a claim compares reruns the claims; a run no claim
+        reads does not."""
+        from ..claims.catalogue import RULES
+        from .inputs import plot_names
+
+        out = {}
+        for b, entry in self.reg.claims().items():
+            figures = plot_names(self.reg, b) + (["cliniq_completion"] if b in self.reg.completion_benchmark() else [])
+            out[b] = {**entry, "figures": figures}
+        return {"rules": RULES, "resampling": _pick(self.cfg["report"], ("permutations", "bootstrap", "seed")),
+                "benchmarks": out}
 
     def report_index(self, wildcards) -> dict:
         return {"benchmarks": list(self.reg.benchmarks), "cliniq": list(self.reg.cliniq_benchmarks),
