@@ -299,7 +299,9 @@ def test_multi_patient_reliable():
     assert verdict("cliniq", runs, {**data, "verdict": {"reliable": False, "moved": [["a", "mrr"]]}},
                    "cliniq.multi_patient_reliable", completion=True) == "does_not_hold"
     assert verdict("cliniq", runs, data, "cliniq.multi_patient_reliable") == "not_testable"
-    assert completion_verdict({"verdict": "inconclusive", "reliable": True})[0] == "inconclusive"
+    assert completion_verdict({"status": "inconclusive", "reliable": False})[0] == "inconclusive"  # nothing judged
+    assert completion_verdict({"status": "unreliable", "reliable": False})[0] == "does_not_hold"
+    assert completion_verdict({"status": "reliable", "reliable": True})[0] == "holds"
     assert completion_verdict({})[0] == "inconclusive"
 
 

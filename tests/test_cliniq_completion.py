@@ -751,6 +751,11 @@ def test_the_judge_starts_its_vllm_server_inside_the_job_with_an_owner_only_log(
     handler.handle(logging.LogRecord("r2med_eval", logging.WARNING, "", 0, "unmarked", None, None))
     assert "".join(lines).startswith("r2med-eval [cliniq_completion_judge x] warning: no usable answer") and \
         "unmarked" not in "".join(lines)
+    # the verdict says inconclusive (nothing was estimated), not unreliable: the claims stage reads it so
+    fx.run_stage(w, "cliniq_completion_estimate")
+    fx.run_stage(w, "cliniq_completion_rescore")
+    verdict = json.loads((OUT / "verdict.json").read_text())
+    assert verdict["status"] == "inconclusive" and verdict["reliable"] is False
 
 
 # ------------------------------------------------------------------ the review's design: sample only, coded from codes

@@ -117,15 +117,14 @@ def multi_patient_reliable(spec: dict, data: dict, rules: dict, resampling: dict
 
 
 def completion_verdict(doc: dict | None) -> tuple[str, str]:
-    """(verdict, note) from the completion's verdict.json: its own ``verdict`` when it gives one of the four, else
-    ``reliable`` true/false; anything else is inconclusive."""
-    from .catalogue import VERDICTS
-
+    """(verdict, note) from the completion's verdict.json: its ``status`` (reliable: holds, unreliable: does not
+    hold, inconclusive: no usable judgment, so nothing was estimated); a file without one (an earlier version)
+    by ``reliable`` true/false; anything else is inconclusive."""
     if not isinstance(doc, dict):
         return "inconclusive", "no verdict"
-    if doc.get("verdict") in VERDICTS:
-        return doc["verdict"], f"the completion's verdict: {doc['verdict']}"
-    reliable = doc.get("reliable")
+    if doc.get("status") == "inconclusive":
+        return "inconclusive", "the completion could not decide (no usable judgment of the sample)"
+    reliable = {"reliable": True, "unreliable": False}.get(doc.get("status"), doc.get("reliable"))
     if reliable is True:
         return "holds", "reliable: no system moves beyond the threshold and no ordering flips"
     if reliable is False:

@@ -89,7 +89,8 @@ def verdict(benchmark: str, info: dict, overall: dict, rescored: list[dict], ran
                      "By the test's rule (a move above the threshold or a flipped ordering), the benchmark's "
                      "multi-patient results are unreliable on this evidence; the conclusions listed as holding above "
                      "remain supported.")
-    return {"reliable": reliable and bool(overall["covered"]), "text": " ".join(parts),
+    status = "inconclusive" if not overall["covered"] else "reliable" if reliable else "unreliable"
+    return {"reliable": reliable and bool(overall["covered"]), "status": status, "text": " ".join(parts),
             "moved": [(r["model"], r["metric"]) for r in moved], "flipped": flipped, "malformed_share": share}
 
 

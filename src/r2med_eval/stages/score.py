@@ -329,7 +329,8 @@ def cliniq_completion_rescore(sm) -> None:
     write_text(sm.output.ranking_csv, rep.csv_text(rep.RANKING_COLUMNS, rep.ranking_rows(ranks)))
     write_text(sm.output.ranking_tex, rep.ranking_latex(bench, ranks))
     write_text(sm.output.verdict_md, f"## Verdict ({bench})\n\n{verdict['text']}\n")
-    write_json(sm.output.verdict_json, {"benchmark": bench, "reliable": verdict["reliable"],
+    write_json(sm.output.verdict_json, {"benchmark": bench, "status": verdict["status"],
+                                        "reliable": verdict["reliable"],
                                         "moved": [list(x) for x in verdict["moved"]],
                                         "flipped": [list(x) for x in verdict["flipped"]],
                                         "judgments_added": added, "queries_completed": len(design),
