@@ -230,7 +230,8 @@ class CodeIndex:
             for path in sorted(self.package_dir.rglob("*.py")):
                 data = path.read_bytes()
                 parts += [path.relative_to(self.package_dir).as_posix(), data]
-                m = _DATA_FILES_BYTES.search(data)
+                # a substring test first: the multi-line regex alone takes milliseconds over the whole package
+                m = _DATA_FILES_BYTES.search(data) if b"DATA_FILES = " in data else None
                 for rel in ast.literal_eval(m["value"].decode("utf-8")) if m else ():
                     parts += [f"data {rel}", (self.repo_dir / rel).read_bytes()]
             self._fingerprint = key_of(*parts)
