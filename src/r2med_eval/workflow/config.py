@@ -84,7 +84,8 @@ def check_file(path) -> None:
         return
     try:
         with open(path, "rb") as handle:
-            data = yaml.load(handle, Loader=yaml.FullLoader)  # Snakemake's loader (yte) uses FullLoader
+            # Snakemake's loader (yte) uses FullLoader; libyaml's parser under the same constructor when present
+            data = yaml.load(handle, Loader=getattr(yaml, "CFullLoader", yaml.FullLoader))
     except (yaml.YAMLError, ValueError, RecursionError):
         return
     check_values(data, str(path))
@@ -109,12 +110,16 @@ def _schema_errors(config: dict, schema: dict, config_file: str) -> None:
 # ---------------------------------------------------------------- validation
 
 
-def validate(config: dict, config_file: str = "config.yaml", schema: dict | None = None) -> dict:
-    """Validate ``config`` and return a copy with every schema default filled in. Raises ConfigError."""
-    schema = schema or _load_schema(str(SCHEMA_PATH))
+def validate(config: dict, config_file: str = "config.yaml", schema: dict | None = None, cache=None,
+             code_key: str = "") -> dict:
+    """Validate ``config`` and return a copy with every schema default filled in. Raises ConfigError.
+
+    ``cache`` (a ``workflow.cache.PlanningCache``): the schema check and the defaults come from it when this
+    configuration was checked before against the same schema with the same code (``code_key``: the package's
+    fingerprint, ``CodeIndex.fingerprint()``) and jsonschema; every other check runs on every call."""
+    schema = schema or _load_schema(str(SCHEMA_PATH), cache)
     check_values(config, config_file)
-    _schema_errors(config, schema, config_file)
-    cfg = fill_defaults(copy.deepcopy(config), schema, schema)
+    cfg = _against_schema(config, schema, config_file, cache, code_key)
     _local_tasks(cfg, config_file)
     _check_selection(cfg, config_file)
     check_layout_keys(cfg, config_file, schema)
@@ -125,6 +130,43 @@ def validate(config: dict, config_file: str = "config.yaml", schema: dict | None
     _check_sources(cfg, config_file)
     _check_run_models(cfg, config_file)
     _check_completion(cfg, config_file)
+    return cfg
+
+
+def _jsonschema_stamp() -> str:
+    """The installed jsonschema, without importing it: its file's path, size and modification time."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("jsonschema")
+    if spec is None or not spec.origin:
+        return "jsonschema missing"
+    stat = os.stat(spec.origin)
+    return f"{spec.origin} {stat.st_size} {stat.st_mtime_ns}"
+
+
+def _against_schema(config: dict, schema: dict, config_file: str, cache, code_key: str) -> dict:
+    """``config`` checked against the schema (ConfigError naming the key) and a deep copy of it with the schema's
+    defaults filled: from the planning cache where the same configuration (its keys in the same order), schema,
+    code and jsonschema gave it before; only a configuration that passed is stored."""
+    import json
+
+    from .cache import key_of, plain
+
+    key = None
+    if cache is not None and plain(config):
+        if not code_key:
+            from .code import CodeIndex
+
+            code_key = CodeIndex().fingerprint()
+        key = key_of("config", code_key, json.dumps(schema), _jsonschema_stamp(), json.dumps(config))
+        cfg = cache.get("config", key)
+        if isinstance(cfg, dict):
+            return cfg
+    _schema_errors(config, schema, config_file)
+    cfg = fill_defaults(copy.deepcopy(config), schema, schema)
+    if key is not None and plain(cfg):
+        cache.put("config", key, cfg)
     return cfg
 
 
@@ -171,12 +213,12 @@ def _check_variants(cfg: dict, config_file: str) -> None:
                                   f"can run a query variant{_hint(m, able)}.", path=config_file,
                                   fix=f"name {', '.join(registry.VARIANT_TYPES)} entries (a type: run model's file "
                                       "holds one run per task).")
-    from ..llm.server import job_owned_args
-
     for name, llm in cfg.get("llms", {}).items():
         gen = llm.get("generate")
         if not gen:
             continue
+        from ..llm.server import job_owned_args  # here: only a configuration with a served LLM pays for the import
+
         owned = job_owned_args(gen["vllm"]["args"])
         if owned:
             raise ConfigError(f"llms.{name}.generate.vllm.args sets {', '.join(map(shown, owned))}, which the job sets "
@@ -479,13 +521,14 @@ def check_mteb_models(cfg: dict, config_file: str = "config.yaml") -> None:
 def _check_prompts(cfg: dict, config_file: str, base: Path) -> None:
     """The prompt template of every selected pointwise LLM reranker is readable and has its placeholders."""
     from ..errors import InputError
-    from ..rerank.pointwise import read_template
 
     reg = registry.Registry(cfg)
     for name in dict.fromkeys(j["reranker"] for j in reg.rerank_jobs.values()):
         prompt = reg.models[name].get("prompt")
         if prompt is None:
             continue
+        from ..rerank.pointwise import read_template  # here: only a pointwise LLM reranker pays for the import
+
         if not _exists(prompt, base, "file"):
             raise ConfigError(f"models.{name}.prompt: file {shown(prompt)} does not exist.", path=config_file,
                               fix="point it at a prompt template (a text file with {query} and {passage}).")

@@ -9,7 +9,6 @@ the registry reads entries' defaults from here, so neither imports the other in 
 from __future__ import annotations
 
 import copy
-import functools
 from pathlib import Path
 
 import yaml
@@ -17,10 +16,24 @@ import yaml
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.yaml"
 
 
-@functools.cache
-def _load_schema(path: str) -> dict:
-    with open(path, encoding="utf-8") as handle:
-        return yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
+_SCHEMAS: dict[str, dict] = {}
+
+
+def _load_schema(path: str, cache=None) -> dict:
+    """The schema at ``path``, read once per process; with a planning cache (``workflow.cache``) the parsed schema
+    is stored as JSON under the sha256 of the file's bytes (reading JSON is about 30 times faster than YAML)."""
+    if path not in _SCHEMAS:
+        from .cache import key_of, plain
+
+        data = Path(path).read_bytes()
+        key = key_of("schema", data) if cache is not None else None
+        schema = cache.get("schema", key) if key else None
+        if not isinstance(schema, dict):
+            schema = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
+            if key and plain(schema):
+                cache.put("schema", key, schema)
+        _SCHEMAS[path] = schema
+    return _SCHEMAS[path]
 
 
 def load_schema(path=SCHEMA_PATH) -> dict:
