@@ -329,7 +329,7 @@ class Params:
 
     def fuse_runs(self, wildcards) -> dict:
         job = self.reg.derived[wildcards.model]
-        keys = ("method", "runs", "depth") + (("k",) if job["method"] == "rrf" else ("weights",))
+        keys = ("method", "runs", "depth") + (("k",) if job["method"] == "rrf" else ("weights", "convention"))
         return _pick(job, keys)
 
     def score_cliniq(self, wildcards) -> dict:
@@ -347,13 +347,15 @@ class Params:
     def _report(self) -> dict:
         rep = self.cfg["report"]
         return {"baseline": self.reg.report_baseline(), "metric": self.cfg["leaderboard"]["metric"],
-                **_pick(rep, ("permutations", "bootstrap", "seed", "alpha"))}
+                **_pick(rep, ("permutations", "bootstrap", "seed", "alpha", "holm"))}
 
     def significance(self, wildcards) -> dict:
         return self._report()
 
     def leaderboard(self, wildcards) -> dict:
-        out = _pick(self._report(), ("baseline", "metric", "alpha", "permutations"))
+        from .inputs import Inputs
+
+        out = {**self.leaderboard_benchmark(wildcards), "unselected": Inputs(self.reg).unselected_runs()}
         folder = self.cfg["leaderboard"].get("mteb_reference")
         if folder:
             out["mteb_reference"] = {"folder": folder,
@@ -390,7 +392,8 @@ class Params:
         return {"entries": entries}
 
     def leaderboard_benchmark(self, wildcards) -> dict:
-        return _pick(self._report(), ("baseline", "metric", "alpha", "permutations"))
+        return {**_pick(self._report(), ("baseline", "metric", "alpha", "permutations", "holm")),
+                "judged_below": self.cfg["leaderboard"]["judged_below"]}
 
     def plot_palette(self, wildcards) -> dict:
         """The benchmark's runs in configuration order, each with its place among every benchmark's runs (the
@@ -446,8 +449,14 @@ class Params:
                 "tie_orders": self._tie_orders(wildcards.benchmark, models)}
 
     def report_index(self, wildcards) -> dict:
+        """The selected benchmarks' sections; the earlier benchmarks' (shown as an earlier run left them) and the
+        report files of earlier runs that nothing shows (listed), as found when the workflow is planned."""
+        from .inputs import Inputs
+
+        inputs = Inputs(self.reg)
         return {"benchmarks": list(self.reg.benchmarks), "cliniq": list(self.reg.cliniq_benchmarks),
-                "completion": self.reg.completion_benchmark()}
+                "completion": self.reg.completion_benchmark(), "earlier": inputs.earlier_benchmarks(),
+                "stale": inputs.stale_files()}
 
     # ------------------------------------------------------------ CliniQ's judgment completion
 
