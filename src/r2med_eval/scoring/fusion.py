@@ -50,10 +50,12 @@ def _normalise(docs: dict[str, float], how: str, convention: str = "floor") -> d
             return {d: (s - lo) / max(span, RANX_FLOOR) for d, s in docs.items()}
         return {d: (s - lo) / span if span > 0 else 1.0 for d, s in docs.items()}
     if how == "zscore":
+        if ranx:  # numba's np.mean and np.std: sums from left to right, population deviation
+            mean = sum(values) / len(values)
+            std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+            return {d: (s - mean) / max(std, RANX_FLOOR) for d, s in docs.items()}
         mean = math.fsum(values) / len(values)
         std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
-        if ranx:
-            return {d: (s - mean) / max(std, RANX_FLOOR) for d, s in docs.items()}
         return {d: (s - mean) / std if std > 0 else 0.0 for d, s in docs.items()}
     raise ValueError(f"unknown normalisation {how!r}")
 
