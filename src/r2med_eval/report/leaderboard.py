@@ -75,16 +75,17 @@ def build_grouped(table: dict) -> tuple[list[str], list[list], list[tuple[str, i
 
 
 def arrange(table: dict, columns: list) -> list[tuple[str, list[str]]]:
-    """[(label, [run...])]: the runs grouped by the columns they have a cell in (n/a included: a task n/a for one
-    run is n/a for all), so that a run is ranked only against runs with the same columns. Groups: the runs on more
-    benchmarks first, then on more columns, then on the earlier columns; within a group, ``rank_key`` (ties by
-    name). Runs without any cell come last."""
+    """[(label, [run...])]: the runs grouped by the columns they have a value in (an n/a task is n/a for every run,
+    so it groups no one apart), so that a run is ranked only against runs with the same columns. Groups: the runs on
+    more benchmarks first, then on more columns, then on the earlier columns; within a group, ``rank_key`` (ties
+    by name). Runs without any value come last."""
     tasks_of: dict[str, list] = {}
     for b, t in columns:
         tasks_of.setdefault(b, []).append(t)
     groups: dict[tuple, list[str]] = {}
     for model in sorted(table):
-        groups.setdefault(tuple(c for c in columns if table[model].get(c) is not None), []).append(model)
+        groups.setdefault(tuple(c for c in columns if table[model].get(c) is not None
+                                and not is_na(table[model][c])), []).append(model)
 
     def label(cover: tuple) -> str:
         names = []

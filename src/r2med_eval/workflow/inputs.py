@@ -3,8 +3,7 @@ where they lie from ``workflow.paths``."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from . import earlier
 from .paths import (
     BENCHMARK_LEADERBOARD,
     BM25_PAPER_FIT,
@@ -401,85 +400,25 @@ class Inputs:
         earlier run left of a benchmark this configuration does not select (``earlier_files``)."""
         return [t for t in all_targets(self.reg) if t != INDEX_PAGE] + self.earlier_files()
 
-    # what earlier runs left: the report is the union of what is scored (docs/report.md#what-the-report-shows)
+    # what earlier runs left: the report is the union of what is scored (workflow.earlier)
     def earlier_benchmarks(self) -> list[str]:
-        """Benchmarks with collected metrics in this working directory (``results/metrics/<benchmark>.jsonl``) that
-        this configuration does not select: an earlier run scored them, and the report shows them as it left
-        them. Read when the workflow is planned; no rule writes these files in this run, so Snakemake takes them
-        as given."""
-        root = Path(METRICS_TABLE).parent
-        if not root.is_dir():
-            return []
-        names = (p.name[:-len(".jsonl")] for p in root.glob("*.jsonl") if p.is_file() and not p.name.startswith("."))
-        return sorted(b for b in names if b not in self.reg.benchmarks and "/" not in b)
+        return earlier.benchmarks(self.reg)
 
     def earlier_tables(self) -> list[str]:
         return [fill(METRICS_TABLE, benchmark=b) for b in self.earlier_benchmarks()]
 
     def earlier_boards(self) -> list[str]:
         """The per-benchmark leaderboard CSVs of the earlier benchmarks (their significance marks), where present."""
-        return _existing(fill(BENCHMARK_LEADERBOARD, benchmark=b, ext="csv") for b in self.earlier_benchmarks())
+        return earlier.existing(fill(BENCHMARK_LEADERBOARD, benchmark=b, ext="csv") for b in self.earlier_benchmarks())
 
     def earlier_files(self) -> list[str]:
-        """Every report file an earlier run left of the earlier benchmarks: their leaderboards, tables, plots and
-        CliniQ tables (the index shows them in sections of their own)."""
-        return [f for f in report_files() if _benchmark_of(f) in set(self.earlier_benchmarks())]
+        return earlier.files(self.reg)
 
     def stale_files(self) -> list[str]:
-        """Report files of earlier runs that this run neither writes nor shows as an earlier benchmark's (a plot
-        that no longer applies, a table of a benchmark without collected metrics): the index lists them."""
-        keep = set(all_targets(self.reg)) | set(self.earlier_files())
-        return [f for f in report_files() if f not in keep]
+        return earlier.stale(self.reg, all_targets(self.reg))
 
     def unselected_runs(self) -> dict[str, list[str]]:
-        """{benchmark/task: [run...]}: runs with a metrics file on a selected task that this configuration does not
-        select (the leaderboard names them as not shown)."""
-        out = {}
-        for b, t in self.reg.tasks:
-            folder = Path(fill(METRICS, benchmark=b, task=t, model="x")).parent
-            if not folder.is_dir():
-                continue
-            runs = set(self.reg.runs_of(b))
-            names = sorted(p.name[:-len(".json")] for p in folder.glob("*.json") if not p.name.startswith("."))
-            gone = [n for n in names if n not in runs]
-            if gone:
-                out[f"{b}/{t}"] = gone
-        return out
-
-
-REPORT_EXTENSIONS = (".md", ".csv", ".html", ".tex", ".png", ".svg", ".tsv", ".json")
-
-
-def report_files() -> list[str]:
-    """The report files in this working directory: per-benchmark leaderboards, LaTeX tables, plots, CliniQ's tables,
-    pool and judgment completion (the files a benchmark's report is made of)."""
-    root = Path(INDEX_PAGE).parent
-    found = []
-    for pattern in ("leaderboards/*", "tables/*.tex", "plots/*/*", "cliniq/*/by_*", "cliniq/*/pool.tsv",
-                    "cliniq/*/completion/*"):
-        found += [p for p in root.glob(pattern) if p.is_file() and not p.name.startswith(".")
-                  and p.suffix in REPORT_EXTENSIONS]
-    return sorted(str(p) for p in found)
-
-
-def _benchmark_of(path: str) -> str | None:
-    """The benchmark a report file belongs to (None for the combined tables)."""
-    parts = Path(path).parts
-    if len(parts) >= 3 and parts[1] in ("plots", "cliniq"):
-        return parts[2]
-    if len(parts) == 3 and parts[1] == "leaderboards":
-        return Path(parts[2]).stem
-    if len(parts) == 3 and parts[1] == "tables":
-        name = Path(parts[2]).stem
-        for prefix, suffixes in (("leaderboard-", ("",)), ("cliniq-", ("-by_match_type", "-by_query_type"))):
-            for suffix in suffixes:
-                if name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix) + len(suffix):
-                    return name[len(prefix):len(name) - len(suffix)] if suffix else name[len(prefix):]
-    return None
-
-
-def _existing(paths) -> list[str]:
-    return [p for p in paths if Path(p).is_file()]
+        return earlier.unselected_runs(self.reg)
 
 
 def prompt_file(spec: dict) -> str:
