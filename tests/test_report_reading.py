@@ -545,3 +545,35 @@ def test_a_subset_run_keeps_the_other_benchmark_and_the_terminal_reads(tmp_path)
     run()
     assert (work / "results" / "leaderboard.md").read_text() == first
     assert "(earlier run)" not in (work / "results" / "index.html").read_text()
+
+
+def test_completion_plot_names_every_system_whole_within_the_page(tmp_path, monkeypatch):
+    """The completion plot's names were cut and ran into the next panel (rotated x labels on an 11-inch figure):
+    now a row per system, named once on the first panel, on the page width."""
+    from r2med_eval.cliniq import plots as cliniq_plots
+    from r2med_eval.report.figure import PAGE_WIDTH_IN
+
+    models = ["bm25", "bm25-paper+query2doc-gpt4--rankgpt-gpt4@100", "rrf-bm25-minilm"]
+    path = tmp_path / "rescored.csv"
+    with open(path, "w", newline="") as handle:
+        w = csv.writer(handle)
+        w.writerow(["model", "group", "metric", "queries", "original", "completed", "change", "relative_change",
+                    "moved"])
+        for m in models:
+            for metric in ("mrr", "ndcg_at_10", "ndcg_at_10_cliniq", "recall_at_100"):
+                w.writerow([m, "all", metric, 4, 0.5, 0.6, 0.1, 20.0, int(m == "bm25")])
+    seen = {}
+    real_save = cliniq_plots.save
+
+    def keep(fig, png, svg):
+        renderer = fig.canvas.get_renderer()
+        seen["labels"] = [(t.get_text(), t.get_window_extent(renderer)) for t in fig.axes[0].get_yticklabels()]
+        seen["others"] = [[t.get_text() for t in ax.get_yticklabels()] for ax in fig.axes[1:]]
+        seen["width"] = fig.get_figwidth()
+        real_save(fig, png, svg)
+
+    monkeypatch.setattr(cliniq_plots, "save", keep)
+    cliniq_plots.cliniq_completion(path, "cq", tmp_path / "c.png", tmp_path / "c.svg")
+    assert [name for name, _ in seen["labels"]] == models
+    assert all(box.x0 >= 0 for _, box in seen["labels"])  # whole, inside the figure
+    assert all(not any(labels) for labels in seen["others"]) and seen["width"] <= PAGE_WIDTH_IN

@@ -113,9 +113,10 @@ def _given(extra: list[str], *names: str) -> bool:
 
 def run_command(args, extra: list[str]) -> list[str]:
     """``snakemake`` as the README's command 1 runs it (``--cores``, ``--rerun-incomplete``, target ``all``), with
-    the repository's SLURM profile under ``--slurm``, and the remaining arguments passed through. Run outside the
-    checkout, the checkout is the working directory (``--directory``: config.yaml and the demo's relative paths are
-    the checkout's), and ``--configfile`` paths are taken from where the command runs. The terminal shows one line
+    the repository's SLURM profile under ``--slurm``, and the remaining arguments passed through. Run in a folder
+    that is neither the checkout nor holds a config.yaml of its own, the checkout is the working directory
+    (``--directory``: its config.yaml and the demo's relative paths); ``--configfile`` paths are taken from where
+    the command runs, else from the checkout. The terminal shows one line
     per finished job (the logger plugin ``r2med-eval``, ``progress.RunMonitor``) unless ``--verbose`` (Snakemake's
     own output), a dry run, or ``--logger`` of the user's."""
     import importlib.util
@@ -137,19 +138,21 @@ def run_command(args, extra: list[str]) -> list[str]:
             found = [p for p in (Path(a), repo / a) if p.is_file()]
             extra[i] = str(found[0].resolve()) if found else a
     cmd = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile")]
-    if repo.resolve() != Path.cwd().resolve() and not _given(extra, "--directory", "-d"):
+    if (repo.resolve() != Path.cwd().resolve() and not (Path.cwd() / "config.yaml").is_file()
+            and not _given(extra, "--directory", "-d")):  # a folder without its own config.yaml: the checkout's
         cmd += ["--directory", str(repo)]
     if args.slurm:
         cmd += ["--profile", str(repo / "profiles" / "slurm")]
     else:
         cmd += ["--cores", str(args.cores)]
     cmd += ["--rerun-incomplete"]
-    quiet_terminal = not (args.verbose or _given(extra, "--logger", "--dry-run", "--dryrun", "-n", "--verbose",
+    verbose = getattr(args, "verbose", False)
+    quiet_terminal = not (verbose or _given(extra, "--logger", "--dry-run", "--dryrun", "-n", "--verbose",
                                                    "--report", "--lint", "--unlock", "--summary", "--detailed-summary",
                                                    "--list-rules", "--list", "-l", "--dag", "--rulegraph"))
     if quiet_terminal:
         cmd += ["--logger=r2med-eval"]  # "=": the option takes several values
-    if args.verbose:
+    if verbose:
         cmd += ["--verbose"]
     cmd += extra
     if not [a for a in extra if not a.startswith("-")] and "--report" not in extra:

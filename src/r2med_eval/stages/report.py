@@ -361,10 +361,7 @@ def report_index(sm) -> None:
                              ("ranking", "csv"), ("estimates", "tex"), ("agreement", "tex"), ("rescored", "tex"),
                              ("ranking", "tex"), ("verdict", "json"))}
         body = [part for n in ("verdict", "estimates", "agreement", "rescored") for part in rendered(done[(n, "md")])]
-        png = paths.fill(paths.PLOT, benchmark=b, name="cliniq_completion", ext="png")
-        if png in files:
-            body.append(h.figure(rel(png), f"{b}: original vs completed multi-patient figures",
-                                 rel(paths.fill(paths.PLOT, benchmark=b, name="cliniq_completion", ext="svg"))))
+        body += plots(b, ("cliniq_completion",))  # at its printed size, as every figure
         body.append(links(*[f for (n, e), f in done.items() if e != "md"], *[done[(n, "md")] for n in (
             "verdict", "estimates", "agreement", "rescored")], *[paths.fill(p, benchmark=b) for p in (
                 paths.COMPLETION_SAMPLE, paths.COMPLETION_DESIGN, paths.COMPLETION_LABELS, paths.COMPLETION_JUDGING)]))
