@@ -485,6 +485,7 @@ from r2med_eval.errors import InputError
 def job(sm):
     os.write(2, b"INFO: Using MemorySegmentIndexInput with Java 21\\n")
     os.write(1, b"a C library on stdout\\n")
+    print("r2med-eval: a line for a person", file=sys.__stderr__)
     raise InputError("bad input.", fix="fix it.")
 sm = SimpleNamespace(log=[{str(tmp_path / 'job.log')!r}], rule="lucene_index",
                      wildcards=SimpleNamespace(benchmark="demo"), params=SimpleNamespace(spec={{}}), config={{}})
@@ -493,7 +494,7 @@ smk.run(sm, job)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert "MemorySegmentIndexInput" not in proc.stderr + proc.stdout and "C library" not in proc.stdout
-    assert proc.stderr.strip() == "r2med-eval: bad input. Fix: fix it."
+    assert proc.stderr.splitlines() == ["r2med-eval: a line for a person", "r2med-eval: bad input. Fix: fix it."]
     log = (tmp_path / "job.log").read_text()
     assert "INFO: Using MemorySegmentIndexInput" in log and "a C library on stdout" in log and "bad input" in log
 

@@ -2,8 +2,9 @@
 
 A job's stderr and logging go to its log file, and so do file descriptors 1 and 2 (what the JVM, C libraries or
 progress bars print: Lucene's ``INFO: Using MemorySegmentIndexInput`` line stays off the terminal); the
-terminal keeps the job's progress lines and its failure line. A bad-input error (``InputError``) is written
-there and, as one ``r2med-eval:`` line, to the terminal, and the job fails. A failure of code outside this package
+terminal, ``sys.__stderr__`` during the job (a copy of the terminal's descriptor), keeps the job's progress lines,
+its failure line and whatever else the job writes there for a person. A bad-input error (``InputError``) goes to
+the log and, as one ``r2med-eval:`` line, to the terminal, and the job fails. A failure of code outside this package
 (``confidential.ExternalError``: a ``type: python`` encoder, an MTEB model) is such an error too; the log also
 gets the outside code's traceback.
 
@@ -63,7 +64,7 @@ def run(snakemake, func) -> None:
         _run_private(snakemake, func, log_path)
         return
     handle = open(log_path, "w", encoding="utf-8") if log_path else sys.stderr
-    real_stderr = sys.__stderr__
+    real_stderr = terminal_before = sys.__stderr__
     saved = {}
     if log_path:  # what code outside Python prints (the JVM's start-up lines, C libraries) goes to the log too
         sys.stdout.flush()
@@ -72,6 +73,7 @@ def run(snakemake, func) -> None:
         real_stderr = os.fdopen(os.dup(2), "w", encoding="utf-8", errors="replace")  # the terminal
         for fd in saved:
             os.dup2(handle.fileno(), fd)
+        sys.__stderr__ = real_stderr  # the job's terminal, as before: a line for a person goes there
     sys.stderr = handle
     logging.basicConfig(stream=handle, level=logging.INFO, force=True, format=FORMAT)
     start = time.perf_counter()
@@ -96,6 +98,8 @@ def run(snakemake, func) -> None:
             for fd, copy in saved.items():
                 os.dup2(copy, fd)
                 os.close(copy)
+            real_stderr.flush()
+            sys.__stderr__ = terminal_before
             real_stderr.close()
 
 
