@@ -54,6 +54,24 @@ def job_name(snakemake, log_path) -> str:
     return rule
 
 
+class TerminalLines(logging.Handler):
+    """This package's records marked ``extra={"terminal": True}`` (warnings a user must see at the end of a job,
+    ids and numbers only) also go to the terminal, as one ``r2med-eval [<job>] warning: ...`` line each."""
+
+    def __init__(self, stream, job: str):
+        super().__init__(logging.WARNING)
+        self.stream, self.job = stream, job
+
+    def emit(self, record) -> None:
+        if not getattr(record, "terminal", False) or not record.name.startswith("r2med_eval"):
+            return
+        try:
+            print(f"r2med-eval [{self.job}] {record.levelname.lower()}: {record.getMessage()}", file=self.stream,
+                  flush=True)
+        except (OSError, ValueError):  # the terminal went away: the job goes on
+            pass
+
+
 def run(snakemake, func) -> None:
     """Call ``func(snakemake)`` with stderr and logging sent to the rule's log file (on a MIMIC-derived benchmark:
     to the owner-only full log, see the module's docstring). While the job runs, a progress line (ids and counts
@@ -76,6 +94,8 @@ def run(snakemake, func) -> None:
         sys.__stderr__ = real_stderr  # the job's terminal, as before: a line for a person goes there
     sys.stderr = handle
     logging.basicConfig(stream=handle, level=logging.INFO, force=True, format=FORMAT)
+    lines = TerminalLines(real_stderr, job_label(snakemake.rule, snakemake.wildcards))
+    logging.getLogger().addHandler(lines)
     start = time.perf_counter()
     heartbeat = Heartbeat(job_label(snakemake.rule, snakemake.wildcards), stream=real_stderr).start()
     outcome = "failed"
@@ -91,6 +111,7 @@ def run(snakemake, func) -> None:
         raise SystemExit(1) from None
     finally:
         heartbeat.stop(outcome)
+        logging.getLogger().removeHandler(lines)
         log.info("done in %.2f s", time.perf_counter() - start)
         handle.flush()
         if saved:
@@ -131,6 +152,8 @@ def _run_private(snakemake, func, log_path) -> None:
     failure = None
     start = time.perf_counter()
     heartbeat = Heartbeat(job_label(snakemake.rule, snakemake.wildcards), stream=terminal).start()
+    lines = TerminalLines(terminal, job_label(snakemake.rule, snakemake.wildcards))
+    root.addHandler(lines)
     try:
         func(snakemake)
     except ExternalError as exc:
@@ -147,6 +170,7 @@ def _run_private(snakemake, func, log_path) -> None:
                    "and lines, not its message.")
     finally:
         heartbeat.stop("failed" if failure is not None or sys.exc_info()[0] is not None else "finished")
+        root.removeHandler(lines)
         terminal.close()
         if failure is not None:
             log.error("%s", failure)

@@ -286,6 +286,101 @@ def report_cliniq(sm) -> None:
              spec["depth"], len(models), len(pooled), len({p["query_id"] for p in pooled}))
 
 
+def claims_overlap(sm) -> None:
+    """Per-query lexical overlap of a task's queries with their relevant documents, from the analysed tokens (ids
+    and numbers out)."""
+    from ..benchmarks.datasets import read_qrels
+    from ..claims import overlap
+    from ..io import write_text
+    from ..lexical.bm25_paper import AnalysedCorpus, AnalysedQueries
+
+    rows, counts = overlap.query_overlap(AnalysedCorpus.load(sm.input.tokens),
+                                         AnalysedQueries.load(sm.input.query_tokens), read_qrels(sm.input.qrels))
+    write_text(sm.output[0], overlap.to_tsv(rows))
+    scored = [r["overlap"] for r in rows if r["overlap"] is not None]
+    log.info("lexical overlap of %d queries with a relevant judgment: %d scored (mean %.4f); no analysed term %d, no "
+             "relevant document in the corpus %d, not analysed %d; relevant judgments outside the corpus %d",
+             counts["queries"], len(scored), sum(scored) / len(scored) if scored else float("nan"), counts["no_terms"],
+             counts["no_relevant_in_corpus"], counts["not_analysed"], counts["relevant_outside_corpus"])
+
+
+def claims_cliniq_run(sm) -> None:
+    """A CliniQ run's per-query figures by match type (multi-patient nDCG@10, single-patient nDCG), as the scorer
+    computes them."""
+    from ..claims import cliniq_queries
+    from ..cliniq import metrics as cliniq
+    from ..cliniq.files import read_cliniq_qrels, read_query_types
+    from ..io import read_lines, write_text
+
+    rows, _ = read_cliniq_qrels(sm.input.cliniq_qrels)
+    ids = read_lines(sm.input.ids)
+    ranked = cliniq.read_ranked_run(sm.input.run, ids, sm.params.spec["tie_order"])
+    out = cliniq_queries.per_query(ranked, rows, read_query_types(sm.input.query_types), ids)
+    write_text(sm.output[0], cliniq_queries.to_tsv(out))
+    log.info("%d judged queries of %s", len(out), sm.wildcards.model)
+
+
+def _check_lineage(files, benchmarks: dict) -> None:
+    """Each reranked or fused run a claim compares was made as the registry says (its lineage.json)."""
+    from ..errors import InputError
+    from ..io import read_json
+    from ..workflow import paths
+
+    expected = {}
+    for b, entry in benchmarks.items():
+        claims = entry["claims"]
+        for p in claims["r2med.rerank_depth"]["pairs"] if "r2med.rerank_depth" in claims else []:
+            for run, depth in ((p["shallow"], p["depths"][0]), (p["deep"], p["depths"][1])):
+                expected[(b, run)] = {"input_run": p["first_stage"], "reranker": p["reranker"], "depth": depth}
+        for f in claims["cliniq.rrf_improves"]["fusions"] if "cliniq.rrf_improves" in claims else []:
+            expected[(b, f["fusion"])] = {"method": "rrf", "inputs": f["inputs"]}
+    for path in files:
+        w = paths.parse(paths.RUN_LINEAGE, path)
+        want = expected.get((w["benchmark"], w["model"]), {})
+        have = read_json(path)
+        wrong = {k: have.get(k) for k, v in want.items() if have.get(k) != v}
+        if wrong:
+            raise InputError(f"the run's lineage {wrong} is not the configuration's {want}.", path=path,
+                             fix="rerun the run's rule (delete the file and its run).")
+
+
+def claims(sm) -> None:
+    """Every claim about every benchmark it applies to: verdict and evidence (``claims.assess``), as
+    ``results/claims.json``, ``results/claims.md`` and ``results/tables/claims.tex``."""
+    from ..claims import cliniq_queries, overlap, render
+    from ..claims.assess import assess
+    from ..io import read_json, write_json, write_text
+    from ..scoring.significance import read_per_query
+    from ..workflow import paths
+
+    spec = sm.params.spec
+    rules, resampling, benchmarks = spec["rules"], spec["resampling"], spec["benchmarks"]
+    data = {b: {"values": {}, "overlap": {}, "verdict": None} for b in benchmarks}
+    for path in sm.input.per_query:
+        w = paths.parse(paths.PER_QUERY, path)
+        values = data[w["benchmark"]]["values"].setdefault(w["model"], {})
+        values.update({(w["task"], q): v for q, v in read_per_query(path, rules["metric"]).items()})
+    for path in sm.input.overlap:
+        w = paths.parse(paths.CLAIMS_OVERLAP, path)
+        data[w["benchmark"]]["overlap"].update({(w["task"], q): v for q, v in overlap.read_tsv(path).items()})
+    for path in sm.input.cliniq:
+        w = paths.parse(paths.CLAIMS_CLINIQ, path)
+        values = data[w["benchmark"]]["values"].setdefault(w["model"], {})
+        values.update({(w["task"], q): row for q, row in cliniq_queries.read_tsv(path).items()})
+    for path in sm.input.verdicts:
+        data[paths.parse(paths.COMPLETION_FILE, path)["benchmark"]]["verdict"] = read_json(path)
+    _check_lineage(sm.input.lineage, benchmarks)
+    found = []
+    for b, entry in benchmarks.items():
+        found += assess(b, entry["kind"], entry["claims"], data[b], rules, resampling, figures=entry["figures"])
+    for c in found:
+        c["figures"] = [paths.fill(paths.PLOT, benchmark=c["benchmark"], name=n, ext="png") for n in c["figures"]]
+        log.info("%s on %s: %s", c["id"], c["benchmark"], c["verdict"])
+    write_json(sm.output.json, found)
+    write_text(sm.output.md, render.markdown(found, rules, resampling))
+    write_text(sm.output.tex, render.latex(found, rules))
+
+
 def report_index(sm) -> None:
     """``results/index.html``: every table rendered, every plot shown, a link to every output."""
     from ..io import read_json, write_text
@@ -332,6 +427,14 @@ def report_index(sm) -> None:
     board = {e: paths.fill(paths.LEADERBOARD, ext=e) for e in ("md", "csv", "html")}
     sections = [("leaderboard", "Leaderboard", rendered(board["md"]) + [
         links(board["csv"], board["md"], board["html"], paths.fill(paths.TABLE, name="leaderboard"))])]
+    claims = {e: paths.fill(paths.CLAIMS, ext=e) for e in ("json", "md")}
+    if claims["json"] in files:  # the papers' claims, second: what a reproduction is judged by
+
+        from ..claims.render import html_section
+
+        sections.append(("claims", "Claims", html_section(read_json(claims["json"]),
+                                                          lambda png: rel(png) if png in files else None) + [
+            links(claims["json"], claims["md"], paths.fill(paths.TABLE, name="claims"))]))
     for b in spec["benchmarks"] + earlier:
         per = {e: paths.fill(paths.BENCHMARK_LEADERBOARD, benchmark=b, ext=e) for e in ("md", "csv", "html")}
         sections.append((f"benchmark-{b}", f"Benchmark {b}" + (" (earlier run)" if b in earlier else ""),

@@ -220,6 +220,12 @@ def _check_derived(cfg: dict, config_file: str) -> None:
             raise ConfigError(f"models.{job['reranker']}.llm names {shown(model['llm'])}, which is not an llms entry "
                               "with generate (the server, model and sampling to ask).", path=config_file,
                               fix=f"add llms: {{{model['llm']}: {{generate: {{model: <served name>}}}}}}.")
+    for name, model in cfg["models"].items():
+        words = [w.lower() for w in model.get("answers") or ()] if model["type"] == "llm_pointwise" else []
+        if words and words[0] == words[1]:
+            raise ConfigError(f"models.{name}.answers names the same word twice ({', '.join(model['answers'])}): "
+                              "every score would be 0.5.", path=config_file,
+                              fix='name the positive answer, then the negative one, e.g. ["yes", "no"].')
     for name, spec in cfg["fusion"].items():
         if name in cfg["models"]:
             raise ConfigError(f"fusion.{name}: the name is also a model.", path=config_file, fix="rename it.")
@@ -335,6 +341,14 @@ def _check_completion(cfg: dict, config_file: str) -> None:
     if "generate" not in (cfg.get("llms") or {}).get(llm, {}):
         raise ConfigError(f"{key}.llm names {llm!r}, which is not an llms entry with generate.", path=config_file,
                           fix=f"add llms.{llm}.generate (model, base_url_env, ...), the judge's server and model.")
+    labels = comp.get("human_labels")
+    if isinstance(labels, str):
+        comp["human_labels"] = labels = [labels]
+    stems = [Path(f).stem for f in labels or ()]
+    if len(set(stems)) < len(stems):
+        raise ConfigError(f"{key}.human_labels names two files of the same name ({', '.join(stems)}): the tables "
+                          "name each expert by the file's name.", path=config_file,
+                          fix="give each expert's file its own name (e.g. expert_a.tsv, expert_b.tsv).")
     runs = reg.runs_of(b)
     for run in comp.get("runs") or ():
         if run not in runs:
@@ -414,9 +428,23 @@ def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None =
     comp = cfg.get("cliniq_completion")
     for key, what in (("human_labels", "a TSV of query_id, chunk_id, label"),
                       ("prompt", "a text file with {QUERY}, {QUERY_TYPE} and {CHUNK}")):
-        if comp and comp[key] and not _exists(comp[key], base, "file"):
-            raise ConfigError(f"cliniq_completion.{key}: file {shown(comp[key])} not found.", path=config_file,
-                              fix=f"point it at {what}, or set it to null.")
+        files = comp[key] if comp and isinstance(comp[key], list) else [comp[key]] if comp and comp[key] else []
+        for file in files:
+            if not _exists(file, base, "file"):
+                raise ConfigError(f"cliniq_completion.{key}: file {shown(file)} not found.", path=config_file,
+                                  fix=f"point it at {what}, or set it to null.")
+    if comp and comp["coded_from"] == "codes":
+        from ..cliniq.codes import table_files
+
+        notes = Path(cfg["benchmarks"][comp["benchmark"]]["noteevents"]).expanduser()
+        missing = [name for name, path in table_files(notes if notes.is_absolute() else base / notes).items()
+                   if path is None]
+        if missing:
+            where = notes.parent
+            raise ConfigError(f"cliniq_completion.coded_from is codes, but MIMIC-III's {', '.join(missing)} "
+                              f"(.csv.gz or .csv) are not beside NOTEEVENTS in {shown(str(where))}.",
+                              path=config_file, fix="copy them from your MIMIC-III v1.4 folder there, or set "
+                                                    "coded_from: judgments (or auto).")
     for bname in registry.Registry(cfg).benchmarks:
         bench = cfg["benchmarks"][bname]
         if bench["layout"] == "cliniq":

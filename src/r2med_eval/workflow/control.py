@@ -76,6 +76,7 @@ class Workflow:
             "cliniq_benchmark": reg.cliniq_benchmarks,
             "completion_benchmark": reg.completion_benchmark(),
             "generic_benchmark": [b for b in reg.benchmarks if not reg.is_cliniq(b)],
+            "r2med_benchmark": [b for b, e in reg.claims().items() if e["kind"] == "r2med"],
             "private_benchmark": [b for b in reg.benchmarks if reg.is_private(b)],
             "public_benchmark": [b for b in reg.benchmarks if not reg.is_private(b)],
             "source_benchmark": [b for b, _ in reg.source_tasks()],

@@ -10,6 +10,9 @@ from .paths import (
     BM25_PAPER_QUERY_TOKENS,
     BM25_PAPER_TOKENS,
     CHUNK_IDS,
+    CLAIMS,
+    CLAIMS_CLINIQ,
+    CLAIMS_OVERLAP,
     CLINIQ_CHUNKS,
     CLINIQ_METRICS,
     CLINIQ_POOL,
@@ -47,6 +50,7 @@ from .paths import (
     PRIVATE_GENERATED,
     PRIVATE_VARIANT,
     PROVENANCE,
+    QRELS,
     QUERIES,
     QUERY_TYPES,
     R2MED_VS_PAPER,
@@ -355,20 +359,25 @@ class Inputs:
         b = wildcards.benchmark
         w = self._completion_task(b)
         folder = self.cfg["benchmarks"][b]["tasks"][w["task"]]["path"]
-        return {"annotations": [f"{folder}/queries_{t}.jsonl" for t in TYPES] + [f"{folder}/qrels_{t}.tsv"
-                                                                                  for t in TYPES],
-                "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w),
-                "ids": fill(CHUNK_IDS, **w), "runs": self._completion_runs(b)}
+        out = {"annotations": [f"{folder}/queries_{t}.jsonl" for t in TYPES] + [f"{folder}/qrels_{t}.tsv"
+                                                                                 for t in TYPES],
+               "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w),
+               "ids": fill(CHUNK_IDS, **w),
+               "runs": [fill(RUN, **w, model=m) for m in self.reg.completion_pool_runs()]}
+        if self.reg.completion_coded_from() == "codes":  # MIMIC's code tables, in cliniq.codes.TABLES order
+            out["code_tables"] = [str(p) for p in self.reg.completion_code_tables().values()]
+        return out
 
     def cliniq_completion_judge(self, wildcards) -> dict:
         w = self._completion_task(wildcards.benchmark)
-        return {"sample": fill(COMPLETION_SAMPLE, benchmark=wildcards.benchmark), "queries": fill(QUERIES, **w),
+        return {"sample": fill(COMPLETION_SAMPLE, benchmark=wildcards.benchmark),
+                "design": fill(COMPLETION_DESIGN, benchmark=wildcards.benchmark), "queries": fill(QUERIES, **w),
                 "chunks": fill(CLINIQ_CHUNKS, **w)}
 
     def cliniq_completion_estimate(self, wildcards) -> dict:
         out = self._completion_design(wildcards.benchmark)
         if self.reg.completion["human_labels"]:
-            out["human_labels"] = self.reg.completion["human_labels"]
+            out["human_labels"] = list(self.reg.completion["human_labels"])
         return out
 
     def cliniq_completion_rescore(self, wildcards) -> dict:
@@ -394,6 +403,42 @@ class Inputs:
         benchmarks = dict.fromkeys(b for b, t, _ in self.reg.run_tasks()
                                    if paper_task(self.cfg["benchmarks"][b]["tasks"][t]))
         return [fill(METRICS_TABLE, benchmark=b) for b in benchmarks]
+
+    # the claims (docs/report.md#claims)
+    def claims_overlap(self, wildcards) -> dict:
+        """The task's analysed corpus and queries (rule analyse_bm25_paper: ids and token numbers) and its qrels."""
+        w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
+        return {"tokens": fill(BM25_PAPER_TOKENS, **w), "query_tokens": fill(BM25_PAPER_QUERY_TOKENS, **w),
+                "qrels": fill(QRELS, **w)}
+
+    def claims_cliniq_run(self, wildcards) -> dict:
+        w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
+        return {"run": fill(RUN, **w, model=wildcards.model), "cliniq_qrels": fill(CLINIQ_QRELS, **w),
+                "query_types": fill(QUERY_TYPES, **w), "ids": fill(CHUNK_IDS, **w)}
+
+    def claims(self, wildcards) -> dict:
+        """What the claims read: the per-query files of the runs they compare (CliniQ: their per-query figures by
+        match type), the lexical overlap of every R2MED-layout task, the lineage of the reranked and fused runs they
+        compare, the judgment completion's verdict."""
+        out: dict[str, list[str]] = {"per_query": [], "overlap": [], "cliniq": [], "lineage": [], "verdicts": []}
+        for b, entry in self.reg.claims().items():
+            specs = entry["claims"]
+            runs = list(dict.fromkeys(r for spec in specs.values() for r in spec["runs"]))
+            derived = [r for p in specs["r2med.rerank_depth"]["pairs"] for r in (p["shallow"], p["deep"])] \
+                if "r2med.rerank_depth" in specs else []
+            derived += [f["fusion"] for f in specs["cliniq.rrf_improves"]["fusions"]] \
+                if "cliniq.rrf_improves" in specs else []
+            for t in entry["tasks"]:
+                w = {"benchmark": b, "task": t}
+                if entry["kind"] == "cliniq":
+                    out["cliniq"] += [fill(CLAIMS_CLINIQ, **w, model=r) for r in runs]
+                else:
+                    out["per_query"] += [fill(PER_QUERY, **w, model=r) for r in runs]
+                    out["overlap"].append(fill(CLAIMS_OVERLAP, **w))
+                out["lineage"] += [fill(RUN_LINEAGE, **w, model=r) for r in dict.fromkeys(derived)]
+            if b in self.reg.completion_benchmark():
+                out["verdicts"].append(fill(COMPLETION_FILE, benchmark=b, name="verdict", ext="json"))
+        return out
 
     def report_index(self) -> list[str]:
         """Every output the index page links: the targets of ``rule all`` but the page itself, and the report files an
@@ -431,17 +476,23 @@ def prompt_file(spec: dict) -> str:
 # ---------------------------------------------------------------- targets of rule all
 
 
+def plot_names(reg: Registry, benchmark: str) -> list[str]:
+    """The figures of a benchmark (``results/plots/{benchmark}/{name}.{png,svg}``) but the judgment completion's."""
+    names = ["by_task", "heatmap"]
+    names += ["rerank_depth"] if reg.rerank_lineage(benchmark) else []
+    names += ["scatter"] if reg.scatter_runs(benchmark) else []
+    names += ["cliniq_by_match_type", "cliniq_by_query_type"] if reg.is_cliniq(benchmark) else []
+    return names
+
+
 def report_targets(reg: Registry) -> list[str]:
     targets = [fill(LEADERBOARD, ext="html"), fill(TABLE, name="leaderboard")]
     targets += [fill(SIGNIFICANCE, ext=e) for e in ("csv", "md")] + [PROVENANCE]
+    targets += [fill(CLAIMS, ext=e) for e in ("json", "md")] + [fill(TABLE, name="claims")]
     for b in reg.benchmarks:
         targets += [fill(BENCHMARK_LEADERBOARD, benchmark=b, ext=e) for e in ("csv", "md", "html")]
         targets.append(fill(TABLE, name=f"leaderboard-{b}"))
-        names = ["by_task", "heatmap"]
-        names += ["rerank_depth"] if reg.rerank_lineage(b) else []
-        names += ["scatter"] if reg.scatter_runs(b) else []
-        names += ["cliniq_by_match_type", "cliniq_by_query_type"] if reg.is_cliniq(b) else []
-        targets += [fill(PLOT, benchmark=b, name=n, ext=e) for n in names for e in ("png", "svg")]
+        targets += [fill(PLOT, benchmark=b, name=n, ext=e) for n in plot_names(reg, b) for e in ("png", "svg")]
         targets.append(fill(PALETTE, benchmark=b))
     return targets
 
