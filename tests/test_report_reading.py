@@ -24,7 +24,7 @@ from r2med_eval.cliniq import completion_report as rep
 from r2med_eval.errors import ConfigError
 from r2med_eval.report import leaderboard
 from r2med_eval.scoring import fusion, significance, stats
-from r2med_eval.workflow import config, inputs
+from r2med_eval.workflow import config, earlier, inputs
 from r2med_eval.workflow.params import Params
 from r2med_eval.workflow.registry import Registry
 
@@ -390,16 +390,18 @@ def test_earlier_benchmarks_and_left_files_are_found_when_planning(tmp_path, mon
         (res / rel).parent.mkdir(parents=True, exist_ok=True)
         (res / rel).write_text("x")
     found = inputs.Inputs(reg)
-    assert found.earlier_benchmarks() == ["cliniq-demo"]
+    assert earlier.benchmarks(reg) == ["cliniq-demo"]
     assert found.earlier_tables() == ["results/metrics/cliniq-demo.jsonl"]
     assert found.earlier_boards() == ["results/leaderboards/cliniq-demo.csv"]
-    assert found.earlier_files() == sorted(f"results/{r}" for r in (
+    assert earlier.files(reg) == sorted(f"results/{r}" for r in (
         "leaderboards/cliniq-demo.md", "leaderboards/cliniq-demo.csv", "tables/leaderboard-cliniq-demo.tex",
         "tables/cliniq-cliniq-demo-by_match_type.tex", "plots/cliniq-demo/by_task.png",
         "cliniq/cliniq-demo/by_match_type.md", "cliniq/cliniq-demo/pool.tsv"))
-    assert found.stale_files() == ["results/leaderboards/gone.md", "results/plots/demo/rerank_depth.png"]
-    assert found.unselected_runs() == {"demo/demo": ["minilm"]}
-    assert set(found.earlier_files()) <= set(found.report_index())
+    assert earlier.stale(reg, inputs.all_targets(reg)) == ["results/leaderboards/gone.md",
+                                                           "results/plots/demo/rerank_depth.png"]
+    assert earlier.unselected_runs(reg) == {"demo/demo": ["minilm"]}
+    assert set(earlier.files(reg)) <= set(found.report_index())
+    assert Params(reg).report_index(None)["stale"] == earlier.stale(reg, inputs.all_targets(reg))
     assert Params(reg).report_index(None)["earlier"] == ["cliniq-demo"]
 
 

@@ -443,27 +443,16 @@ class Inputs:
     def report_index(self) -> list[str]:
         """Every output the index page links: the targets of ``rule all`` but the page itself, and the report files an
         earlier run left of a benchmark this configuration does not select (``earlier_files``)."""
-        return [t for t in all_targets(self.reg) if t != INDEX_PAGE] + self.earlier_files()
+        return [t for t in all_targets(self.reg) if t != INDEX_PAGE] + earlier.files(self.reg)
 
     # what earlier runs left: the report is the union of what is scored (workflow.earlier)
-    def earlier_benchmarks(self) -> list[str]:
-        return earlier.benchmarks(self.reg)
-
     def earlier_tables(self) -> list[str]:
-        return [fill(METRICS_TABLE, benchmark=b) for b in self.earlier_benchmarks()]
+        return [fill(METRICS_TABLE, benchmark=b) for b in earlier.benchmarks(self.reg)]
 
     def earlier_boards(self) -> list[str]:
         """The per-benchmark leaderboard CSVs of the earlier benchmarks (their significance marks), where present."""
-        return earlier.existing(fill(BENCHMARK_LEADERBOARD, benchmark=b, ext="csv") for b in self.earlier_benchmarks())
-
-    def earlier_files(self) -> list[str]:
-        return earlier.files(self.reg)
-
-    def stale_files(self) -> list[str]:
-        return earlier.stale(self.reg, all_targets(self.reg))
-
-    def unselected_runs(self) -> dict[str, list[str]]:
-        return earlier.unselected_runs(self.reg)
+        return earlier.existing(fill(BENCHMARK_LEADERBOARD, benchmark=b, ext="csv")
+                                for b in earlier.benchmarks(self.reg))
 
 
 def prompt_file(spec: dict) -> str:

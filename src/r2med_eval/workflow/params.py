@@ -356,9 +356,9 @@ class Params:
         return self._report()
 
     def leaderboard(self, wildcards) -> dict:
-        from .inputs import Inputs
+        from . import earlier
 
-        out = {**self.leaderboard_benchmark(wildcards), "unselected": Inputs(self.reg).unselected_runs()}
+        out = {**self.leaderboard_benchmark(wildcards), "unselected": earlier.unselected_runs(self.reg)}
         folder = self.cfg["leaderboard"].get("mteb_reference")
         if folder:
             out["mteb_reference"] = {"folder": folder,
@@ -473,12 +473,12 @@ class Params:
     def report_index(self, wildcards) -> dict:
         """The selected benchmarks' sections; the earlier benchmarks' (shown as an earlier run left them) and the
         report files of earlier runs that nothing shows (listed), as found when the workflow is planned."""
-        from .inputs import Inputs
+        from . import earlier
+        from .inputs import all_targets
 
-        inputs = Inputs(self.reg)
         return {"benchmarks": list(self.reg.benchmarks), "cliniq": list(self.reg.cliniq_benchmarks),
-                "completion": self.reg.completion_benchmark(), "earlier": inputs.earlier_benchmarks(),
-                "stale": inputs.stale_files()}
+                "completion": self.reg.completion_benchmark(), "earlier": earlier.benchmarks(self.reg),
+                "stale": earlier.stale(self.reg, all_targets(self.reg))}
 
     # ------------------------------------------------------------ CliniQ's judgment completion
 
