@@ -436,6 +436,8 @@ def test_run_monitor_prints_a_line_per_job_an_eta_and_the_end(tmp_path, monkeypa
     m.job_started(2, "retrieve", {"model": "x"}, ["logs/retrieve/x.log"])
     m.job_failed(2, "retrieve", ["logs/retrieve/x.log"])
     assert lines[-1] == "r2med-eval: FAILED retrieve x; its log: logs/retrieve/x.log"
+    m.job_failed(2, "retrieve", ["logs/retrieve/x.log"])  # Snakemake reports it again: one line
+    assert lines[-2] != lines[-1]
     m.message(logging.INFO, "Select jobs to execute...")
     m.message(logging.WARNING, "Warning: something")
     assert lines[-1] == "Warning: something"

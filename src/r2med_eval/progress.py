@@ -240,6 +240,7 @@ class RunMonitor:
         self.done_by_rule: dict[str, list[float]] = {}
         self.prior_mean: dict[str, float | None] = {}
         self.failed: list[tuple[str, list[str]]] = []
+        self.failed_ids: set = set()
         self.cores: int | None = None
         self.total = 0
         self.done = 0
@@ -285,6 +286,10 @@ class RunMonitor:
                    f"{duration(self.clock() - self.start)}, ETA {duration(eta) if eta is not None else 'unknown'}")
 
     def job_failed(self, jobid, rule: str, log=()) -> None:
+        """Once per job (Snakemake reports a failed job's error more than once)."""
+        if jobid is not None and jobid in self.failed_ids:
+            return
+        self.failed_ids.add(jobid)
         job = self.jobs.pop(jobid, None)
         label = job["label"] if job else rule
         logs = [str(x) for x in log or ()] or (job["log"] if job else [])
