@@ -442,11 +442,18 @@ def test_run_monitor_prints_a_line_per_job_an_eta_and_the_end(tmp_path, monkeypa
     m.message(logging.WARNING, "Warning: something")
     assert lines[-1] == "Warning: something"
     m.message(logging.INFO, "Complete log(s): /w/.snakemake/log/x.snakemake.log")
-    assert lines[-4:] == ["r2med-eval: 1/3 jobs in 5s, 1 failed", "r2med-eval: failed retrieve x: logs/retrieve/x.log",
-                          f"r2med-eval: report: {tmp_path / 'results' / 'index.html'}",
-                          "r2med-eval: Snakemake's full log: /w/.snakemake/log/x.snakemake.log"]
+    assert lines[-3:] == ["r2med-eval: 1/3 jobs in 5s, 1 failed", "r2med-eval: failed retrieve x: logs/retrieve/x.log",
+                          "r2med-eval: Snakemake's full log: /w/.snakemake/log/x.snakemake.log"]  # no report page
     m.summary()  # once
-    assert len(lines) == 8
+    assert len(lines) == 7
+    # a run without failures ends on the report page
+    done = progress.RunMonitor(lines.append, clock=lambda: now[0], prior=lambda rule: [])
+    done.message(logging.INFO, "Nothing to be done (all requested files are present and up to date).")
+    assert lines[-1] == f"r2med-eval: report: {tmp_path / 'results' / 'index.html'}"
+    broken = progress.RunMonitor(lines.append, clock=lambda: now[0], prior=lambda rule: [])
+    broken.message(logging.ERROR, "r2med-eval: config.yaml: leaderboard.metric 'x' ...")
+    broken.summary()
+    assert "report:" not in lines[-1]
     assert progress.read_benchmark_seconds(bench) == 4.0 and progress.read_benchmark_seconds(tmp_path / "no") is None
 
 

@@ -241,6 +241,7 @@ class RunMonitor:
         self.prior_mean: dict[str, float | None] = {}
         self.failed: list[tuple[str, list[str]]] = []
         self.failed_ids: set = set()
+        self.errors = 0  # error records: the run did not end well, whatever the report page on disk says
         self.cores: int | None = None
         self.total = 0
         self.done = 0
@@ -309,6 +310,8 @@ class RunMonitor:
             self.write(f"r2med-eval: {text}")
             self.summary()
             return
+        if level >= logging.ERROR:
+            self.errors += 1
         if level >= logging.WARNING:
             self.write(text)
 
@@ -347,7 +350,8 @@ class RunMonitor:
         return max(left, 0.0) / concurrency
 
     def summary(self) -> None:
-        """The end of the run: the report page, the failed jobs' logs, Snakemake's full log (once)."""
+        """The end of the run: the failed jobs' logs, the report page (after a run without errors), Snakemake's full
+        log (once)."""
         if self.summarised:
             return
         self.summarised = True
@@ -356,7 +360,7 @@ class RunMonitor:
             self.write(f"r2med-eval: {self.done}/{self.total} jobs in {duration(self.clock() - self.start)}, {state}")
         for label, logs in self.failed:
             self.write(f"r2med-eval: failed {label}: {', '.join(logs) if logs else 'no log file'}")
-        if os.path.isfile(self.index_page):
+        if os.path.isfile(self.index_page) and not self.failed and not self.errors:
             self.write(f"r2med-eval: report: {os.path.abspath(self.index_page)}")
         if self.logfile:
             self.write(f"r2med-eval: Snakemake's full log: {self.logfile}")
