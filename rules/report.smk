@@ -33,9 +33,7 @@ rule significance:
 
 rule leaderboard:
     input:
-        metrics=W.inputs.metric_tables(),
-        significance=paths.fill(paths.SIGNIFICANCE, ext="csv"),
-        mteb_reference=W.inputs.mteb_reference(),
+        **W.inputs.leaderboard(),
     output:
         csv=report(
             paths.fill(paths.LEADERBOARD, ext="csv"),
@@ -66,8 +64,7 @@ rule leaderboard:
 
 rule leaderboard_benchmark:
     input:
-        metrics=W.inputs.benchmark_metric_table,
-        significance=paths.fill(paths.SIGNIFICANCE, ext="csv"),
+        unpack(W.inputs.leaderboard_benchmark),
     output:
         csv=paths.partial(paths.BENCHMARK_LEADERBOARD, ext="csv"),
         md=paths.partial(paths.BENCHMARK_LEADERBOARD, ext="md"),

@@ -82,7 +82,8 @@ def cmd_fuse(args) -> int:
     from . import api
     from .scoring import runs
 
-    fused = api.fuse(list(args.runs), args.method, k=args.k, weights=args.weights, depth=args.depth)
+    fused = api.fuse(list(args.runs), args.method, k=args.k, weights=args.weights, depth=args.depth,
+                     convention=args.convention)
     if args.output == "-":
         import tempfile
 
@@ -105,9 +106,19 @@ def checkout() -> Path | None:
     return None
 
 
+def _given(extra: list[str], *names: str) -> bool:
+    """Whether a Snakemake option is among the passed-through arguments (``--opt``, ``--opt=x``, ``-d x``)."""
+    return any(a == n or a.startswith(n + "=") for a in extra for n in names)
+
+
 def run_command(args, extra: list[str]) -> list[str]:
     """``snakemake`` as the README's command 1 runs it (``--cores``, ``--rerun-incomplete``, target ``all``), with
-    the repository's SLURM profile under ``--slurm``, and the remaining arguments passed through."""
+    the repository's SLURM profile under ``--slurm``, and the remaining arguments passed through. Run in a folder
+    that is neither the checkout nor holds a config.yaml of its own, the checkout is the working directory
+    (``--directory``: its config.yaml and the demo's relative paths); ``--configfile`` paths are taken from where
+    the command runs, else from the checkout. The terminal shows one line
+    per finished job (the logger plugin ``r2med-eval``, ``progress.RunMonitor``) unless ``--verbose`` (Snakemake's
+    own output), a dry run, or ``--logger`` of the user's."""
     import importlib.util
 
     if importlib.util.find_spec("snakemake") is None:
@@ -117,12 +128,32 @@ def run_command(args, extra: list[str]) -> list[str]:
     if repo is None:
         raise InputError("no r2med-eval checkout here (a folder with the Snakefile and rules/).",
                          fix="run it in your clone of r2med-eval (pip install -e . from it).")
+    extra = list(extra)
+    in_configfiles = False
+    for i, a in enumerate(extra):  # relative config files: where the command runs, else the checkout's
+        if a.startswith("-"):
+            in_configfiles = a in ("--configfile", "--configfiles")
+            continue
+        if in_configfiles and not Path(a).is_absolute():
+            found = [p for p in (Path(a), repo / a) if p.is_file()]
+            extra[i] = str(found[0].resolve()) if found else a
     cmd = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile")]
+    if (repo.resolve() != Path.cwd().resolve() and not (Path.cwd() / "config.yaml").is_file()
+            and not _given(extra, "--directory", "-d")):  # a folder without its own config.yaml: the checkout's
+        cmd += ["--directory", str(repo)]
     if args.slurm:
         cmd += ["--profile", str(repo / "profiles" / "slurm")]
     else:
         cmd += ["--cores", str(args.cores)]
     cmd += ["--rerun-incomplete"]
+    verbose = getattr(args, "verbose", False)
+    quiet_terminal = not (verbose or _given(extra, "--logger", "--dry-run", "--dryrun", "-n", "--verbose",
+                                                   "--report", "--lint", "--unlock", "--summary", "--detailed-summary",
+                                                   "--list-rules", "--list", "-l", "--dag", "--rulegraph"))
+    if quiet_terminal:
+        cmd += ["--logger=r2med-eval"]  # "=": the option takes several values
+    if verbose:
+        cmd += ["--verbose"]
     cmd += extra
     if not [a for a in extra if not a.startswith("-")] and "--report" not in extra:
         cmd.append("all")  # no target given: the default job
@@ -132,6 +163,9 @@ def run_command(args, extra: list[str]) -> list[str]:
 def cmd_run(args, extra: list[str]) -> int:
     cmd = run_command(args, extra)
     print("r2med-eval: " + " ".join(cmd[1:]), file=sys.stderr)
+    if "--directory" in cmd and "--directory" not in extra:
+        print(f"r2med-eval: working directory {cmd[cmd.index('--directory') + 1]} (the checkout: its config.yaml, "
+              "results/ and logs/)", file=sys.stderr)
     return subprocess.call(cmd)
 
 
@@ -177,7 +211,7 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compare", help="significance table against a baseline",
                        description="Every run against the baseline, as the pipeline's significance stage: paired "
-                                   "t-test and randomization test, Holm-corrected, 95%% bootstrap intervals.")
+                                   "t-test and randomization test, Holm-corrected, 95% bootstrap intervals.")
     qrels_options(p)
     p.add_argument("runs", nargs="+", help="TREC run files (named after their file names, or --names)")
     p.add_argument("--baseline", required=True, help="the run the others are tested against")
@@ -199,6 +233,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=60, help="RRF constant (default 60)")
     p.add_argument("--weights", type=float, nargs="+", help="linear fusion weights (default equal)")
     p.add_argument("--depth", type=int, help="use only each run's top DEPTH")
+    p.add_argument("--convention", choices=["floor", "ranx"], default="floor",
+                   help="minmax/zscore: floor (a missing document gets the run's lowest normalised score; default) or "
+                        "ranx (0, the mean for zscore, as ranx's min-max/zmuv norms with wsum)")
     p.add_argument("--tag", default="fused", help="the run tag (last column)")
     p.add_argument("-o", "--output", default="-", help="the fused TREC run (default: standard output)")
     p.set_defaults(func=cmd_fuse)
@@ -206,10 +243,14 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run the workflow (snakemake)",
                        description="Run the r2med-eval workflow of this checkout through Snakemake: `snakemake "
                                    "--cores N --rerun-incomplete all`, or through the repository's SLURM profile "
-                                   "(profiles/slurm). Other arguments (targets, --configfile, --config, -n, ...) "
-                                   "are passed to Snakemake.")
+                                   "(profiles/slurm), from any directory (the checkout is the working directory). "
+                                   "Other arguments (targets, --configfile, --config, -n, ...) are passed to "
+                                   "Snakemake.")
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1, help="local cores (default: all)")
     p.add_argument("--slurm", action="store_true", help="submit the jobs to SLURM with profiles/slurm")
+    p.add_argument("--verbose", action="store_true",
+                   help="Snakemake's full output on the terminal (default: a line per finished job with an ETA; the "
+                        "full output is in .snakemake/log/, named at the end)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("build-medquad", help="build MedQuAD / LiveQA-Med in BEIR layout from its public sources",

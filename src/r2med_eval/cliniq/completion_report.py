@@ -28,8 +28,8 @@ def verdict(benchmark: str, info: dict, overall: dict, rescored: list[dict], ran
     """The verdict on the benchmark's multi-patient conclusions (all queries): a conclusion is an ordering of two
     systems by one effectiveness figure (MRR, both nDCG@10, Recall@100); it holds when the completed judgments keep
     it; the benchmark's multi-patient results are called unreliable when any system moves by more than
-    ``threshold`` relative points on one of those figures or any ordering flips. Returns {reliable, text, moved,
-    flipped}."""
+    ``threshold`` relative points on one of those figures or any ordering flips, and the test inconclusive when no
+    answer of the judge could be used. Returns {reliable, status, headline (the one line), text, moved, flipped}."""
     eff = [r for r in rescored if r["group"] == "all" and r["metric"] in EFFECTIVENESS]
     moved = [r for r in eff if r["moved"]]
     flips = {r["metric"]: r["flipped_pairs"] for r in ranks if r["group"] == "all" and r["metric"] in EFFECTIVENESS}
@@ -83,15 +83,36 @@ def verdict(benchmark: str, info: dict, overall: dict, rescored: list[dict], ran
         parts.append(f"No system moves by more than {threshold:g} relative points on MRR, nDCG@10 (either variant) "
                      "or Recall@100.")
     reliable = not moved and not flipped
+    status = "inconclusive" if not overall["covered"] else "reliable" if reliable else "unreliable"
+    movers = list(dict.fromkeys(r["model"] for r in moved))
+    line = []
+    line.append(f"false-negative rate {_pct(overall['rate'], 2)} (95% CI {_pct(overall['rate_low'], 2)} to "
+                f"{_pct(overall['rate_high'], 2)});" if overall["covered"] else "no usable answer of the judge;")
+    line.append(f"{len(movers)} of {systems} system{'s' if systems != 1 else ''} moved by more than {threshold:g} "
+                f"relative points" + (f" ({', '.join(movers)})" if movers else "") + ";")
+    line.append("flipped: " + "; ".join(f"{a} > {b} by {label(m)}" for m, a, b in flipped) + "." if flipped
+                else "no ordering flipped.")
     if overall["covered"]:
         parts.append("The benchmark's multi-patient conclusions therefore hold under the completed judgments."
                      if reliable else
                      "By the test's rule (a move above the threshold or a flipped ordering), the benchmark's "
                      "multi-patient results are unreliable on this evidence; the conclusions listed as holding above "
                      "remain supported.")
-    status = "inconclusive" if not overall["covered"] else "reliable" if reliable else "unreliable"
-    return {"reliable": reliable and bool(overall["covered"]), "status": status, "text": " ".join(parts),
+    if info["malformed"]:
+        line.append(f"{share * 100:.1f}% of the judge's answers malformed.")
+    return {"reliable": reliable and bool(overall["covered"]), "status": status,
+            "headline": f"{status.capitalize()}: " + " ".join(line), "text": " ".join(parts),
             "moved": [(r["model"], r["metric"]) for r in moved], "flipped": flipped, "malformed_share": share}
+
+
+def verdict_markdown(benchmark: str, result: dict) -> str:
+    """The verdict at a glance: one line (reliable / unreliable / inconclusive, the false-negative rate with its
+    interval, how many systems moved, which pairs flipped), then the reasoning."""
+    from ..report.tables import md_escape
+
+    head = result["headline"].split(": ", 1)[1]
+    return (f"## Verdict ({md_escape(benchmark)})\n\n**{result['status'].capitalize()}**: {md_escape(head)}\n\n"
+            f"Details: {md_escape(result['text'])}\n")
 
 
 # ------------------------------------------------------------------ tables
@@ -154,12 +175,21 @@ def estimates_markdown(benchmark: str, rows: list[dict], info: dict) -> str:
            "are left out).", "",
            "| group | measure | queries | population | covered | judged | malformed | found | FNR x 100 | 95% CI | "
            "missing | 95% CI |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
-    for r in rows:
+    kept = compact_estimates(rows)
+    if len(kept) < len(rows):
+        out.insert(-2, f"Match types only where the judge found one ({len(rows) - len(kept)} rows without any are in "
+                   "estimates.csv).\n")
+    for r in kept:
         out.append(f"| {md_escape(r['group'])} | {md_escape(r['measure'])} | {r['queries']} | {r['population']} | "
                    f"{r['covered']} | {r['judged']} | {r['malformed']} | {r['found']} | {_num(r['rate'] * 100, 2)} | "
                    f"{_ci(r['rate_low'], r['rate_high'])} | {_num(r['missing'], 1)} | "
                    f"{_ci(r['missing_low'], r['missing_high'], 1.0, 1)} |")
     return "\n".join(out) + "\n"
+
+
+def compact_estimates(rows: list[dict]) -> list[dict]:
+    """The rows a reader needs: every group's relevant chunks, a match type's only where the judge found one."""
+    return [r for r in rows if r["measure"] == "relevant" or r["found"]]
 
 
 def rescored_markdown(benchmark: str, rescored: list[dict], ranks: list[dict], threshold: float) -> str:

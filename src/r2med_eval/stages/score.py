@@ -328,9 +328,9 @@ def cliniq_completion_rescore(sm) -> None:
     write_text(sm.output.rescored_tex, rep.rescored_latex(bench, rescored, spec["move_threshold"]))
     write_text(sm.output.ranking_csv, rep.csv_text(rep.RANKING_COLUMNS, rep.ranking_rows(ranks)))
     write_text(sm.output.ranking_tex, rep.ranking_latex(bench, ranks))
-    write_text(sm.output.verdict_md, f"## Verdict ({bench})\n\n{verdict['text']}\n")
+    write_text(sm.output.verdict_md, rep.verdict_markdown(bench, verdict))
     write_json(sm.output.verdict_json, {"benchmark": bench, "status": verdict["status"],
-                                        "reliable": verdict["reliable"],
+                                        "reliable": verdict["reliable"], "headline": verdict["headline"],
                                         "moved": [list(x) for x in verdict["moved"]],
                                         "flipped": [list(x) for x in verdict["flipped"]],
                                         "judgments_added": added, "queries_completed": len(design),

@@ -282,16 +282,35 @@ def _check_derived(cfg: dict, config_file: str) -> None:
                               path=config_file, fix="give one weight per run.")
 
 
-def _check_report(cfg: dict, config_file: str) -> None:
-    """The leaderboard metric must be one score_run computes; the baseline and the scatter runs must be
-    configured runs (the baseline also selected)."""
-    from ..scoring.metrics import metric_names
+def metric_name(name, key: str = "leaderboard.metric", config_file: str = "config.yaml") -> str:
+    """score_run's name of a metric named as score_run (``ndcg_at_10``), ir_measures (``nDCG@10``, ``R@100``,
+    ``AP@100``, ``P@10``, ``RR``) or trec_eval (``ndcg_cut_10``, ``recall_100``, ``recip_rank``) names it: the
+    configuration takes the command line's names, and the params hold one spelling, so that a respelling reruns
+    nothing. A measure score_run does not compute stops with its names."""
+    from ..errors import InputError
+    from ..scoring.metrics import measure, metric_names
 
-    metric = cfg["leaderboard"]["metric"]
-    if metric not in metric_names():
-        raise ConfigError(f"leaderboard.metric {shown(metric)} is not a computed metric{_hint(metric, metric_names())} "
-                          f"(computed: {', '.join(metric_names())}).", path=config_file,
-                          fix="name one of the computed metrics.")
+    names = metric_names()
+    if name in names:
+        return name
+    computed = f"(computed: {', '.join(names)}; or the same measures as nDCG@10, R@100, AP@100, P@10, RR)"
+    try:
+        wanted = measure(name)
+    except InputError:
+        raise ConfigError(f"{key} {shown(name)} is not a computed metric{_hint(str(name), names)} {computed}.",
+                          path=config_file, fix="name one of the computed metrics.") from None
+    for ours in names:
+        m = measure(ours)
+        if (m.trec, m.rel, m.depth) == (wanted.trec, wanted.rel, wanted.depth):
+            return ours
+    raise ConfigError(f"{key} {shown(name)} is a measure score_run does not compute {computed}.", path=config_file,
+                      fix="name one of the computed metrics, or score it with r2med-eval eval (docs/api.md).")
+
+
+def _check_report(cfg: dict, config_file: str) -> None:
+    """The leaderboard metric must be one score_run computes (in its name or in ir_measures' or trec_eval's spelling,
+    ``metric_name``); the baseline and the scatter runs must be configured runs (the baseline also selected)."""
+    cfg["leaderboard"]["metric"] = metric_name(cfg["leaderboard"]["metric"], "leaderboard.metric", config_file)
     report = cfg["report"]
     configured = set(cfg["models"]) | set(registry.derived_jobs(cfg)) | set(registry.all_variant_names(cfg))
     runs = registry.Registry(cfg).all_runs

@@ -3,6 +3,7 @@ where they lie from ``workflow.paths``."""
 
 from __future__ import annotations
 
+from . import earlier
 from .paths import (
     BENCHMARK_LEADERBOARD,
     BM25_PAPER_FIT,
@@ -303,12 +304,27 @@ class Inputs:
                    for g in ("match_type", "query_type")}, "palette": fill(PALETTE, benchmark=wildcards.benchmark),
                 "metrics": self.benchmark_metric_table(wildcards)}
 
+    def llm_lineage(self, benchmark: str | None = None) -> list[str]:
+        """The lineage JSONs of the LLM-reranked runs (their accounting, unusable answers included)."""
+        return [fill(RUN_LINEAGE, benchmark=b, task=t, model=r) for b, t, r in self.reg.run_tasks()
+                if self.reg.llm_reranked(r) and (benchmark is None or b == benchmark)]
+
+    def leaderboard(self) -> dict:
+        """The combined leaderboard: every benchmark's collected metrics, the significance table, the LLM-reranked
+        runs' lineage, and what earlier runs left of benchmarks this configuration does not select."""
+        return {"metrics": self.metric_tables(), "significance": fill(SIGNIFICANCE, ext="csv"),
+                "mteb_reference": self.mteb_reference(), "lineage": self.llm_lineage(),
+                "earlier": self.earlier_tables(), "earlier_boards": self.earlier_boards()}
+
+    def leaderboard_benchmark(self, wildcards) -> dict:
+        return {"metrics": self.benchmark_metric_table(wildcards), "significance": fill(SIGNIFICANCE, ext="csv"),
+                "lineage": self.llm_lineage(wildcards.benchmark)}
+
     def provenance(self) -> dict:
         """Metrics and task statistics; each run file is named in its metrics JSON (and hashed from there)."""
         return {"metrics": self.metric_tables(), "stats": self.stats_files(),
                 "generation": [fill(GENERATED_INFO, **g) for g in self.reg.generated_variants()],
-                "llm_rerank": [fill(RUN_LINEAGE, benchmark=b, task=t, model=r) for b, t, r in self.reg.run_tasks()
-                               if self.reg.llm_reranked(r)],
+                "llm_rerank": self.llm_lineage(),
                 "judging": [fill(COMPLETION_JUDGING, benchmark=b) for b in self.reg.completion_benchmark()]}
 
 
@@ -425,8 +441,18 @@ class Inputs:
         return out
 
     def report_index(self) -> list[str]:
-        """Every output the index page links: the targets of ``rule all`` but the page itself."""
-        return [t for t in all_targets(self.reg) if t != INDEX_PAGE]
+        """Every output the index page links: the targets of ``rule all`` but the page itself, and the report files an
+        earlier run left of a benchmark this configuration does not select (``earlier_files``)."""
+        return [t for t in all_targets(self.reg) if t != INDEX_PAGE] + earlier.files(self.reg)
+
+    # what earlier runs left: the report is the union of what is scored (workflow.earlier)
+    def earlier_tables(self) -> list[str]:
+        return [fill(METRICS_TABLE, benchmark=b) for b in earlier.benchmarks(self.reg)]
+
+    def earlier_boards(self) -> list[str]:
+        """The per-benchmark leaderboard CSVs of the earlier benchmarks (their significance marks), where present."""
+        return earlier.existing(fill(BENCHMARK_LEADERBOARD, benchmark=b, ext="csv")
+                                for b in earlier.benchmarks(self.reg))
 
 
 def prompt_file(spec: dict) -> str:

@@ -332,7 +332,7 @@ class Params:
 
     def fuse_runs(self, wildcards) -> dict:
         job = self.reg.derived[wildcards.model]
-        keys = ("method", "runs", "depth") + (("k",) if job["method"] == "rrf" else ("weights",))
+        keys = ("method", "runs", "depth") + (("k",) if job["method"] == "rrf" else ("weights", "convention"))
         return _pick(job, keys)
 
     def score_cliniq(self, wildcards) -> dict:
@@ -350,13 +350,15 @@ class Params:
     def _report(self) -> dict:
         rep = self.cfg["report"]
         return {"baseline": self.reg.report_baseline(), "metric": self.cfg["leaderboard"]["metric"],
-                **_pick(rep, ("permutations", "bootstrap", "seed", "alpha"))}
+                **_pick(rep, ("permutations", "bootstrap", "seed", "alpha", "holm"))}
 
     def significance(self, wildcards) -> dict:
         return self._report()
 
     def leaderboard(self, wildcards) -> dict:
-        out = _pick(self._report(), ("baseline", "metric", "alpha", "permutations"))
+        from . import earlier
+
+        out = {**self.leaderboard_benchmark(wildcards), "unselected": earlier.unselected_runs(self.reg)}
         folder = self.cfg["leaderboard"].get("mteb_reference")
         if folder:
             out["mteb_reference"] = {"folder": folder,
@@ -393,7 +395,8 @@ class Params:
         return {"entries": entries}
 
     def leaderboard_benchmark(self, wildcards) -> dict:
-        return _pick(self._report(), ("baseline", "metric", "alpha", "permutations"))
+        return {**_pick(self._report(), ("baseline", "metric", "alpha", "permutations", "holm")),
+                "judged_below": self.cfg["leaderboard"]["judged_below"]}
 
     def plot_palette(self, wildcards) -> dict:
         """The benchmark's runs in configuration order, each with its place among every benchmark's runs (the
@@ -468,8 +471,14 @@ class Params:
                 "benchmarks": out}
 
     def report_index(self, wildcards) -> dict:
+        """The selected benchmarks' sections; the earlier benchmarks' (shown as an earlier run left them) and the
+        report files of earlier runs that nothing shows (listed), as found when the workflow is planned."""
+        from . import earlier
+        from .inputs import all_targets
+
         return {"benchmarks": list(self.reg.benchmarks), "cliniq": list(self.reg.cliniq_benchmarks),
-                "completion": self.reg.completion_benchmark()}
+                "completion": self.reg.completion_benchmark(), "earlier": earlier.benchmarks(self.reg),
+                "stale": earlier.stale(self.reg, all_targets(self.reg))}
 
     # ------------------------------------------------------------ CliniQ's judgment completion
 
