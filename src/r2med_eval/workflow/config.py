@@ -13,55 +13,20 @@ from pathlib import Path
 
 import yaml
 
-from ..bounds import TreeProblem, check_tree, key_path, shown
+from ..bounds import TreeProblem, check_tree, shown
 from ..errors import ConfigError, did_you_mean, name_list
 from . import registry
-from .schema import SCHEMA_PATH, _load_schema, cliniq_default, fill_defaults, load_schema, schema_default, with_defaults  # noqa: F401 (the config API's names)
-
-FIX = "see schemas/config.schema.yaml and docs/configuration.md."
-
-
-def _key_path(parts) -> str:
-    return key_path(parts)
-
-
-# the phrase of a JSON Schema bound, with the bound's value
-_BOUNDS = {"minimum": "is less than {}", "maximum": "is more than {}", "exclusiveMinimum": "must be more than {}",
-           "exclusiveMaximum": "must be less than {}", "minLength": "is shorter than {} characters",
-           "maxLength": "is longer than {} characters", "minItems": "has fewer than {} items",
-           "maxItems": "has more than {} items", "minProperties": "has fewer than {} keys"}
-
-
-def _message(error) -> str:
-    """One sentence naming the key; a value is shown cut to a few hundred characters (``bounds.shown``), never
-    through JSON Schema's own message, which renders the whole value."""
-    where = _key_path(error.absolute_path)
-    v = error.validator
-    value = shown(error.instance)
-    if v == "additionalProperties":
-        extra = sorted((k for k in error.instance if k not in error.schema.get("properties", {})), key=str)
-        key = _key_path(list(error.absolute_path) + [extra[0]]) if extra else where
-        allowed = sorted(error.schema.get("properties", {}))
-        hint = did_you_mean(extra[0], allowed) if extra else ""
-        return f"unknown key {shown(key)}{'; ' + hint if hint else ''} (allowed here: {name_list(allowed)})."
-    if v == "enum":
-        hint = did_you_mean(error.instance, error.validator_value) if isinstance(error.instance, str) else ""
-        return (f"{where}: {value} is not one of {', '.join(map(repr, error.validator_value))}"
-                + (f"; {hint}" if hint else "."))
-    if v == "required":  # names the key the schema requires, not the value
-        return f"{where}: {error.message}."
-    if v in ("pattern", "propertyNames"):
-        return f"{where}: name {value} must match {error.schema.get('pattern', '')} (letters, digits, '.', '-')."
-    if v == "type":
-        expected = error.validator_value if isinstance(error.validator_value, str) else \
-            " or ".join(error.validator_value)
-        return f"{where}: {value} is not of type {expected}."
-    if v == "const":
-        return f"{where}: {value} must be {shown(error.validator_value)}."
-    if v in _BOUNDS:
-        return f"{where}: {value} {_BOUNDS[v].format(error.validator_value)}."
-    text = error.message
-    return f"{where}: {text if len(text) <= 300 else text[:300] + '...'}."
+from .schema import (  # noqa: F401 (the config API's names)
+    FIX,
+    SCHEMA_PATH,
+    _load_schema,
+    cliniq_default,
+    fill_defaults,
+    load_schema,
+    schema_default,
+    schema_errors,
+    with_defaults,
+)
 
 
 def check_values(config, config_file: str = "config.yaml") -> None:
@@ -89,22 +54,6 @@ def check_file(path) -> None:
     except (yaml.YAMLError, ValueError, RecursionError):
         return
     check_values(data, str(path))
-
-
-def _schema_errors(config: dict, schema: dict, config_file: str) -> None:
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(list(e.absolute_path)), str(e.absolute_path)))
-    if not errors:
-        return
-    best = jsonschema.exceptions.best_match(errors)
-    # prefer the deepest error: it names the key (unknown key, misspelt type)
-    deepest = max(errors, key=lambda e: len(list(e.absolute_path)))
-    error = deepest if len(list(deepest.absolute_path)) > len(list(best.absolute_path)) else best
-    if error.validator == "propertyNames" or (error.absolute_path == best.absolute_path and best.context):
-        error = best
-    raise ConfigError(_message(error), path=config_file, fix=FIX)
 
 
 # ---------------------------------------------------------------- validation
@@ -163,7 +112,7 @@ def _against_schema(config: dict, schema: dict, config_file: str, cache, code_ke
         cfg = cache.get("config", key)
         if isinstance(cfg, dict):
             return cfg
-    _schema_errors(config, schema, config_file)
+    schema_errors(config, schema, config_file)
     cfg = fill_defaults(copy.deepcopy(config), schema, schema)
     if key is not None and plain(cfg):
         cache.put("config", key, cfg)
