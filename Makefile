@@ -19,8 +19,11 @@ $(VENV)/.installed: requirements.lock requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --no-deps -e .
 	touch $@
 
+# the terminal: a line per finished job with an ETA (Snakemake's logger plugin r2med-eval); the full output is
+# in .snakemake/log/ (named at the end), or on the terminal with LOGGER= (make run LOGGER=)
+LOGGER ?= --logger=r2med-eval
 run: setup
-	$(BIN)/snakemake --cores $(CORES) --rerun-incomplete all
+	$(BIN)/snakemake --cores $(CORES) --rerun-incomplete $(LOGGER) all
 
 test: setup
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile tests

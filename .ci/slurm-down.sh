@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Stop the one-node SLURM cluster .ci/slurm-up.sh started (slurmd, slurmctld, munged), by pid file.
-# Idempotent: does nothing for daemons that do not run.
+# Stop the one-node SLURM cluster .ci/slurm-up.sh started (slurmd, slurmctld, munged), by pid file, and leave the
+# SLURM configuration as slurm-up found it (.ci/slurm-conf.sh restore: its slurm.conf and gres.conf removed, the
+# machine's own put back). Without that, every later `snakemake` call on this machine, a dry run too, would wait
+# about 9 s for the stopped controller (docs/cluster.md). Idempotent: does nothing for daemons that do not run
+# and for files that are not slurm-up's. Exits non-zero only when the configuration could not be restored.
 set -uo pipefail
 
 stop() {  # name pidfile
@@ -17,4 +20,8 @@ command -v scancel >/dev/null && scancel --quiet --user root 2>/dev/null
 stop slurmd /run/slurm/slurmd.pid
 stop slurmctld /run/slurm/slurmctld.pid
 stop munged /run/munge/munged.pid
-echo "slurm-down: stopped"
+if ! "$(dirname "$0")/slurm-conf.sh" restore; then
+  echo "slurm-down: stopped; the SLURM configuration could not be restored (above)" >&2
+  exit 1
+fi
+echo "slurm-down: stopped; SLURM configuration restored"

@@ -4,6 +4,8 @@
 # host (name, CPUs and memory read from the machine), starts munged, slurmctld and slurmd unless they
 # run, and waits until the node is idle. Needs root. No accounting daemon: the profile's status checks
 # use squeue, so finished jobs stay visible for MinJobAge seconds.
+# The configuration files go in through .ci/slurm-conf.sh: the machine's own slurm.conf and gres.conf, if any,
+# are saved first, and .ci/slurm-down.sh puts them back (and removes ours), leaving the machine as it was.
 # The node advertises one GPU through a gres whose device file is /dev/null: jobs that ask for `--gpus=1`
 # are scheduled as on a GPU node and run on the CPU.
 set -euo pipefail
@@ -25,8 +27,10 @@ CPUS=$(nproc)
 # RealMemory a little below the machine's, so slurmd accepts the node (MB).
 MEM=$(awk '/MemTotal/ {printf "%d", $2 / 1024 * 0.9}' /proc/meminfo)
 
-mkdir -p /etc/slurm /var/log/slurm /var/lib/slurm/slurmctld /var/lib/slurm/slurmd /run/slurm
-cat >/etc/slurm/slurm.conf.new <<EOF
+mkdir -p /var/log/slurm /var/lib/slurm/slurmctld /var/lib/slurm/slurmd /run/slurm
+NEW=$(mktemp -d)
+trap 'rm -rf "$NEW"' EXIT
+cat >"$NEW/slurm.conf" <<EOF
 # Written by r2med-eval's .ci/slurm-up.sh: a one-node test cluster, no accounting.
 ClusterName=r2med
 SlurmctldHost=${HOST}
@@ -62,19 +66,14 @@ Waittime=0
 NodeName=${HOST} NodeAddr=127.0.0.1 CPUs=${CPUS} RealMemory=${MEM} Gres=gpu:1 State=UNKNOWN
 PartitionName=main Nodes=${HOST} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
-cat >/etc/slurm/gres.conf.new <<EOF
-# One fake GPU (/dev/null as its device file): scheduling only.
+cat >"$NEW/gres.conf" <<EOF
+# Written by r2med-eval's .ci/slurm-up.sh: one fake GPU (/dev/null as its device file), scheduling only.
 NodeName=${HOST} Name=gpu File=/dev/null Count=1
 EOF
+# stops here (set -e) when the machine's own configuration could not be saved
+installed=$("$(dirname "$0")/slurm-conf.sh" install "$NEW")
 changed=0
-for f in slurm.conf gres.conf; do
-  if ! cmp -s "/etc/slurm/$f.new" "/etc/slurm/$f"; then
-    mv "/etc/slurm/$f.new" "/etc/slurm/$f"
-    changed=1
-  else
-    rm -f "/etc/slurm/$f.new"
-  fi
-done
+if [ "$installed" = changed ]; then changed=1; fi
 
 running() { pgrep -x "$1" >/dev/null; }
 

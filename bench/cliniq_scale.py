@@ -10,7 +10,11 @@
 
 Prints one JSON object (seconds, chunk count, peak RSS).
 
-3. With ``--anchor <commit>`` (and ``--repeats``), scoring is also timed as whole child processes, paired:
+3. With ``--claims``, the claims' per-query figures of the same run (rule ``claims_cliniq_run``:
+   ``read_ranked_run`` + ``claims.cliniq_queries.per_query``) timed beside the scorer's ``read_ranked_run`` +
+   ``evaluate_ranked`` (rule ``score_cliniq``), in this process, one after the other, ``--repeats`` times (medians).
+
+4. With ``--anchor <commit>`` (and ``--repeats``), scoring is also timed as whole child processes, paired:
    ``score@<anchor>`` (the anchor's ``src/`` from ``git archive``: ``runs.read_run`` + ``cliniq.evaluate``,
    one dict per query) against ``score`` (this checkout: ``cliniq.read_ranked_run`` + ``evaluate_ranked``,
    pyarrow + numpy, as the ``score_cliniq`` rule runs it); prints medians, the median of the paired
@@ -124,6 +128,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--anchor", help="also time scoring against this commit's implementation, paired")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--claims", action="store_true", help="also time the claims' per-query figures of the run")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     out = {}
@@ -173,8 +178,34 @@ def main() -> None:
         del loaded, result
         out["peak_rss_mb"] = round(peak_rss_mb(), 1)
         print(json.dumps(out, indent=2), flush=True)
+        if args.claims:
+            claims_timing(tmp / "run.trec", rows, qtypes, chunk_ids, args.repeats)
         if args.anchor:
             paired_scoring(tmp, rows, qtypes, chunk_ids, args.anchor, args.repeats)
+
+
+def claims_timing(run_path: Path, rows, qtypes, chunk_ids, repeats: int) -> None:
+    """Seconds of score_cliniq's work and of claims_cliniq_run's on the same run, alternating (medians)."""
+    from statistics import median
+
+    from r2med_eval.claims import cliniq_queries
+
+    def score():
+        cliniq.evaluate_ranked(cliniq.read_ranked_run(run_path, chunk_ids, "corpus"), rows, qtypes, chunk_ids)
+
+    def claims():
+        cliniq_queries.per_query(cliniq.read_ranked_run(run_path, chunk_ids, "corpus"), rows, qtypes, chunk_ids)
+
+    times: dict[str, list[float]] = {"score_cliniq": [], "claims_cliniq_run": []}
+    for _ in range(repeats):
+        for name, job in (("score_cliniq", score), ("claims_cliniq_run", claims)):
+            start = time.perf_counter()
+            job()
+            times[name].append(time.perf_counter() - start)
+    print(json.dumps({f"{k}_seconds_median": round(median(v), 3) for k, v in times.items()}
+                     | {"claims_over_score": round(median(times["claims_cliniq_run"]) / median(times["score_cliniq"]),
+                                                   2), "repeats": repeats, "peak_rss_mb": round(peak_rss_mb(), 1)},
+                     indent=2), flush=True)
 
 
 SCORE = r"""

@@ -7,6 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from r2med_eval.errors import ConfigError  # noqa: E402
+from r2med_eval.workflow.cache import PlanningCache  # noqa: E402
 from r2med_eval.workflow.control import Workflow, tune_gc  # noqa: E402
 from r2med_eval.workflow import paths
 from r2med_eval.workflow.config import check_file  # noqa: E402
@@ -25,12 +26,17 @@ def check_config_file(path):
 def load_workflow(raw):
     """Schema validation and defaults before any job runs; one message naming the key on failure. The garbage
     collector's thresholds are raised for this planning process (r2med_eval.workflow.tune_gc). Only the planning
-    process checks mteb models against MTEB's registry (a job's process skips it).
+    process checks mteb models against MTEB's registry (a job's process skips it). The code hashes and the schema
+    check come from the working directory's planning cache when nothing they depend on changed
+    (r2med_eval.workflow.cache; R2MED_EVAL_PLANNING_CACHE=off turns it off).
     """
     tune_gc()
     try:
         loaded = Workflow.load(
-            raw, workflow.configfiles, planning=workflow.is_main_process
+            raw,
+            workflow.configfiles,
+            planning=workflow.is_main_process,
+            cache=PlanningCache.for_workdir(),
         )
     except ConfigError as exc:
         raise WorkflowError(f"r2med-eval: {exc}") from None

@@ -1,6 +1,7 @@
 # Stage report: leaderboards, significance against the baseline, plots, provenance, the comparison with
-# R2MED's published numbers and CliniQ's tables, over every scored run. Outputs marked with report() go into
-# `snakemake --report report.html`; captions are in report/*.rst.
+# R2MED's published numbers, CliniQ's tables and the papers' claims tested on the runs (docs/report.md#claims), over
+# every scored run. Outputs marked with report() go into `snakemake --report report.html`; captions are in
+# report/*.rst.
 
 
 report: "../report/workflow.rst"
@@ -32,9 +33,7 @@ rule significance:
 
 rule leaderboard:
     input:
-        metrics=W.inputs.metric_tables(),
-        significance=paths.fill(paths.SIGNIFICANCE, ext="csv"),
-        mteb_reference=W.inputs.mteb_reference(),
+        **W.inputs.leaderboard(),
     output:
         csv=report(
             paths.fill(paths.LEADERBOARD, ext="csv"),
@@ -65,8 +64,7 @@ rule leaderboard:
 
 rule leaderboard_benchmark:
     input:
-        metrics=W.inputs.benchmark_metric_table,
-        significance=paths.fill(paths.SIGNIFICANCE, ext="csv"),
+        unpack(W.inputs.leaderboard_benchmark),
     output:
         csv=paths.partial(paths.BENCHMARK_LEADERBOARD, ext="csv"),
         md=paths.partial(paths.BENCHMARK_LEADERBOARD, ext="md"),
@@ -317,6 +315,73 @@ rule report_cliniq:
         spec=W.params.of("report_cliniq"),
     script:
         "../scripts/report_cliniq.py"
+
+
+rule claims_overlap:
+    input:
+        unpack(W.inputs.claims_overlap),
+    output:
+        paths.CLAIMS_OVERLAP,
+    log:
+        paths.log_file("claims_overlap"),
+    benchmark:
+        paths.benchmark_file("claims_overlap")
+    wildcard_constraints:
+        benchmark=W.constraint("r2med_benchmark"),
+    conda:
+        "../envs/lucene.yaml"
+    resources:
+        mem_mb=W.resources.light_mem_mb,
+        runtime=W.resources.light_runtime,
+    params:
+        spec=W.params.of("claims_overlap"),
+    script:
+        "../scripts/claims_overlap.py"
+
+
+rule claims_cliniq_run:
+    input:
+        unpack(W.inputs.claims_cliniq_run),
+    output:
+        paths.CLAIMS_CLINIQ,
+    log:
+        paths.log_file("claims_cliniq_run"),
+    benchmark:
+        paths.benchmark_file("claims_cliniq_run")
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
+    localrule: True
+    conda:
+        "../envs/core.yaml"
+    params:
+        spec=W.params.of("claims_cliniq_run"),
+    script:
+        "../scripts/claims_cliniq_run.py"
+
+
+rule claims:
+    input:
+        unpack(W.inputs.claims),
+    output:
+        json=paths.fill(paths.CLAIMS, ext="json"),
+        md=report(
+            paths.fill(paths.CLAIMS, ext="md"),
+            caption="../report/claims.rst",
+            category="Claims",
+            labels={"file": "claims.md"},
+        ),
+        tex=paths.fill(paths.TABLE, name="claims"),
+    log:
+        paths.log_file("claims"),
+    benchmark:
+        paths.benchmark_file("claims")
+    localrule: True
+    conda:
+        "../envs/core.yaml"
+    params:
+        spec=W.params.of("claims"),
+    script:
+        "../scripts/claims.py"
 
 
 rule report_index:

@@ -131,17 +131,33 @@ def run_completion(w: Workflow, server_url: str) -> None:
         run_stage(w, rule)
 
 
-def truth(prepared: dict, work: Path = Path(".")) -> dict[str, dict[str, str]]:
+def coded_of(work: Path = Path("."), coded_from: str = "codes", unit: str = "patient") -> dict[str, set]:
+    """Query -> its coded admissions as the sample stage finds them on the demo: from the demo's code tables
+    (``cliniq.codes``) plus the admissions CliniQ's judgments name, or from the judgments alone."""
+    from r2med_eval.cliniq import codes
+    from r2med_eval.cliniq.completion import coded_admissions, resolve_coded
+
+    queries, qtypes = cc.read_queries(DEMO)
+    own, _ = cc.read_qrels(DEMO, queries)
+    judged = coded_admissions(own)
+    if coded_from == "judgments":
+        return judged
+    ids = read_lines(Path(work) / paths.fill(paths.CHUNK_IDS, **W))
+    found, counts = codes.coded(codes.table_files(DEMO / "NOTEEVENTS.csv"), queries, qtypes, unit,
+                                {note_of(c) for c in ids})
+    return resolve_coded(judged, found, counts["queries_without_code"], unit)[0]
+
+
+def truth(prepared: dict, work: Path = Path("."), coded_from: str = "codes") -> dict[str, dict[str, str]]:
     """Query -> chunk -> the fake judge's label of every chunk of the population (the unjudged chunks of uncoded
     admissions) of every completed query, from the design file."""
     from r2med_eval.cliniq.completion import DESIGN_HEADER, read_table
     from r2med_eval.cliniq.files import read_cliniq_qrels
 
     rows, irrelevant = read_cliniq_qrels(Path(work) / paths.fill(paths.CLINIQ_QRELS, **W))
-    coded: dict[str, set] = {}
+    coded = coded_of(work, coded_from)
     named: dict[str, set] = {}
     for q, c, _ in rows:
-        coded.setdefault(q, set()).add(note_of(c))
         named.setdefault(q, set()).add(c)
     design = read_table(Path(work) / paths.fill(paths.COMPLETION_DESIGN, benchmark=BENCH), DESIGN_HEADER)
     ids = read_lines(Path(work) / paths.fill(paths.CHUNK_IDS, **W))

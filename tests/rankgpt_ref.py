@@ -94,3 +94,14 @@ def sliding_windows(item=None, rank_start=0, rank_end=100, window_size=20, step=
         end_pos = end_pos - step
         start_pos = start_pos - step
     return item
+
+
+def run_retriever_content(raw):
+    """The content of one hit as run_retriever builds it from pyserini's raw document (a dict)."""
+    content = raw
+    if 'title' in content:
+        content = 'Title: ' + content['title'] + ' ' + 'Content: ' + content['text']
+    else:
+        content = content['contents']
+    content = ' '.join(content.split())
+    return content

@@ -261,7 +261,7 @@ def test_the_console_script_and_run():
     args = SimpleNamespace(cores=8, slurm=False)
     snakefile = str(cli_module.checkout() / "Snakefile")
     assert cli_module.run_command(args, []) == [sys.executable, "-m", "snakemake", "-s", snakefile, "--cores", "8",
-                                                "--rerun-incomplete", "all"]
+                                                "--rerun-incomplete", "--logger=r2med-eval", "all"]
     slurm = cli_module.run_command(SimpleNamespace(cores=8, slurm=True), ["-n", "--configfile", "c.yaml", "d.yaml"])
     assert slurm[4:] == [snakefile, "--profile", str(REPO / "profiles" / "slurm"), "--rerun-incomplete", "-n",
                          "--configfile", "c.yaml", "d.yaml"]

@@ -9,8 +9,10 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import logging
 import math
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -26,12 +28,13 @@ from llm_fake_server import FakeLLM, rule_label
 
 from r2med_eval.cliniq import completion as comp
 from r2med_eval.cliniq import completion_report as rep
+from r2med_eval.cliniq import corpus as cc
 from r2med_eval.cliniq import judge
 from r2med_eval.cliniq import metrics as cliniq
 from r2med_eval.cliniq.files import read_cliniq_qrels, read_query_types
 from r2med_eval.errors import InputError
 from r2med_eval.io import read_lines
-from r2med_eval.scoring.stats import cohen_kappa, kendall_tau_b, wilson_interval
+from r2med_eval.scoring.stats import clopper_pearson_interval, cohen_kappa, kendall_tau_b, wilson_interval
 from r2med_eval.workflow import paths
 
 OUT = Path("results/cliniq/cliniq-demo/completion")
@@ -98,7 +101,7 @@ def test_population_is_the_unjudged_chunks_of_uncoded_admissions():
     pool = [r for r in sample if r[3] == "pool"]
     assert [(r[2], r[6], r[7], r[8]) for r in pool] == [("2_1", 1.0, 2, 1)]  # 1_0 is coded: not in the pool
     assert all(r[6] == pytest.approx(1.0) for r in sample if r[3] == "rest")  # n >= population: a census
-    assert design == [("q", "disease", 1, 4, 1, 3, 4, 1, 3, 0)]
+    assert design == [("q", "disease", "judgments", "admission", 1, "", "", 4, 1, 3, 4, 1, 3, 0)]
 
 
 def test_select_queries():
@@ -166,15 +169,64 @@ def test_malformed_answers_are_non_response_within_their_stratum():
     assert empty["covered"] == 0 and math.isnan(empty["rate"]) and empty["malformed"] == 3
 
 
-def test_census_is_exact_and_one_sampled_stratum_is_wilson_with_the_finite_population_correction():
+def test_census_is_exact_and_one_sampled_stratum_is_clopper_pearson_on_the_effective_size():
+    from scipy.stats import beta
+
     census = comp.estimate([comp.Stratum("q", "d", "pool", 3, ["string", "irrelevant", "irrelevant"]),
                             comp.Stratum("q", "d", "rest", 2, ["synonym", "irrelevant"])])
     assert census["rate"] == census["rate_low"] == census["rate_high"] == pytest.approx(2 / 5)
     labels = ["synonym"] * 3 + ["irrelevant"] * 17
-    e = comp.estimate([comp.Stratum("q", "d", "pool", 5, ["string"] * 5), comp.Stratum("q", "d", "rest", 80, labels)])
-    low, high = wilson_interval(0.15, 19 / (1 - 20 / 80))  # n_eff = (m - 1) / (1 - f)
-    assert (e["rate_low"], e["rate_high"]) == pytest.approx(((5 + 80 * low) / 85, (5 + 80 * high) / 85))
-    assert e["missing"] == pytest.approx(5 + 80 * 0.15)
+    strata_ = [comp.Stratum("q", "d", "pool", 5, ["string"] * 5), comp.Stratum("q", "d", "rest", 80, labels)]
+    e = comp.estimate(strata_)
+    n = 19 / (1 - 20 / 80)  # n_eff = (m - 1) / (1 - f); x = p n_eff
+    low, high = beta.ppf(0.025, 0.15 * n, n - 0.15 * n + 1), beta.ppf(0.975, 0.15 * n + 1, n - 0.15 * n)
+    assert (e["rate_low"], e["rate_high"]) == pytest.approx(((5 + 80 * low) / 85, (5 + 80 * high) / 85), abs=1e-9)
+    assert e["missing"] == pytest.approx(5 + 80 * 0.15) and e["n_eff"] == pytest.approx(n)
+    w = comp.estimate(strata_, method="wilson")  # the earlier interval, kept for the coverage benchmark
+    wl, wh = wilson_interval(0.15, n)
+    assert (w["rate_low"], w["rate_high"]) == pytest.approx(((5 + 80 * wl) / 85, (5 + 80 * wh) / 85))
+    none = comp.estimate([comp.Stratum("q", "d", "rest", 15000, ["irrelevant"] * 200)])
+    m = 200 / (1 - 200 / 15000)  # p = 0: the Kish size; the exact upper bound 1 - 0.025^(1/n)
+    assert none["rate_low"] == 0.0 and none["rate_high"] == pytest.approx(1 - 0.025 ** (1 / m), rel=1e-9)
+
+
+def test_clopper_pearson_equals_scipy_exact_interval_and_takes_real_sizes():
+    from scipy.stats import binomtest
+
+    for k, n in ((0, 10), (3, 20), (20, 20), (1, 200), (7, 200), (50, 61)):
+        ci = binomtest(k, n).proportion_ci(method="exact")
+        assert clopper_pearson_interval(k, n) == pytest.approx((ci.low, ci.high), abs=1e-10)
+    low, high = clopper_pearson_interval([0.0, 1.5, 20.5], [10.0, 20.5, 20.5])
+    assert low[0] == 0.0 and high[2] == 1.0 and 0 < low[1] < 1.5 / 20.5 < high[1] < 1
+    with pytest.raises(ValueError):
+        clopper_pearson_interval(3, 0)
+
+
+def _exact_coverage(size: int, relevant: int, sample: int, method: str) -> float:
+    """The probability that a query's 95% interval holds its true rate: every possible count of relevant chunks in
+    a sample of ``sample`` of ``size`` chunks (hypergeometric), summed over the counts whose interval holds it."""
+    import numpy as np
+    from scipy.stats import hypergeom
+
+    ys = np.arange(sample + 1)
+    pmf = hypergeom.pmf(ys, size, relevant, sample)
+    _, low, high, _, _ = comp.rest_interval(np.full((sample + 1, 1), size), np.full((sample + 1, 1), sample),
+                                            ys[:, None], method=method)
+    truth = relevant / size
+    return float(pmf[(low - 1e-12 <= truth) & (truth <= high + 1e-12)].sum())
+
+
+def test_per_query_intervals_hold_rare_rates_at_cliniq_scale_and_wilson_does_not():
+    """The rule that chose the interval (docs/cliniq.md#the-estimator), on a population of CliniQ's size whose truth
+    is known: 15,000 chunks, 200 sampled, 1 to 300 relevant (rates 0.00007 to 0.02). Korn and Graubard's
+    Clopper-Pearson interval holds the truth with probability at least 0.95 for every count (exactly computed, no
+    simulation noise); the Wilson interval on the same effective size falls below 0.9 at rare rates, so the test
+    can fail."""
+    counts = (1, 3, 8, 15, 30, 45, 60, 75, 100, 150, 200, 300)
+    cp = {k: _exact_coverage(15000, k, 200, "clopper-pearson") for k in counts}
+    wilson = {k: _exact_coverage(15000, k, 200, "wilson") for k in counts}
+    assert min(cp.values()) >= 0.95, cp
+    assert min(wilson.values()) < 0.9, wilson
 
 
 # ------------------------------------------------------------------ the judge's answers
@@ -264,8 +316,7 @@ def test_every_sampled_chunk_is_judged_and_labelled_as_the_truth(completed):
 def test_the_pool_is_the_uncoded_unjudged_top_chunks_of_every_run(completed):
     work = completed.work
     sample = comp.read_table(work / OUT / "sample.tsv", comp.SAMPLE_HEADER)
-    rows, irrelevant = read_cliniq_qrels(work / "results/data/cliniq-demo/cliniq/cliniq_qrels.tsv")
-    coded = comp.coded_admissions(rows)
+    coded = fx.coded_of(work)  # the demo's code tables (coded_from auto: every table is there)
     ids = read_lines(work / "results/data/cliniq-demo/cliniq/chunk_ids.txt")
     expected = set()
     for name in fx.SYSTEMS:
@@ -364,35 +415,67 @@ def test_estimates_hold_the_truth_in_their_intervals_over_seeded_repetitions(tmp
         assert hits >= 7, (key, hits, total / 10, truth)
 
 
-def test_expert_agreement_is_cohen_kappa_on_the_pairs_both_judged(completed, tmp_path, monkeypatch):
+def _write_labels(path: Path, labels: dict) -> str:
+    path.write_text("query_id\tchunk_id\tlabel\n" + "".join(f"{q}\t{c}\t{v}\n" for (q, c), v in labels.items()))
+    return str(path)
+
+
+def test_two_experts_each_against_the_judge_and_against_each_other(completed, tmp_path, monkeypatch):
+    """human_labels as a list: agreement.csv has the judge against each expert and expert_a against expert_b
+    (Cohen's kappa equal to sklearn's), and the false-negative rate by each expert's labels on the sampled chunks
+    the expert labelled, beside the judge's on the same chunks (the estimator by hand on those labels)."""
+    sklearn = pytest.importorskip("sklearn.metrics")
     work = completed.work
     labels = _labels(work)
     pairs = sorted(k for k, v in labels.items() if v != judge.MALFORMED)[:40]
-    human = {}
-    for i, (q, c) in enumerate(pairs):
-        lab = labels[(q, c)]
-        human[(q, c)] = ("synonym" if lab == "irrelevant" else "irrelevant") if i % 7 == 0 else lab
-    human[("disease-0", "999_0")] = "string"  # a chunk the judge never saw
-    path = tmp_path / "human.tsv"
-    path.write_text("query_id\tchunk_id\tlabel\n" + "".join(f"{q}\t{c}\t{v}\n" for (q, c), v in human.items()))
+    flip = {"irrelevant": "synonym"}
+    a = {k: (flip.get(labels[k], "irrelevant") if i % 7 == 0 else labels[k]) for i, k in enumerate(pairs)}
+    a[("disease-0", "999_0")] = "string"  # a chunk the judge never saw
+    b = {k: (flip.get(labels[k], "irrelevant") if i % 5 == 0 else labels[k]) for i, k in enumerate(pairs[10:])}
+    files = [_write_labels(tmp_path / "expert_a.tsv", a), _write_labels(tmp_path / "expert_b.tsv", b)]
     monkeypatch.chdir(work)
-    w = fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1, human_labels=str(path))
+    w = fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1, human_labels=files)
     fx.run_stage(w, "cliniq_completion_estimate")
-    rows = {r["aspect"]: r for r in csv.DictReader(open(OUT / "agreement.csv"))}
-    both = [k for k in human if k in labels]
-    rel = cohen_kappa(["r" if labels[k] != "irrelevant" else "i" for k in both],
-                      ["r" if human[k] != "irrelevant" else "i" for k in both])
-    assert int(rows["relevance"]["n"]) == len(both) == 40
-    assert float(rows["relevance"]["kappa"]) == pytest.approx(rel[0], abs=1e-6)
-    assert float(rows["relevance"]["agreement"]) == pytest.approx(rel[1], abs=1e-6)
+    rows = list(csv.DictReader(open(OUT / "agreement.csv")))
+    got = {(r["kind"], r["rater_a"], r["rater_b"], r["aspect"]): r for r in rows}
+    assert {(r["rater_a"], r["rater_b"]) for r in rows if r["kind"] == "agreement"} == {
+        ("judge", "expert_a"), ("judge", "expert_b"), ("expert_a", "expert_b")}
+
+    def rel(x):
+        return "r" if x != "irrelevant" else "i"
+
+    for name, other, first in (("judge", "expert_a", labels), ("judge", "expert_b", labels),
+                               ("expert_a", "expert_b", a)):
+        second = a if other == "expert_a" else b
+        both = [k for k in second if k in first and first[k] != judge.MALFORMED]
+        row = got[("agreement", name, other, "relevance")]
+        assert int(row["n"]) == len(both)
+        assert float(row["kappa"]) == pytest.approx(sklearn.cohen_kappa_score(
+            [rel(first[k]) for k in both], [rel(second[k]) for k in both]), abs=1e-6)
+    assert int(got[("agreement", "expert_a", "expert_b", "relevance")]["n"]) == 30
+    sample = comp.read_table(OUT / "sample.tsv", comp.SAMPLE_HEADER)
+    design = comp.read_table(OUT / "design.tsv", comp.DESIGN_HEADER)
+    for name, mine in (("expert_a", a), ("expert_b", b)):
+        own = {k: v for k, v in mine.items() if k in labels}
+        for rater, source in ((name, own), ("judge", {k: labels[k] for k in own})):
+            # by hand: per query the sampled rest chunks the expert labelled; the pool chunks likewise
+            e = comp.estimate(comp.strata(design, sample, source))
+            row = got[("fnr", rater, name, "relevant")]
+            assert float(row["rate"]) == pytest.approx(e["rate"], abs=1e-6) and int(row["n"]) == len(own)
     md = (OUT / "agreement.md").read_text()
-    assert "1 name a chunk the judge did not judge" in md
+    assert "expert\\_a: 41 labels; 1 name a chunk the judge did not judge" in md and "expert\\_b" in md
     bad = tmp_path / "bad.tsv"
     bad.write_text("disease-0\t1_0\tmaybe\n")
     w = fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1, human_labels=str(bad))
     with pytest.raises(InputError, match="label 'maybe'"):
         fx.run_stage(w, "cliniq_completion_estimate")
+    from r2med_eval.errors import ConfigError
+
+    (tmp_path / "x").mkdir()
+    with pytest.raises(ConfigError, match="two files of the same name"):
+        fx.workflow(human_labels=[files[0], _write_labels(tmp_path / "x" / "expert_a.tsv", a)])
     fx.run_stage(fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1), "cliniq_completion_estimate")
+    assert [r["kind"] for r in csv.DictReader(open(OUT / "agreement.csv"))] == []
 
 
 def test_text_stays_owner_only_under_resources(completed):
@@ -632,7 +715,7 @@ def test_bootstrap_interval_of_tau_is_the_percentile_of_tau_over_query_resamples
     assert all(math.isnan(x) for x in comp.bootstrap_tau(orig[:1], comp_[:1], 10, seed=0)[:2])  # one system
 
 
-def test_the_judge_starts_its_vllm_server_inside_the_job_with_an_owner_only_log(tmp_path, monkeypatch):
+def test_the_judge_starts_its_vllm_server_inside_the_job_with_an_owner_only_log(tmp_path, monkeypatch, caplog):
     """llms.<judge>.generate.vllm: the judging job starts the server (here the stand-in of llm_fake_server.py, whose
     answers have no final line: malformed, re-asked, counted) and its output, which may hold prompts, goes to an
     owner-only file under resources/logs/."""
@@ -655,4 +738,228 @@ def test_the_judge_starts_its_vllm_server_inside_the_job_with_an_owner_only_log(
     assert "fake vllm serving fake-judge" in log.read_text() and stat.S_IMODE(log.stat().st_mode) == 0o600
     info = json.loads((OUT / "judging.json").read_text())
     assert info["malformed"] == info["judged"] > 0 and info["malformed_after_round"] == [info["judged"]] * 2
+    assert info["malformed_share"] == 1.0 and info["design"]["pool_chunks"] > 0
     assert fx.URL_ENV not in os.environ
+    # no usable answer: said on the terminal (a record smk.run's TerminalLines prints) with ids and numbers only
+    said = [r for r in caplog.records if getattr(r, "terminal", False)]
+    assert len(said) == 1 and said[0].getMessage().startswith(f"no usable answer: all {info['judged']} answers")
+    from r2med_eval import smk
+
+    lines = []
+    handler = smk.TerminalLines(SimpleNamespace(write=lines.append, flush=lambda: None), "cliniq_completion_judge x")
+    handler.handle(said[0])
+    handler.handle(logging.LogRecord("r2med_eval", logging.WARNING, "", 0, "unmarked", None, None))
+    assert "".join(lines).startswith("r2med-eval [cliniq_completion_judge x] warning: no usable answer") and \
+        "unmarked" not in "".join(lines)
+    # the verdict says inconclusive (nothing was estimated), not unreliable: the claims stage reads it so
+    fx.run_stage(w, "cliniq_completion_estimate")
+    fx.run_stage(w, "cliniq_completion_rescore")
+    verdict = json.loads((OUT / "verdict.json").read_text())
+    assert verdict["status"] == "inconclusive" and verdict["reliable"] is False
+
+
+# ------------------------------------------------------------------ the review's design: sample only, coded from codes
+
+def test_sample_only_design_judges_and_adds_the_uniform_sample_alone(tmp_path, monkeypatch):
+    """pool_depth 0 (the review's test): no run is an input of the sample rule nor in its params, sample.tsv holds
+    the uniform sample only, every judged chunk is a sampled one, and the re-scoring adds exactly the sample's
+    labels; the verdict records the design."""
+    monkeypatch.chdir(tmp_path)
+    prepared = fx.prepare(Path("."))
+    w = fx.workflow(queries=4, sample_per_query=12, pool_depth=0, seed=3)
+    wc = SimpleNamespace(benchmark=fx.BENCH)
+    assert w.inputs.cliniq_completion_sample(wc)["runs"] == [] and "runs" not in w.params.of(
+        "cliniq_completion_sample")(wc)
+    with FakeLLM() as server:
+        server.mode = "judge"
+        fx.run_completion(w, server.url)
+    sample = comp.read_table(OUT / "sample.tsv", comp.SAMPLE_HEADER)
+    assert sample and {r["stratum"] for r in sample} == {"rest"} and all(r["drawn"] == "1" for r in sample)
+    design = comp.read_table(OUT / "design.tsv", comp.DESIGN_HEADER)
+    assert all(d["pool"] == "0" and int(d["rest_sampled"]) == min(12, int(d["population"])) for d in design)
+    labels = _labels(Path("."))
+    assert set(labels) == {(r["query_id"], r["chunk_id"]) for r in sample}
+    verdict = json.loads((OUT / "verdict.json").read_text())
+    relevant = sum(1 for v in labels.values() if v not in ("irrelevant", judge.MALFORMED))
+    assert verdict["judgments_added"] == {"relevant": relevant, "irrelevant": sum(
+        1 for v in labels.values() if v == "irrelevant")}
+    assert verdict["design"]["sample_only"] is True and verdict["design"]["pool_chunks"] == 0
+    assert "sample-only design" in (OUT / "verdict.md").read_text()
+    for d in design:  # each label the fake judge's truth
+        assert d["query_id"] in prepared["queries"]
+
+
+def _tables(folder: Path, diagnoses, procedures=(), prescriptions=(), admissions=()):
+    """MIMIC-III's code tables in its layout (the columns the pipeline reads and a few more)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "DIAGNOSES_ICD.csv").write_text('"ROW_ID","SUBJECT_ID","HADM_ID","SEQ_NUM","ICD9_CODE"\n' + "".join(
+        f'{i},{s},{h},1,"{c}"\n' for i, (s, h, c) in enumerate(diagnoses, 1)))
+    (folder / "PROCEDURES_ICD.csv").write_text('"ROW_ID","SUBJECT_ID","HADM_ID","SEQ_NUM","ICD9_CODE"\n' + "".join(
+        f'{i},{s},{h},1,"{c}"\n' for i, (s, h, c) in enumerate(procedures, 1)))
+    (folder / "D_ICD_PROCEDURES.csv").write_text('"ROW_ID","ICD9_CODE","SHORT_TITLE","LONG_TITLE"\n'
+                                                  '1,"3995","Hemodialysis","Hemodialysis"\n')
+    (folder / "PRESCRIPTIONS.csv").write_text(
+        '"ROW_ID","SUBJECT_ID","HADM_ID","DRUG","DRUG_NAME_POE","DRUG_NAME_GENERIC","ROUTE"\n' + "".join(
+            f'{i},{s},{h},"{d}","{d}","{d}","PO"\n' for i, (s, h, d) in enumerate(prescriptions, 1)))
+    (folder / "ADMISSIONS.csv").write_text('"ROW_ID","SUBJECT_ID","HADM_ID","ADMITTIME"\n' + "".join(
+        f'{i},{s},{h},""\n' for i, (s, h) in enumerate(admissions, 1)))
+    from r2med_eval.cliniq import codes
+
+    return codes.table_files(folder / "NOTEEVENTS.csv")
+
+
+def test_coded_from_codes_and_from_judgments_give_the_populations_the_review_and_cliniq_define(tmp_path):
+    """A case where the two definitions differ: admissions 1-5 of patients 10-50 (patient 30 also had admission 9,
+    outside the corpus); the disease query "heart failure" (ICD-9-CM category 428) is coded on admissions 1 (4280)
+    and 2 (42833) and on patient 30's other admission (4289); CliniQ judges a chunk of admission 1 and of admission
+    4 relevant. By judgments the coded admissions are 1 and 4; by codes per patient 1, 2, 3 (patient 30) and 4 (a
+    judgment: its note was annotated); per admission 1, 2 and 4. Each population is every chunk of the others."""
+    from r2med_eval.cliniq import codes
+
+    tables = _tables(tmp_path / "mimic", diagnoses=[(10, 1, "4280"), (20, 2, "42833"), (30, 9, "4289"),
+                                                    (40, 4, "25000")],
+                     procedures=[(50, 5, "3995")], prescriptions=[(20, 2, "Docusate Sodium"), (30, 3, "Docusate")],
+                     admissions=[(10, 1), (20, 2), (30, 3), (40, 4), (50, 5), (30, 9)])
+    queries = {"disease-0": "heart failure", "procedure-0": "hemodialysis", "drug-0": "docusate",
+               "drug-1": "docusate sodium", "disease-1": "essential hypertension"}
+    qtypes = {q: q.split("-")[0] for q in queries}
+    ids = [f"{h}_{i}" for h in range(1, 6) for i in range(3)]
+    own = [("disease-0", "1_0", "string"), ("disease-0", "4_2", "synonym")]
+    judged_by = comp.coded_admissions(own)
+    named = {"disease-0": {"1_0", "4_2"}}
+    populations = {}
+    for label, unit, use_codes in (("judgments", "patient", False), ("patient", "patient", True),
+                                   ("admission", "admission", True)):
+        found, counts = codes.coded(tables, queries, qtypes, unit, {str(h) for h in range(1, 6)}) if use_codes \
+            else (None, {"queries_without_code": []})
+        coded, how = comp.resolve_coded(judged_by, found, counts["queries_without_code"], unit)
+        sample, design = comp.design(["disease-0"], qtypes, coded, ids, named, {}, n=100, seed=0, coded_info=how)
+        populations[label] = {r[2] for r in sample}
+        if use_codes:
+            assert counts["queries_without_code"] == ["disease-1"]  # no code maps to it
+            assert found["procedure-0"] == {"5"} and found["drug-1"] == {"2"}
+            assert found["drug-0"] == {"3"}  # "Docusate Sodium" is drug-1's: the longest query that begins it
+    assert populations["judgments"] == {f"{h}_{i}" for h in (2, 3, 5) for i in range(3)}
+    assert populations["patient"] == {f"5_{i}" for i in range(3)}
+    assert populations["admission"] == {f"{h}_{i}" for h in (3, 5) for i in range(3)}
+    found, counts = codes.coded(tables, queries, qtypes, "patient", {str(h) for h in range(1, 6)})
+    _, how = comp.resolve_coded(judged_by, found, counts["queries_without_code"], "patient")
+    assert how["disease-0"] == ("codes", "patient", 2, 1)  # 2 and 3 by the tables only, 4 by a judgment only
+    assert how["disease-1"][0] == comp.NO_CODE
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "DIAGNOSES_ICD.csv").write_text("ROW_ID,HADM_ID,ICD9_CODE\n1,1,4280\n")
+    with pytest.raises(InputError, match="lacks the column"):
+        codes.read_table(bad / "DIAGNOSES_ICD.csv", "DIAGNOSES_ICD")
+
+
+def test_category_and_titles_from_the_icd9_hierarchy_package():
+    from r2med_eval.cliniq import codes
+
+    assert codes.category("4280") == ("428", "Heart failure")
+    assert codes.category("5859")[1].lower() == "chronic kidney disease (ckd)"
+    assert codes.category("E8798")[0] == "E879" and codes.category("V053")[0] == "V05"
+    assert codes.category("0") is None
+    for title, query in (("Disorders of fluid electrolyte and acid-base balance",
+                          "disorders of fluid, electrolyte, and acid-base balance"),
+                         ("Open wound of knee leg (except thigh) and ankle",
+                          "open wound of knee, leg [except thigh], and ankle"),
+                         ("Pneumonia, organism unspecified", "pneumonia"),
+                         ("Chronic airway obstruction, not elsewhere classified", "chronic airway obstruction"),
+                         ("Ventricular shunt to extracranial site NEC", "ventricular shunt to extracranial site nec")):
+        assert codes.normalise(title) == codes.normalise(query)
+    assert codes.normalise("Heart failure") != codes.normalise("Hypertensive heart disease")
+
+
+def test_the_demo_runs_with_codes_and_with_judgments_and_design_records_which(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fx.prepare(Path("."))
+    seen = {}
+    for coded_from in ("codes", "judgments"):
+        for unit in ("patient", "admission"):
+            w = fx.workflow(queries=100, sample_per_query=5, pool_depth=0, coded_from=coded_from, coded_unit=unit)
+            fx.run_stage(w, "cliniq_completion_sample")
+            design = {d["query_id"]: d for d in comp.read_table(OUT / "design.tsv", comp.DESIGN_HEADER)}
+            seen[(coded_from, unit)] = design
+    codes_ = seen[("codes", "patient")]
+    assert codes_["disease-3"]["coded_from"] == "codes" and codes_["disease-3"]["coded_unit"] == "patient"
+    assert codes_["disease-0"]["coded_from"] == comp.NO_CODE  # "hypertension" is no ICD-9-CM category title
+    # diabetes: the tables add admission 900441 and, per patient, 900611 (its patient's other admission 800611)
+    assert (codes_["disease-3"]["codes_only"], seen[("codes", "admission")]["disease-3"]["codes_only"]) == ("2", "1")
+    assert int(codes_["disease-3"]["population"]) < int(seen[("judgments", "patient")]["disease-3"]["population"])
+    assert codes_["disease-2"]["judgments_only"] == "1"  # pneumonia judged in 900764, which has no such code
+    assert all(d["coded_from"] == "judgments" for d in seen[("judgments", "patient")].values())
+
+
+REVIEW_CONFIG = """
+benchmarks:
+  cliniq-demo:
+    layout: cliniq
+    noteevents: {demo}/NOTEEVENTS.csv
+    expected_chunks: 203
+    tasks:
+      cliniq: {{path: {demo}}}
+benchmarks_to_run: [cliniq-demo]
+models:
+  bm25: {{type: bm25_lucene, k1: 0.9, b: 0.4, top_k: 1000}}
+  bm25-b75: {{type: bm25_lucene, k1: 1.2, b: 0.75, top_k: 1000}}
+fusion:
+  rrf-bm25: {{method: rrf, runs: [bm25, bm25-b75], k: 60}}
+llms:
+  judge:
+    reasoning: none
+    generate: {{model: fake-judge, base_url_env: E2E_JUDGE_URL, api_key_env: E2E_JUDGE_KEY, concurrency: 4,
+               retries: 0, max_tokens: 256}}
+cliniq_completion:
+  benchmark: cliniq-demo
+  llm: judge
+  queries: 100
+  sample_per_query: 30
+  pool_depth: 0
+  runs: [bm25, bm25-b75, rrf-bm25]
+  human_labels: [{experts}/expert_a.tsv, {experts}/expert_b.tsv]
+  move_threshold: 5
+"""
+
+
+@pytest.mark.slow
+def test_the_reviews_test_through_snakemake_sample_only_with_two_experts(tmp_path):
+    """The review's design as a user runs it: ``snakemake all`` on the CliniQ demo with pool_depth 0 and two
+    experts' files. sample.tsv holds no pool chunk, agreement.csv compares the two experts, the re-scoring adds the
+    sample's labels only, design.tsv says the coded admissions came from the demo's code tables, and the judge's
+    malformed answers are counted on the terminal."""
+    from conftest import snakemake, workflow_dir
+
+    queries, _ = cc.read_queries(fx.DEMO)
+    chunks = fx.prepare(tmp_path / "prep")["chunks"]
+    experts = tmp_path / "experts"
+    experts.mkdir()
+    truth = {(q, c): rule_label(queries[q], t) for q in ("disease-3", "procedure-3", "disease-2") for c, t in
+             chunks.items()}
+    _write_labels(experts / "expert_a.tsv", truth)
+    _write_labels(experts / "expert_b.tsv", {k: ("synonym" if v == "irrelevant" else "irrelevant") if i % 9 == 0
+                                             else v for i, (k, v) in enumerate(truth.items())})
+    work = workflow_dir(tmp_path, REVIEW_CONFIG.format(demo=fx.DEMO, experts=experts))
+    with FakeLLM() as server:
+        server.mode = "judge"
+        server.malformed_always = lambda q, c: q == "diabetes mellitus" and _hash(c) % 3 == 0
+        env = {**os.environ, "E2E_JUDGE_URL": server.url, "E2E_JUDGE_KEY": "k"}
+        proc = snakemake(work, "--cores", "2", "all", env=env)
+    out = work / OUT
+    sample = comp.read_table(out / "sample.tsv", comp.SAMPLE_HEADER)
+    assert sample and {r["stratum"] for r in sample} == {"rest"}
+    rows = list(csv.DictReader(open(out / "agreement.csv")))
+    assert any(r["kind"] == "agreement" and (r["rater_a"], r["rater_b"]) == ("expert_a", "expert_b") for r in rows)
+    assert any(r["kind"] == "fnr" and r["rater_a"] == "expert_b" for r in rows)
+    labels = judge.read_labels(out / "labels.tsv")
+    assert set(labels) == {(r["query_id"], r["chunk_id"]) for r in sample}
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["judgments_added"]["relevant"] + verdict["judgments_added"]["irrelevant"] == sum(
+        1 for v in labels.values() if v != judge.MALFORMED)
+    assert verdict["design"]["sample_only"] and verdict["malformed"] > 0
+    design = comp.read_table(out / "design.tsv", comp.DESIGN_HEADER)
+    assert {d["coded_from"] for d in design} == {"codes", comp.NO_CODE}
+    assert re.search(r"r2med-eval \[cliniq_completion_judge cliniq-demo\] warning: \d+ of \d+ answers \(",
+                     proc.stdout), proc.stdout[-3000:]
+    assert json.loads((work / "results/provenance.json").read_text())["judging"]["cliniq-demo"]["design"][
+        "pool_chunks"] == 0

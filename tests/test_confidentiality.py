@@ -39,7 +39,7 @@ benchmarks:
 PARTS = {
     "models": """
   bm25: {type: bm25_lucene, k1: 0.9, b: 0.4}
-  echo-listwise: {type: llm_listwise, llm: echo}
+  echo-listwise: {type: llm_listwise, llm: echo, max_tokens: 2000}  # the echo is the prompt: longer than a permutation
   echo-pointwise: {type: llm_pointwise, llm: echo, max_tokens: 2000}
 """,
     "llms": """
@@ -165,7 +165,8 @@ def test_a_declaration_reruns_nothing(probe, tmp_path):
 
 def test_an_edited_judge_prompt_plans_the_judging_again_and_nothing_upstream(probe, tmp_path):
     """The judge's prompt is part of the judging rule's params (its sha256): after an edit the dry run plans the
-    judging and what reads its labels or its record (the provenance), nothing else."""
+    judging and what reads its labels or its record (the provenance; the claims, which read the verdict), nothing
+    else."""
     from test_workflow import planned_jobs
 
     from r2med_eval.cliniq.judge import DEFAULT_PROMPT
@@ -180,7 +181,7 @@ def test_an_edited_judge_prompt_plans_the_judging_again_and_nothing_upstream(pro
     jobs = planned_jobs(snakemake(work, "--configfile", str(edited), "-n", "--cores", "1", "all",
                                   config=False).stdout)
     assert set(jobs) == {"cliniq_completion_judge", "cliniq_completion_estimate", "cliniq_completion_rescore",
-                         "plot_cliniq_completion", "provenance", "report_index", "all"}, jobs
+                         "plot_cliniq_completion", "provenance", "claims", "report_index", "all"}, jobs
 
 
 QUOTING = f"""

@@ -243,7 +243,7 @@ def test_did_you_mean_for_keys_types_and_names():
     """Issue 26: a misspelt key, type or name gets MTEB-style "did you mean" (difflib), in one bounded message."""
     assert _message(lambda c: c["models"]["bm25"].update(k3=1.0)) == (
         "config.yaml: unknown key 'models.bm25.k3'; did you mean 'k1'? (allowed here: b, description, enabled, k1, "
-        f"paper_name, top_k, type). {FIX}")
+        f"paper_name, tags, top_k, type). {FIX}")
     assert _message(lambda c: c.update(modles={})) == (
         "config.yaml: unknown key 'modles'; did you mean 'models'? (allowed here: benchmarks, benchmarks_to_run, "
         f"cliniq_completion, fusion, leaderboard, llms, models, models_to_run, phi_servers, query_variants, report, "

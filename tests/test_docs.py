@@ -240,9 +240,11 @@ def test_readme_is_short_and_keeps_the_two_commands():
     assert "## License" in readme
     makefile = (REPO / "Makefile").read_text()
     assert re.search(r"^CORES \?= 8$", makefile, flags=re.M)
-    # --rerun-incomplete: a run after a killed Snakemake recomputes the killed jobs' outputs (docs/cluster.md)
-    assert re.search(r"^run: setup\n\t\$\(BIN\)/snakemake --cores \$\(CORES\) --rerun-incomplete all$", makefile,
-                     flags=re.M)
+    # --rerun-incomplete: a run after a killed Snakemake recomputes the killed jobs' outputs (docs/cluster.md); the
+    # terminal of issue 40 (a line per finished job) unless LOGGER= is given
+    assert re.search(r"^run: setup\n\t\$\(BIN\)/snakemake --cores \$\(CORES\) --rerun-incomplete \$\(LOGGER\) all$",
+                     makefile, flags=re.M)
+    assert re.search(r"^LOGGER \?= --logger=r2med-eval$", makefile, flags=re.M)
     # the whole suite (no marker deselected), its files on TEST_WORKERS workers (pytest-xdist, whole files)
     assert re.search(r"^test: setup\n\t\$\(BIN\)/python -m pytest -n \$\(TEST_WORKERS\) --dist loadfile tests$",
                      makefile, flags=re.M)

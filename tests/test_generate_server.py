@@ -126,8 +126,8 @@ def test_generate_against_a_real_server_resumes_and_reaches_the_leaderboard(tmp_
       cliniq: {{path: {cliniq}}}
 models:
 """, 1) + """
-  tiny-listwise: {type: llm_listwise, llm: tiny, passage_words: 30}
-  tiny-pointwise: {type: llm_pointwise, llm: tiny, logprobs: false, reasks: 0, passage_words: 30}
+  tiny-listwise: {type: llm_listwise, llm: tiny, passage_words: 30, max_tokens: 6, max_unusable: 1.0}
+  tiny-pointwise: {type: llm_pointwise, llm: tiny, logprobs: false, reasks: 0, passage_words: 30, max_unusable: 1.0}
 rerank:
 """ + "".join(f"  - {{run: bm25, reranker: {r}, depths: [{k}]}}\n" for r, k in RERANKED.items()) + f"""
 cliniq_completion: {{benchmark: cliniq-demo, llm: tiny, queries: 3, sample_per_query: 2, pool_depth: 1,

@@ -33,7 +33,7 @@ from llm_fake_server import FakeLLM
 
 from r2med_eval.errors import ConfigError, InputError, LLMError
 from r2med_eval.llm.requests import Answer, Request, Usage
-from r2med_eval.rerank import listwise, pointwise
+from r2med_eval.rerank import listwise, llm_rerank, pointwise
 from r2med_eval.scoring import runs
 from r2med_eval.stages import rerank as rerank_stage
 from r2med_eval.workflow import config, paths
@@ -392,8 +392,9 @@ def test_pointwise_without_logprobs_scores_the_label_and_keeps_the_first_stage_o
     yes = [d for d in FIRST[:10] if pointwise_script({"messages": [{"content": f"Passage: {d}"}]})[0] == "Yes"]
     assert read_order(sm.output.run)["q1"] == yes + [d for d in FIRST[:10] if d not in yes] + FIRST[10:]
     info = json.loads(Path(sm.output.info).read_text())
-    assert info["scoring"] == "label" and info["scored_by"] == {"logprobs": 0, "logprobs_bound": 0, "label": 20,
-                                                                "unparsed": 0}
+    assert info["scoring"] == "label" and info["scored_by"] == {"logprobs": 0, "logprobs_bound": 0,
+                                                                "alternatives": 0, "label": 20, "unparsed": 0}
+    assert info["unusable_answers"] == 0 and info["unusable_share"] == 0.0
 
 
 def test_pointwise_reasks_unparsed_answers_then_counts_them(fake, tmp_path):
@@ -521,7 +522,8 @@ def test_params_hold_what_changes_the_output(tmp_path):
     base = params()
     assert base["reranker_spec"] == {"type": "llm_pointwise", "llm": "fake", "answers": ["yes", "no"],
                                      "logprobs": True, "top_logprobs": 20, "passage_words": 300, "reasks": 1,
-                                     "truncate": False, "prompt_sha256": base["reranker_spec"]["prompt_sha256"]}
+                                     "truncate": False, "prompt_sha256": base["reranker_spec"]["prompt_sha256"],
+                                     "passage_format": "plain", "max_unusable": 0.05}
     assert base["reasoning"] == "none" and base["generate"]["model"] == "fake" and base["private"] is False
     assert "lamer_depth" not in base["generate"] and str(REPO) not in repr(base)
     assert params(description="x") == base
@@ -589,3 +591,96 @@ def test_vllm_inside_the_job_logs_owner_only_on_a_private_benchmark(tmp_path, mo
     assert stat.S_IMODE(server_log.stat().st_mode) == 0o600
     assert json.loads(Path(sm.output.info).read_text())["requested"] == 10
     assert "T_RR_URL" not in os.environ
+
+
+# ------------------------------------------------------------------ issue 37: the rerankers' last differences
+
+def test_pointwise_reads_the_first_positions_alternatives_when_the_first_token_is_neither_word():
+    words = ("yes", "no")
+    sure = Answer("Sure", {}, logprobs=[lp("Sure", -0.3, [("Sure", -0.3), ("Yes", -1.2), ("No", -2.0)])])
+    p, kind = pointwise.judge(sure, words, "none")
+    assert kind == "alternatives" and p == pytest.approx(math.exp(-1.2) / (math.exp(-1.2) + math.exp(-2.0)))
+    # after the reasoning and white space: the first answer position, not a token inside the reasoning
+    tokens = [lp("<think>", -0.1, []), lp("Yes", -0.2, [("Yes", -0.2), ("No", -1.0)]), lp("</think>", -0.1, []),
+              lp("\n", -0.1, []), lp("**", -0.4, [("**", -0.4), ("No", -0.9), ("Yes", -2.9)]), lp("Rel", -0.1, [])]
+    p, kind = pointwise.judge(Answer("<think>Yes</think>\n**Rel", {}, logprobs=tokens), words, "think")
+    assert kind == "alternatives" and p == pytest.approx(1 / (1 + math.exp(-0.9 + 2.9)))
+    # neither word among the alternatives: the label, parsed from the text
+    maybe = Answer("Sure, yes.", {}, logprobs=[lp("Sure", -0.3, [("Sure", -0.3), ("Maybe", -1.0)])])
+    assert pointwise.judge(maybe, words, "none") == (1.0, "label")
+    assert pointwise.scoring_used({"logprobs": 0, "alternatives": 3, "label": 0, "unparsed": 0}) == "logprobs"
+
+
+def test_pointwise_stage_scores_answers_that_begin_with_another_token(fake, tmp_path):
+    def script(body):
+        d = body["messages"][-1]["content"].split("Passage: ")[1].split()[0]
+        y, n = yes_no_logprobs(d)
+        return "Sure", [lp("Sure", -0.05, [("Sure", -0.05), ("Yes", y), ("No", n)])]
+
+    fake.script = script
+    sm = stage_sm(tmp_path, pointwise_config(tmp_path), 10)
+    rerank_stage.llm_rerank_run(sm)
+
+    def p(d):
+        y, n = yes_no_logprobs(d)
+        return 1 / (1 + math.exp(n - y))
+
+    assert read_order(sm.output.run)["q1"][:10] == sorted(FIRST[:10], key=lambda d: (-p(d), FIRST.index(d)))
+    info = json.loads(Path(sm.output.info).read_text())
+    assert info["scored_by"]["alternatives"] == 20 and info["scoring"] == "logprobs" and info["unusable_answers"] == 0
+
+
+def test_unusable_answers_above_the_threshold_stop_the_job_with_one_message(fake, tmp_path):
+    fake.script = lambda body: "I cannot tell."
+    fake.logprobs = False
+    sm = stage_sm(tmp_path, pointwise_config(tmp_path, reasks=0), 10)
+    with pytest.raises(InputError, match=r"20 of 20 answers named neither answer word \(100.0%, above max_unusable "
+                                         r"5.0%\)"):
+        rerank_stage.llm_rerank_run(sm)
+    assert not Path(sm.output.run).exists() and not Path(sm.output.info).exists()
+    sm = stage_sm(tmp_path, pointwise_config(tmp_path, reasks=0, max_unusable=1.0), 10)
+    rerank_stage.llm_rerank_run(sm)  # accepted: counted in the lineage for the leaderboard
+    info = json.loads(Path(sm.output.info).read_text())
+    assert info["unusable_answers"] == 20 and info["unusable_share"] == 1.0 and info["scoring"] == "unparsed"
+    # listwise: windows whose answer names no passage
+    fake.script = lambda body: "These passages are all relevant."
+    sm = stage_sm(tmp_path, base_config(tmp_path), 20)
+    with pytest.raises(InputError, match=r"2 of 2 answers named no passage"):
+        rerank_stage.llm_rerank_run(sm)
+
+
+def test_answers_must_name_two_different_words(tmp_path):
+    with pytest.raises(ConfigError, match="answers names the same word twice"):
+        config.validate(pointwise_config(tmp_path, answers=["yes", "YES"]))
+
+
+def test_listwise_asks_a_permutation_sized_max_tokens_unless_set(fake, tmp_path):
+    from r2med_eval.rerank.listwise import permutation_tokens
+
+    perm = " > ".join(f"[{i}]" for i in range(1, 21))
+    assert permutation_tokens(20) == len(perm) + 3 + 16  # the characters of "[1] > ... > [20] > " and 16 more
+    assert permutation_tokens(2) == len("[1] > [2] > ") + 16
+    fake.script = permutation_script
+    rerank_stage.llm_rerank_run(stage_sm(tmp_path, base_config(tmp_path), 20))
+    assert {r["max_tokens"] for r in fake.requests} == {permutation_tokens(20)}
+    fake.requests.clear()
+    rerank_stage.llm_rerank_run(stage_sm(tmp_path, base_config(tmp_path, window=5, step=5), 10))
+    assert {r["max_tokens"] for r in fake.requests} == {permutation_tokens(5)}
+    fake.requests.clear()
+    rerank_stage.llm_rerank_run(stage_sm(tmp_path, base_config(tmp_path, max_tokens=77), 20))
+    assert {r["max_tokens"] for r in fake.requests} == {77}
+    assert llm_rerank.sampling_overrides({"type": "llm_listwise", "window": 20}, "think") == {}
+
+
+def test_rankgpt_passage_format_equals_rankgpt_on_titled_and_untitled_documents():
+    from r2med_eval.rerank.listwise import rankgpt_content, rankgpt_messages
+
+    docs = [{"title": "Aspirin", "text": "Aspirin  inhibits\nCOX."}, {"title": "", "text": "No title here."},
+            {"title": "  Spaced ", "text": " text "}]
+    for doc in docs:
+        ours = rankgpt_messages("q", [rankgpt_content(doc)], 300)
+        theirs = ref.create_permutation_instruction({"query": "q", "hits": [{"content": ref.run_retriever_content(
+            doc)}]}, 0, 1, 300)
+        assert ours == theirs
+    assert rankgpt_content({"text": "plain  text"}) == "plain text"
+    assert rankgpt_content(docs[0]) == "Title: Aspirin Content: Aspirin inhibits COX."

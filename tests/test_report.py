@@ -524,7 +524,7 @@ def test_report_config_is_validated_before_any_job():
         config.validate(bad)
     bad = copy.deepcopy(BASE)
     bad["leaderboard"]["metric"] = "ndcg_at_7"
-    with pytest.raises(ConfigError, match="leaderboard.metric 'ndcg_at_7' is not a computed metric"):
+    with pytest.raises(ConfigError, match="leaderboard.metric 'ndcg_at_7' is a measure score_run does not compute"):
         config.validate(bad)
     bad = copy.deepcopy(BASE)
     bad["report"]["permutation"] = 10

@@ -9,7 +9,7 @@ from conftest import REPO, demo_config, snakemake, workflow_dir
 from test_workflow import planned_jobs
 
 REPORT_RULES = {"all", "collect_metrics", "leaderboard", "leaderboard_benchmark", "significance", "plot_leaderboard",
-                "plot_scatter", "plot_rerank_depth", "provenance", "r2med_vs_paper", "report_index"}
+                "plot_scatter", "plot_rerank_depth", "provenance", "r2med_vs_paper", "claims", "report_index"}
 CONFIG = demo_config(device="cpu") + """
     description: all-MiniLM-L6-v2
 # a comment

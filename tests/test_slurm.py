@@ -2,7 +2,9 @@
 one-node cluster on this host (.ci/slurm-up.sh): the results must be byte-identical to a local run;
 shards run as separate SLURM jobs with the data-derived memory, run time and GPU; a nonexistent
 partition stops with SLURM's message; a job killed mid-encoding leaves no partial shard and a rerun
-resumes from the finished shards.
+resumes from the finished shards. The last test stops the cluster the module started and checks that the
+machine is left as it was found (issue 39): the SLURM configuration files as before, and `snakemake`'s start-up
+reaching for no controller that it did not reach for before.
 
 Where no SLURM can be reached or started the tests skip with the reason; R2MED_EVAL_REQUIRE_SLURM=1
 (set by .ci/run when CI=true) turns that skip into a failure.
@@ -17,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, demo_config, snakemake, workflow_dir
+from conftest import REPO, SNAKEMAKE, demo_config, snakemake, workflow_dir
 
 sys.path.insert(0, str(REPO / "src"))
 from r2med_eval.workflow import resources as r2res  # noqa: E402
@@ -50,24 +52,80 @@ def _unavailable(reason: str):
     pytest.skip(reason)
 
 
+SLURM_ETC = Path("/etc/slurm")
+SLURM_FILES = ("slurm.conf", "gres.conf")  # what .ci/slurm-up.sh writes (through .ci/slurm-conf.sh)
+MARKER = "# Written by r2med-eval's .ci/slurm-up.sh"
+SLURM_TOOLS = {"scontrol", "sinfo", "squeue", "sacct", "sbatch", "scancel"}
+SLURMCTLD_PORT = 6817  # SLURM's default SlurmctldPort, which .ci/slurm-up.sh's slurm.conf keeps
+ONE_RULE = 'rule all:\n    output:\n        "done.txt",\n    shell:\n        "touch {output}"\n'
+
+
+def conf_state() -> dict:
+    """The SLURM configuration files .ci/slurm-up.sh writes, as they are: bytes (a link: its target), mode, owner
+    and modification time, or None where absent."""
+    state = {}
+    for name in SLURM_FILES:
+        path = SLURM_ETC / name
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            state[name] = None
+            continue
+        body = os.readlink(path) if path.is_symlink() else path.read_bytes()
+        state[name] = (body, info.st_mode, info.st_uid, info.st_gid, info.st_mtime_ns)
+    return state
+
+
+def startup_reaches(folder: Path) -> tuple[set, set]:
+    """The network addresses SLURM's client tools try to reach while `snakemake -n` starts, under strace -f: the
+    SLURM executor plugin runs `scontrol show config` at start-up whenever `sinfo` is installed, and scontrol
+    connects to the controller that slurm.conf names, retrying for about 9 s when nothing answers. Returns
+    {(address, port)} of the inet connect() calls of SLURM tool processes (DNS queries left out: port 53, where a
+    client without slurm.conf asks the resolver for a controller's SRV record) and the ids of those processes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "Snakefile").write_text(ONE_RULE)
+    trace = folder / "strace.txt"
+    proc = subprocess.run(["strace", "-f", "-qq", "-e", "trace=execve,connect", "-o", str(trace),
+                           *SNAKEMAKE, "-n", "--cores", "1"], cwd=folder, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    tools, reached = set(), set()
+    for line in trace.read_text(errors="replace").splitlines():
+        pid = line.split(None, 1)[0]
+        exe = re.search(r'execve\("([^"]+)"', line)
+        if exe and Path(exe.group(1)).name in SLURM_TOOLS:  # a PATH lookup's failed tries count: same process
+            tools.add(pid)
+        if pid in tools and "connect(" in line:
+            port = re.search(r"sin6?_port=htons\((\d+)\)", line)
+            addr = re.search(r'inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6, "([^"]+)"', line)
+            if port and addr and int(port.group(1)) != 53:
+                reached.add((addr.group(1) or addr.group(2), int(port.group(1))))
+    return reached, tools
+
+
 @pytest.fixture(scope="module")
-def slurm():
+def slurm(tmp_path_factory):
     """A SLURM cluster with an idle node: the running one, or one started by .ci/slurm-up.sh (as root,
-    with slurm-wlm installed), stopped again afterwards."""
-    started = False
+    with slurm-wlm installed), stopped again afterwards. Yields what the machine was like before: whether this
+    fixture started the cluster, and then the SLURM configuration files and what `snakemake -n`'s start-up
+    reached for (strace), for the last test."""
+    machine = {"started": False}
     if not _node_ready():
         if not shutil.which("slurmctld") or not shutil.which("sbatch"):
             _unavailable("SLURM is not installed here (Debian: apt-get install slurm-wlm munge; .ci/slurm-up.sh "
                          "does it as root)")
         if os.geteuid() != 0:
             _unavailable("no SLURM node is idle and starting one (.ci/slurm-up.sh) needs root")
+        if shutil.which("strace"):
+            machine["conf"] = conf_state()
+            machine["reaches"] = startup_reaches(tmp_path_factory.mktemp("before"))[0]
         proc = subprocess.run([str(SLURM_UP)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               timeout=600)
         if proc.returncode != 0 or not _node_ready():
             _unavailable(f".ci/slurm-up.sh could not start SLURM: {proc.stdout[-2000:]}")
-        started = True
-    yield
-    if started:
+        machine["started"] = True
+    yield machine
+    if machine["started"]:  # idempotent: the last test has stopped it already
         subprocess.run([str(SLURM_DOWN)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
 
 
@@ -273,3 +331,31 @@ def test_job_killed_for_memory_is_retried_with_more(slurm, local_run, tmp_path):
     assert len(killed) == 1
     shard = work / target
     assert shard.read_bytes() == (local_run / target).read_bytes()
+
+
+# ---------------------------------------------------------------- last: the machine as it was found
+
+
+def test_slurm_down_leaves_the_machine_as_slurm_up_found_it(slurm, tmp_path):
+    """Issue 39: after .ci/slurm-down.sh the SLURM configuration files are as they were before .ci/slurm-up.sh (no
+    slurm.conf naming the stopped controller), so `snakemake -n` starts as it did before the SLURM tests. Checked
+    by mechanism, not by the clock: while the cluster runs, the start-up's `scontrol show config` reaches the
+    controller (this shows the probe sees it); after slurm-down it reaches for no address it did not reach for
+    before slurm-up. Runs last in this module: it stops the cluster."""
+    if not slurm["started"]:
+        pytest.skip("the SLURM cluster was running before these tests, so stopping it is not theirs to do; "
+                    "tests/test_slurm_conf.py checks .ci/slurm-conf.sh's restoring on its own")
+    if "conf" not in slurm:
+        _unavailable("strace is not installed (Debian's strace; .ci/run installs it in CI)")
+    running, tools = startup_reaches(tmp_path / "running")
+    assert tools, "snakemake's start-up ran no SLURM tool: the SLURM executor plugin's start-up query is gone"
+    assert any(port == SLURMCTLD_PORT for _, port in running), running
+    down = subprocess.run([str(SLURM_DOWN)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=120)
+    assert down.returncode == 0, down.stdout
+    slurm["started"] = False
+    assert conf_state() == slurm["conf"]
+    left = [p for p in SLURM_ETC.glob("*.conf") if p.is_file() and p.read_text(errors="replace").startswith(MARKER)]
+    assert left == []
+    after, _ = startup_reaches(tmp_path / "after")
+    assert after <= slurm["reaches"], f"after slurm-down snakemake's start-up reaches {after - slurm['reaches']}"

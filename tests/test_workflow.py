@@ -40,7 +40,7 @@ def planned_jobs(proc_output: str) -> dict:
 
 # the report stage re-runs whenever a score changes (plot_scatter too when one of its two runs changes)
 REPORT_JOBS = {"all": 1, "collect_metrics": 1, "leaderboard": 1, "leaderboard_benchmark": 1, "significance": 1,
-               "plot_leaderboard": 1, "provenance": 1, "r2med_vs_paper": 1, "report_index": 1}
+               "plot_leaderboard": 1, "provenance": 1, "r2med_vs_paper": 1, "claims": 1, "report_index": 1}
 
 
 @pytest.fixture(scope="module")
@@ -278,14 +278,14 @@ def test_shipped_default_config_end_to_end(tmp_path):
         assert (work / rel).read_bytes() == (work2 / rel).read_bytes(), rel
     # the report stage too: tables and plots byte-identical (provenance.json holds timings, so it is not)
     report_files = ["leaderboard.html", "leaderboard.md", "leaderboard.csv", "significance.csv", "significance.md",
-                    "leaderboards/demo.csv", "r2med_vs_paper.md", "index.html"]
+                    "leaderboards/demo.csv", "r2med_vs_paper.md", "claims.json", "claims.md", "index.html"]
     report_files += [f"plots/demo/{n}.{e}" for n in ("by_task", "heatmap", "rerank_depth", "scatter")
                      for e in ("png", "svg")]
     report_files += [f"plots/cliniq-demo/cliniq_by_{g}.{e}" for g in ("match_type", "query_type")
                      for e in ("png", "svg")]
     report_files += [f"plots/{b}/palette.tsv" for b in ("demo", "cliniq-demo")]
     tex = sorted(p.name for p in (work / "results" / "tables").glob("*.tex"))
-    assert tex == ["cliniq-cliniq-demo-by_match_type.tex", "cliniq-cliniq-demo-by_query_type.tex",
+    assert tex == ["claims.tex", "cliniq-cliniq-demo-by_match_type.tex", "cliniq-cliniq-demo-by_query_type.tex",
                    "leaderboard-cliniq-demo.tex", "leaderboard-demo.tex", "leaderboard.tex", "r2med_vs_paper.tex"]
     report_files += [f"tables/{name}" for name in tex]
     for name in report_files:
@@ -294,6 +294,15 @@ def test_shipped_default_config_end_to_end(tmp_path):
     index = (work / "results" / "index.html").read_text()
     for name in [f for f in report_files if f != "index.html"] + ["provenance.json", "cliniq/cliniq-demo/pool.tsv"]:
         assert f'href="{name}"' in index, name
+    # issue 38: the papers' ten claims on the two demos, each with one of the four verdicts, shown on the index
+    from r2med_eval.claims.catalogue import CLAIMS, VERDICTS
+
+    claims = json.loads((work / "results" / "claims.json").read_text())
+    assert [(c["benchmark"], c["id"]) for c in claims] == [("demo", c["id"]) for c in CLAIMS if c["kind"] == "r2med"] \
+        + [("cliniq-demo", c["id"]) for c in CLAIMS if c["kind"] == "cliniq"]
+    assert all(c["verdict"] in VERDICTS and c["statement"] and c["evidence"] for c in claims)
+    assert index.index('<section id="leaderboard">') < index.index('<section id="claims">') < index.index(
+        '<section id="benchmark-demo">')
     for name in tex:
         check_tex((work / "results" / "tables" / name).read_text(), name)
     compile_tex([work / "results" / "tables" / name for name in tex], tmp_path / "latex")  # fits 1-inch margins

@@ -121,15 +121,17 @@ def compare(runs, qrels, *, baseline: str, metric: str = "ndcg_at_10", ignore_id
                                        alpha)
 
 
-def fuse(runs, method: str = "rrf", *, k: int = 60, weights=None, depth: int | None = None) -> dict:
+def fuse(runs, method: str = "rrf", *, k: int = 60, weights=None, depth: int | None = None,
+         convention: str = "floor") -> dict:
     """The fused run of rule ``fuse_runs``: ``rrf`` (reciprocal rank fusion, constant ``k``) or ``minmax`` /
     ``zscore`` (linear fusion of per-query normalised scores, ``weights`` equal by default); ``depth``: only the
-    top ``depth`` of each run. ``runs``: runs or paths, in the order the fusion sums them; a mapping's values
-    are taken in its order. ``write_run(fused, path, tag=..., decimals=8)`` writes what the pipeline writes."""
+    top ``depth`` of each run; ``convention``: ``floor`` or ``ranx`` (``scoring.fusion``). ``runs``: runs or
+    paths, in the order the fusion sums them; a mapping's values are taken in its order.
+    ``write_run(fused, path, tag=..., decimals=8)`` writes what the pipeline writes."""
     from .scoring import fusion
 
     inputs = [_run(r) for r in (runs.values() if isinstance(runs, dict) else runs)]
-    return fusion.fuse(inputs, method, k=k, weights=weights, depth=depth)
+    return fusion.fuse(inputs, method, k=k, weights=weights, depth=depth, convention=convention)
 
 
 def evaluate_cliniq(run, judgments, query_types: dict, chunk_ids) -> dict:

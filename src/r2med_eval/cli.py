@@ -143,7 +143,8 @@ def cmd_fuse(args) -> int:
                          fix="drop --weights, or pass --method minmax or zscore.")
     if args.output != "-":
         _check_output(args.output)
-    fused = api.fuse(list(args.runs), args.method, k=args.k, weights=args.weights, depth=args.depth)
+    fused = api.fuse(list(args.runs), args.method, k=args.k, weights=args.weights, depth=args.depth,
+                     convention=args.convention)
     if args.output == "-":
         import tempfile
 
@@ -200,9 +201,19 @@ def checkout() -> Path | None:
     return None
 
 
+def _given(extra: list[str], *names: str) -> bool:
+    """Whether a Snakemake option is among the passed-through arguments (``--opt``, ``--opt=x``, ``-d x``)."""
+    return any(a == n or a.startswith(n + "=") for a in extra for n in names)
+
+
 def run_command(args, extra: list[str]) -> list[str]:
     """``snakemake`` as the README's command 1 runs it (``--cores``, ``--rerun-incomplete``, target ``all``), with
-    the repository's SLURM profile under ``--slurm``, and the remaining arguments passed through."""
+    the repository's SLURM profile under ``--slurm``, and the remaining arguments passed through. Run in a folder
+    that is neither the checkout nor holds a config.yaml of its own, the checkout is the working directory
+    (``--directory``: its config.yaml and the demo's relative paths); ``--configfile`` paths are taken from where
+    the command runs, else from the checkout. The terminal shows one line
+    per finished job (the logger plugin ``r2med-eval``, ``progress.RunMonitor``) unless ``--verbose`` (Snakemake's
+    own output), a dry run, or ``--logger`` of the user's."""
     import importlib.util
 
     if importlib.util.find_spec("snakemake") is None:
@@ -212,12 +223,32 @@ def run_command(args, extra: list[str]) -> list[str]:
     if repo is None:
         raise InputError("no r2med-eval checkout here (a folder with the Snakefile and rules/).",
                          fix="run it in your clone of r2med-eval (pip install -e . from it).")
+    extra = list(extra)
+    in_configfiles = False
+    for i, a in enumerate(extra):  # relative config files: where the command runs, else the checkout's
+        if a.startswith("-"):
+            in_configfiles = a in ("--configfile", "--configfiles")
+            continue
+        if in_configfiles and not Path(a).is_absolute():
+            found = [p for p in (Path(a), repo / a) if p.is_file()]
+            extra[i] = str(found[0].resolve()) if found else a
     cmd = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile")]
+    if (repo.resolve() != Path.cwd().resolve() and not (Path.cwd() / "config.yaml").is_file()
+            and not _given(extra, "--directory", "-d")):  # a folder without its own config.yaml: the checkout's
+        cmd += ["--directory", str(repo)]
     if args.slurm:
         cmd += ["--profile", str(repo / "profiles" / "slurm")]
     else:
         cmd += ["--cores", str(args.cores)]
     cmd += ["--rerun-incomplete"]
+    verbose = getattr(args, "verbose", False)
+    quiet_terminal = not (verbose or _given(extra, "--logger", "--dry-run", "--dryrun", "-n", "--verbose",
+                                                   "--report", "--lint", "--unlock", "--summary", "--detailed-summary",
+                                                   "--list-rules", "--list", "-l", "--dag", "--rulegraph"))
+    if quiet_terminal:
+        cmd += ["--logger=r2med-eval"]  # "=": the option takes several values
+    if verbose:
+        cmd += ["--verbose"]
     cmd += extra
     if not [a for a in extra if not a.startswith("-")] and "--report" not in extra:
         cmd.append("all")  # no target given: the default job
@@ -227,6 +258,9 @@ def run_command(args, extra: list[str]) -> list[str]:
 def cmd_run(args, extra: list[str]) -> int:
     cmd = run_command(args, extra)
     print("r2med-eval: " + " ".join(cmd[1:]), file=sys.stderr)
+    if "--directory" in cmd and "--directory" not in extra:
+        print(f"r2med-eval: working directory {cmd[cmd.index('--directory') + 1]} (the checkout: its config.yaml, "
+              "results/ and logs/)", file=sys.stderr)
     return subprocess.call(cmd)
 
 
@@ -309,6 +343,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=_rrf_k, default=60, help="RRF constant, 0 or more (default 60)")
     p.add_argument("--weights", type=_finite, nargs="+", help="linear fusion weights, one per run (default equal)")
     p.add_argument("--depth", type=_count, help="use only each run's top DEPTH (1 or more)")
+    p.add_argument("--convention", choices=["floor", "ranx"], default="floor",
+                   help="minmax/zscore: floor (a missing document gets the run's lowest normalised score; default) or "
+                        "ranx (0, the mean for zscore, as ranx's min-max/zmuv norms with wsum)")
     p.add_argument("--tag", default="fused", help="the run tag (last column)")
     p.add_argument("-o", "--output", default="-", help="the fused run: TREC text, or the binary format for a name "
                                                        "ending in .run.npz (default: TREC on standard output)")
@@ -317,10 +354,14 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run the workflow (snakemake)",
                        description="Run the r2med-eval workflow of this checkout through Snakemake: `snakemake "
                                    "--cores N --rerun-incomplete all`, or through the repository's SLURM profile "
-                                   "(profiles/slurm). Other arguments (targets, --configfile, --config, -n, ...) "
-                                   "are passed to Snakemake.")
+                                   "(profiles/slurm), from any directory (the checkout is the working directory). "
+                                   "Other arguments (targets, --configfile, --config, -n, ...) are passed to "
+                                   "Snakemake.")
     p.add_argument("--cores", type=_count, default=os.cpu_count() or 1, help="local cores (default: all)")
     p.add_argument("--slurm", action="store_true", help="submit the jobs to SLURM with profiles/slurm")
+    p.add_argument("--verbose", action="store_true",
+                   help="Snakemake's full output on the terminal (default: a line per finished job with an ETA; the "
+                        "full output is in .snakemake/log/, named at the end)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("build-medquad", help="build MedQuAD / LiveQA-Med in BEIR layout from its public sources",
@@ -363,13 +404,13 @@ def main(argv=None) -> int:
         print("r2med-eval: out of memory reading the input. Fix: check that the files are a run and judgments.",
               file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader went away (| head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as exc:  # a file that vanished or cannot be written after the checks
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"r2med-eval: {where}{exc.strerror or exc}. Fix: check the path and its permissions.", file=sys.stderr)
         return 1
-    except BrokenPipeError:  # the reader went away (| head): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 """Glue for the thin scripts in ``scripts/``: logging to ``snakemake.log`` and clean failures.
 
-A job's stderr and logging go to its log file. A bad-input error (``InputError``) is written there and, as one
-``r2med-eval:`` line, to the terminal, and the job fails. A failure of code outside this package
+A job's stderr and logging go to its log file, and so do file descriptors 1 and 2 (what the JVM, C libraries or
+progress bars print: Lucene's ``INFO: Using MemorySegmentIndexInput`` line stays off the terminal); the
+terminal, ``sys.__stderr__`` during the job (a copy of the terminal's descriptor), keeps the job's progress lines,
+its failure line and whatever else the job writes there for a person. A bad-input error (``InputError``) goes to
+the log and, as one ``r2med-eval:`` line, to the terminal, and the job fails. A failure of code outside this package
 (``confidential.ExternalError``: a ``type: python`` encoder, an MTEB model) is such an error too; the log also
 gets the outside code's traceback.
 
@@ -51,6 +54,24 @@ def job_name(snakemake, log_path) -> str:
     return rule
 
 
+class TerminalLines(logging.Handler):
+    """This package's records marked ``extra={"terminal": True}`` (warnings a user must see at the end of a job,
+    ids and numbers only) also go to the terminal, as one ``r2med-eval [<job>] warning: ...`` line each."""
+
+    def __init__(self, stream, job: str):
+        super().__init__(logging.WARNING)
+        self.stream, self.job = stream, job
+
+    def emit(self, record) -> None:
+        if not getattr(record, "terminal", False) or not record.name.startswith("r2med_eval"):
+            return
+        try:
+            print(f"r2med-eval [{self.job}] {record.levelname.lower()}: {record.getMessage()}", file=self.stream,
+                  flush=True)
+        except (OSError, ValueError):  # the terminal went away: the job goes on
+            pass
+
+
 def run(snakemake, func) -> None:
     """Call ``func(snakemake)`` with stderr and logging sent to the rule's log file (on a MIMIC-derived benchmark:
     to the owner-only full log, see the module's docstring). While the job runs, a progress line (ids and counts
@@ -61,9 +82,20 @@ def run(snakemake, func) -> None:
         _run_private(snakemake, func, log_path)
         return
     handle = open(log_path, "w", encoding="utf-8") if log_path else sys.stderr
-    real_stderr = sys.__stderr__
+    real_stderr = terminal_before = sys.__stderr__
+    saved = {}
+    if log_path:  # what code outside Python prints (the JVM's start-up lines, C libraries) goes to the log too
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = {fd: os.dup(fd) for fd in (1, 2)}
+        real_stderr = os.fdopen(os.dup(2), "w", encoding="utf-8", errors="replace")  # the terminal
+        for fd in saved:
+            os.dup2(handle.fileno(), fd)
+        sys.__stderr__ = real_stderr  # the job's terminal, as before: a line for a person goes there
     sys.stderr = handle
     logging.basicConfig(stream=handle, level=logging.INFO, force=True, format=FORMAT)
+    lines = TerminalLines(real_stderr, job_label(snakemake.rule, snakemake.wildcards))
+    logging.getLogger().addHandler(lines)
     start = time.perf_counter()
     heartbeat = Heartbeat(job_label(snakemake.rule, snakemake.wildcards), stream=real_stderr).start()
     outcome = "failed"
@@ -74,13 +106,22 @@ def run(snakemake, func) -> None:
         if isinstance(exc, ExternalError):  # not MIMIC-derived: the outside code's traceback helps to debug
             handle.write(exc.traceback)
         log.error("%s", exc)
-        print(f"r2med-eval: {exc}", file=real_stderr)
+        print(f"r2med-eval: {exc}", file=real_stderr, flush=True)
         handle.flush()
         raise SystemExit(1) from None
     finally:
         heartbeat.stop(outcome)
+        logging.getLogger().removeHandler(lines)
         log.info("done in %.2f s", time.perf_counter() - start)
         handle.flush()
+        if saved:
+            sys.stdout.flush()
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+            real_stderr.flush()
+            sys.__stderr__ = terminal_before
+            real_stderr.close()
 
 
 def _run_private(snakemake, func, log_path) -> None:
@@ -111,6 +152,8 @@ def _run_private(snakemake, func, log_path) -> None:
     failure = None
     start = time.perf_counter()
     heartbeat = Heartbeat(job_label(snakemake.rule, snakemake.wildcards), stream=terminal).start()
+    lines = TerminalLines(terminal, job_label(snakemake.rule, snakemake.wildcards))
+    root.addHandler(lines)
     try:
         func(snakemake)
     except ExternalError as exc:
@@ -127,6 +170,7 @@ def _run_private(snakemake, func, log_path) -> None:
                    "and lines, not its message.")
     finally:
         heartbeat.stop("failed" if failure is not None or sys.exc_info()[0] is not None else "finished")
+        root.removeHandler(lines)
         terminal.close()
         if failure is not None:
             log.error("%s", failure)

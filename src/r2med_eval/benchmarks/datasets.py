@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from ..io import iter_jsonl, read_json, sha256_file, write_json, write_jsonl, atomic_path
+from ..io import atomic_path, iter_jsonl, read_json, sha256_file, write_json, write_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +224,8 @@ def _read_qrels_beir(path, duplicates: str, dups: list) -> tuple[dict, dict]:
             continue
         if len(parts) != 3:
             raise InputError(f"expected 3 tab-separated columns (query-id, corpus-id, score), found {len(parts)}.",
-                             path=path, line=lineno, fix="write one judgment per line as query-id<TAB>corpus-id<TAB>score.")
+                             path=path, line=lineno,
+                             fix="write one judgment per line as query-id<TAB>corpus-id<TAB>score.")
         qid, did, grade = (p.strip() for p in parts)
         for value, what in ((qid, "query"), (did, "document")):
             if not value or any(ch.isspace() for ch in value):
@@ -249,7 +250,8 @@ def _check_qrels(qrels, seen, corpus, queries, path, unknown_qrels: str, stats: 
             f"judgment names {what}, which is not in the {'queries' if unknown_q else 'corpus'} "
             f"({len(unknown_q)} judgments name unknown queries, {len(unknown_d)} name unknown documents).",
             path=path, line=seen[(qid, did)],
-            fix="use the qrels that belong to this corpus, or set unknown_qrels: drop for this benchmark in config.yaml.",
+            fix="use the qrels that belong to this corpus, or set unknown_qrels: drop for this benchmark in "
+                "config.yaml.",
         )
     kept = unknown_d if unknown_qrels == "keep" else []
     if kept:  # as R2MED's code: a judged document missing from the corpus stays relevant, never retrieved

@@ -111,7 +111,8 @@ def read_xml_answers(medquad: Path) -> dict[str, dict]:
             try:
                 root = ET.parse(path).getroot()
             except ET.ParseError as exc:
-                raise InputError(f"not well-formed XML ({exc}).", path=path, fix="check out the pinned commit again.")
+                raise InputError(f"not well-formed XML ({exc}).", path=path,
+                                 fix="check out the pinned commit again.") from None
             source, doc_id, url = root.get("source"), root.get("id"), root.get("url")
             focus = root.findtext("Focus")
             for pair in root.iter("QAPair"):

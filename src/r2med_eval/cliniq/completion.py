@@ -33,12 +33,14 @@ not depend on its label within the stratum); a stratum without any usable answer
 an estimate covers is reported beside it.
 
 **Intervals** (95%): the queries are fixed, the only randomness is the draw, so the intervals are design-based:
-the Wilson score interval of the rest strata's weighted rate with the design's effective sample size
-n_eff = p(1-p) / V(p) (V: the stratified variance with the finite-population correction; capped at the Kish
-effective size n_kish / (1 - f), i.e. a design effect of at least 1, as Korn and Graubard advise; that value
-also when p is 0 or 1 or V is 0), mapped through the exact pool part. For one query this is the Wilson interval
-of the rest's sample proportion with the finite-population correction. Kendall's tau, where queries are the
-unit, gets a bootstrap over queries (``ranking``).
+Korn and Graubard's Clopper-Pearson interval of the rest strata's weighted rate p on the design's effective sample
+size n_eff = p(1-p) / V(p) (V: the stratified variance with the finite-population correction; capped at the Kish
+effective size n_kish / (1 - f), i.e. a design effect of at least 1; that value also when p is 0 or 1 or V is 0),
+i.e. the exact binomial interval of p n_eff successes in n_eff trials, mapped through the exact pool part. For one
+query this is the exact interval of the rest's sample proportion on (m - 1) / (1 - f) trials. Chosen by the
+coverage it reaches at CliniQ's scale for rare events (``bench/completion_coverage.py``: every query at least 0.96
+exactly, where the Wilson interval on the same n_eff falls to 0.84 at a rate of 0.001). Kendall's tau, where
+queries are the unit, gets a bootstrap over queries (``ranking``).
 
 **Re-scoring.** Every multi-patient figure of every selected run is computed twice by ``cliniq.evaluate_ranked``,
 with CliniQ's judgments and with the completed ones (the judge's labels of every judged chunk added as new
@@ -56,8 +58,10 @@ from .corpus import IRRELEVANT, MATCH_TYPES, QUERY_TYPES
 
 SAMPLE_HEADER = ("query_id", "query_type", "chunk_id", "stratum", "drawn", "draw_order", "pi", "best_rank",
                  "n_systems")
-DESIGN_HEADER = ("query_id", "query_type", "coded_admissions", "population", "pool", "rest", "drawn",
-                 "drawn_in_pool", "rest_sampled", "extended")
+DESIGN_HEADER = ("query_id", "query_type", "coded_from", "coded_unit", "coded_admissions", "codes_only",
+                 "judgments_only", "population", "pool", "rest", "drawn", "drawn_in_pool", "rest_sampled", "extended")
+CODED_FROM = ("codes", "judgments")
+NO_CODE = "judgments:no_code"  # coded_from of a query no code of the tables maps to (it falls back to judgments)
 MEASURES = ("relevant",) + MATCH_TYPES
 RESCORED_METRICS = ("mrr", "ndcg_at_10", "ndcg_at_10_cliniq", "recall_at_100", "judged_at_10")
 EFFECTIVENESS = RESCORED_METRICS[:4]  # judged@10 rises by construction: flagged, but no conclusion rests on it
@@ -77,24 +81,50 @@ def coded_admissions(rows) -> dict[str, set[str]]:
     return dict(out)
 
 
-def select_queries(setting, coded: dict[str, set[str]], qtypes: dict[str, str]) -> list[str]:
+def resolve_coded(judged: dict[str, set[str]], from_codes: dict[str, set[str]] | None, without_code=(),
+                  unit: str = "patient") -> tuple[dict[str, set[str]], dict[str, tuple]]:
+    """The coded admissions of every query and how they were found: (query -> admissions, query -> (coded_from,
+    coded_unit, codes_only, judgments_only)). ``judged``: CliniQ's own judgments (``coded_admissions``);
+    ``from_codes``: the code tables' (``cliniq.codes.coded``), None for ``coded_from: judgments``. With codes, a
+    query's coded admissions are those the tables give plus those CliniQ's annotators judged (whose chunks are all
+    judged); codes_only and judgments_only count the admissions only one of the two definitions calls coded. A query
+    no code maps to (``without_code``) falls back to its judgments (``NO_CODE``)."""
+    if from_codes is None:
+        return dict(judged), {q: ("judgments", "admission", "", "") for q in judged}
+    missing = set(without_code)
+    out, info = {}, {}
+    for q in set(judged) | set(from_codes) | missing:
+        j = judged.get(q, set())
+        if q in missing:
+            out[q], info[q] = set(j), (NO_CODE, "admission", "", "")
+            continue
+        c = from_codes.get(q, set())
+        out[q], info[q] = c | j, ("codes", unit, len(c - j), len(j - c))
+    return out, info
+
+
+def select_queries(setting, coded: dict[str, set[str]], qtypes: dict[str, str],
+                   judged: dict[str, set[str]] | None = None) -> list[str]:
     """The completed queries: an integer N selects the N disease and procedure queries with the most coded
-    admissions (ties by id), ``all`` every query CliniQ judges, a list those ids (each must be judged)."""
+    admissions (ties by id), ``all`` every query CliniQ judges, a list those ids (each must be judged). ``judged``:
+    the admissions CliniQ's own judgments hold (a query without any has no multi-patient figure to complete);
+    default ``coded``."""
+    judged = coded if judged is None else judged
     if setting == "all":
-        return sorted(q for q in qtypes if coded.get(q))
+        return sorted(q for q in qtypes if judged.get(q))
     if isinstance(setting, list):
         unknown = [q for q in setting if q not in qtypes]
         if unknown:
             raise InputError(f"cliniq_completion.queries names unknown queries: {', '.join(unknown)}.",
                              fix="use the benchmark's query ids ({type}-{_id}, e.g. disease-12).")
-        unjudged = [q for q in setting if not coded.get(q)]
+        unjudged = [q for q in setting if not judged.get(q)]
         if unjudged:
             raise InputError(f"cliniq_completion.queries names queries CliniQ judges for no patient: "
                              f"{', '.join(unjudged)} (no coded admission, so no multi-patient figure to complete).",
                              fix="leave them out.")
         return list(dict.fromkeys(setting))
-    eligible = [q for q in qtypes if qtypes[q] in ("disease", "procedure") and coded.get(q)]
-    return sorted(eligible, key=lambda q: (-len(coded[q]), q))[:int(setting)]
+    eligible = [q for q in qtypes if qtypes[q] in ("disease", "procedure") and judged.get(q)]
+    return sorted(eligible, key=lambda q: (-len(coded.get(q, ())), q))[:int(setting)]
 
 
 def query_rng(seed: int, query: str):
@@ -130,9 +160,12 @@ def top_chunks(ranked, queries, depth: int) -> dict[str, list[str]]:
 
 
 def design(queries: list[str], qtypes: dict[str, str], coded: dict[str, set[str]], chunk_ids: list[str],
-           judged: dict[str, set[str]], tops: dict[str, dict[str, list[str]]], n: int, seed: int):
+           judged: dict[str, set[str]], tops: dict[str, dict[str, list[str]]], n: int, seed: int,
+           coded_info: dict[str, tuple] | None = None):
     """The sample rows (``SAMPLE_HEADER``) and the design rows (``DESIGN_HEADER``) of every query. ``judged``:
-    query -> chunks any judgment row names; ``tops``: run -> query -> its top chunks (the pool's runs)."""
+    query -> chunks any judgment row names; ``tops``: run -> query -> its top chunks (the pool's runs; empty: the
+    sample-only design); ``coded_info``: how each query's coded admissions were found (``resolve_coded``; default:
+    from CliniQ's judgments)."""
     from .metrics import note_of
 
     notes = [note_of(c) for c in chunk_ids]
@@ -157,7 +190,8 @@ def design(queries: list[str], qtypes: dict[str, str], coded: dict[str, set[str]
                                best[c][1]))
             elif c in position:
                 sample.append((q, qtypes[q], c, "rest", 1, position[c], pi_rest, "", 0))
-        rows.append((q, qtypes[q], len(cod), len(population), len(best), rest, len(drawn),
+        how = (coded_info or {}).get(q, ("judgments", "admission", "", ""))
+        rows.append((q, qtypes[q], *how[:2], len(cod), *how[2:], len(population), len(best), rest, len(drawn),
                      sum(1 for c in drawn if c in best), m, int(extended)))
     return sample, rows
 
@@ -207,19 +241,65 @@ def indicator(measure: str):
     return lambda label: label == measure
 
 
-def estimate(group: list[Stratum], measure: str = "relevant", confidence: float = CONFIDENCE) -> dict:
+INTERVALS = ("clopper-pearson", "wilson")  # the first is the one the tables use (docs/cliniq.md, bench/)
+
+
+def rest_interval(size, used, hits, confidence: float = CONFIDENCE, method: str = INTERVALS[0]):
+    """The design-based estimate of the sampled strata (vectorised): ``size`` N_h, ``used`` n_h (usable answers
+    among the sampled chunks, 0 < n_h < N_h), ``hits`` y_h, arrays of shape (..., H) over the strata (a stratum with
+    n_h = 0 is left out: pass size 0). Returns arrays over the leading axes: the weighted rate p = sum N_h y_h / n_h /
+    sum N_h, its 95% interval and the effective sample size n_eff = p(1-p) / V (V the stratified variance with the
+    finite-population correction), capped at the Kish effective size n_kish / (1 - f), a design effect of at least
+    1, and that value also when p is 0 or 1 or V is 0. ``method``: ``clopper-pearson`` (Korn and Graubard: the exact
+    binomial interval of p n_eff successes in n_eff trials) or ``wilson`` (the Wilson score interval on n_eff)."""
+    import numpy as np
+
+    from ..scoring.stats import clopper_pearson_interval, wilson_interval
+
+    size, used, hits = (np.asarray(a, dtype=float) for a in (size, used, hits))
+    live = (used > 0) & (size > 0)
+    n = np.where(live, used, 1.0)
+    w = np.where(live, size, 0.0)
+    total = w.sum(axis=-1)
+    safe_total = np.where(total > 0, total, 1.0)
+    ph = np.where(live, hits / n, 0.0)
+    p = (w * ph).sum(axis=-1) / safe_total
+    s2 = np.where(n > 1, ph * (1.0 - ph) * n / np.maximum(n - 1.0, 1.0), 0.25)
+    var = ((w / safe_total[..., None]) ** 2 * (1.0 - n / np.where(live, size, 1.0)) * s2 / n).sum(axis=-1)
+    sampled = np.where(live, used, 0.0).sum(axis=-1)
+    kish = total ** 2 / np.where(total > 0, (w ** 2 / n).sum(axis=-1), 1.0)
+    cap = kish / np.maximum(1.0 - sampled / safe_total, 1e-300)
+    inner = (p > 0) & (p < 1) & (var > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n_eff = np.where(inner, np.minimum(p * (1.0 - p) / np.where(var > 0, var, 1.0), cap), cap)
+    n_eff = np.where(total > 0, n_eff, 1.0)
+    if method == "clopper-pearson":
+        low, high = clopper_pearson_interval(np.clip(p * n_eff, 0.0, n_eff), n_eff, confidence)
+    elif method == "wilson":
+        pairs = [wilson_interval(float(a), float(b), confidence) for a, b in zip(p.ravel(), n_eff.ravel())]
+        low = np.array([a for a, _ in pairs]).reshape(p.shape)
+        high = np.array([b for _, b in pairs]).reshape(p.shape)
+    else:
+        raise ValueError(f"unknown interval method {method!r} (one of {', '.join(INTERVALS)})")
+    nan = np.full(p.shape, np.nan)
+    empty = total <= 0
+    return (np.where(empty, nan, p), np.where(empty, nan, low), np.where(empty, nan, high),
+            np.where(empty, nan, n_eff), total)
+
+
+def estimate(group: list[Stratum], measure: str = "relevant", confidence: float = CONFIDENCE,
+             method: str = INTERVALS[0]) -> dict:
     """The stratified estimate over a group of strata: the rate of relevant chunks (``measure``: any relevant, or
     one match type) in the population they cover, the number of relevant chunks there, their 95% intervals, and
-    the counts behind them (module docstring)."""
-    from ..scoring.stats import wilson_interval
+    the counts behind them (module docstring; the sampled strata through ``rest_interval``)."""
     from .judge import MALFORMED
 
     f = indicator(measure)
     population = sum(s.size for s in group)
     judged = sum(len(s.labels) for s in group)
     malformed = sum(1 for s in group for lab in s.labels if lab == MALFORMED)
-    found = cert_total = cert_size = rest_size = 0
-    rand = []  # (N_h, n_h, p_h) of the strata estimated from a sample
+    found = cert_total = cert_size = 0
+    rand = []  # (N_h, n_h, y_h) of the strata estimated from a sample
     for s in group:
         usable = [lab for lab in s.labels if lab != MALFORMED]
         hits = sum(1 for lab in usable if f(lab))
@@ -230,8 +310,8 @@ def estimate(group: list[Stratum], measure: str = "relevant", confidence: float 
             cert_total += hits
             cert_size += s.size
         else:
-            rand.append((s.size, len(usable), hits / len(usable)))
-            rest_size += s.size
+            rand.append((s.size, len(usable), hits))
+    rest_size = sum(size for size, _, _ in rand)
     covered = cert_size + rest_size
     out = {"population": population, "covered": covered, "judged": judged, "malformed": malformed, "found": found,
            "rate": math.nan, "rate_low": math.nan, "rate_high": math.nan, "missing": math.nan,
@@ -240,16 +320,8 @@ def estimate(group: list[Stratum], measure: str = "relevant", confidence: float 
         return out
     low = high = p = 0.0
     if rand:
-        p = sum(size * ph for size, _, ph in rand) / rest_size
-        var = 0.0
-        for size, nh, ph in rand:
-            s2 = ph * (1.0 - ph) * nh / (nh - 1) if nh > 1 else 0.25
-            var += (size / rest_size) ** 2 * (1.0 - nh / size) * s2 / nh
-        sampled = sum(nh for _, nh, _ in rand)
-        kish = rest_size ** 2 / sum(size ** 2 / nh for size, nh, _ in rand)
-        cap = kish / (1.0 - sampled / rest_size)
-        n_eff = min(p * (1.0 - p) / var, cap) if 0.0 < p < 1.0 and var > 0.0 else cap
-        low, high = wilson_interval(p, n_eff, confidence)
+        p, low, high, n_eff, _ = (float(v) for v in rest_interval([r[0] for r in rand], [r[1] for r in rand],
+                                                                  [r[2] for r in rand], confidence, method))
         out["n_eff"] = n_eff
     total = cert_total + rest_size * p
     out.update(rate=total / covered, rate_low=(cert_total + rest_size * low) / covered,
@@ -276,30 +348,6 @@ def estimates(all_strata: list[Stratum]) -> tuple[list[dict], list[dict]]:
         members = [s for s in all_strata if s.query == q]
         per_query.append({"query_id": q, "query_type": members[0].query_type, **estimate(members, "relevant")})
     return rows, per_query
-
-
-# ------------------------------------------------------------------ agreement with an expert
-
-def agreement(llm: dict[tuple[str, str], str], human: dict[tuple[str, str], str]) -> dict:
-    """LLM against expert labels on the pairs both gave a usable label: relevance (relevant or not) and, on the
-    pairs both find relevant, the match type; observed agreement and Cohen's kappa with their counts, and the
-    expert labels the judge did not judge (or answered malformed)."""
-    from ..scoring.stats import cohen_kappa
-    from .judge import MALFORMED
-
-    both = sorted(k for k in human if k in llm and llm[k] != MALFORMED)
-    rel_h = ["relevant" if human[k] in MATCH_TYPES else IRRELEVANT for k in both]
-    rel_l = ["relevant" if llm[k] in MATCH_TYPES else IRRELEVANT for k in both]
-    typed = [k for k in both if human[k] in MATCH_TYPES and llm[k] in MATCH_TYPES]
-    kr, ar, nr = cohen_kappa(rel_l, rel_h)
-    kt, at, nt = cohen_kappa([llm[k] for k in typed], [human[k] for k in typed])
-    confusion: dict[tuple[str, str], int] = defaultdict(int)
-    for k in both:
-        confusion[(llm[k], human[k])] += 1
-    return {"relevance": {"n": nr, "agreement": ar, "kappa": kr},
-            "match_type": {"n": nt, "agreement": at, "kappa": kt},
-            "human_labels": len(human), "not_judged": sum(1 for k in human if k not in llm),
-            "judge_malformed": sum(1 for k in human if llm.get(k) == MALFORMED), "confusion": dict(confusion)}
 
 
 # ------------------------------------------------------------------ re-scoring

@@ -1,11 +1,10 @@
 """The report of CliniQ's judgment completion (``cliniq_completion``): the verdict paragraph and the tables (CSV,
-Markdown, LaTeX) of the estimates, the agreement with an expert, the re-scored figures and the orderings. Ids,
-labels and numbers only."""
+Markdown, LaTeX) of the estimates, the re-scored figures and the orderings (the experts' tables are ``experts``).
+Ids, labels and numbers only."""
 
 from __future__ import annotations
 
 from .completion import COMPLETED_GROUP, EFFECTIVENESS, RESCORED_METRICS
-from .corpus import IRRELEVANT, MATCH_TYPES
 
 # ------------------------------------------------------------------ the verdict
 
@@ -29,8 +28,8 @@ def verdict(benchmark: str, info: dict, overall: dict, rescored: list[dict], ran
     """The verdict on the benchmark's multi-patient conclusions (all queries): a conclusion is an ordering of two
     systems by one effectiveness figure (MRR, both nDCG@10, Recall@100); it holds when the completed judgments keep
     it; the benchmark's multi-patient results are called unreliable when any system moves by more than
-    ``threshold`` relative points on one of those figures or any ordering flips. Returns {reliable, text, moved,
-    flipped}."""
+    ``threshold`` relative points on one of those figures or any ordering flips, and the test inconclusive when no
+    answer of the judge could be used. Returns {reliable, status, headline (the one line), text, moved, flipped}."""
     eff = [r for r in rescored if r["group"] == "all" and r["metric"] in EFFECTIVENESS]
     moved = [r for r in eff if r["moved"]]
     flips = {r["metric"]: r["flipped_pairs"] for r in ranks if r["group"] == "all" and r["metric"] in EFFECTIVENESS}
@@ -39,10 +38,18 @@ def verdict(benchmark: str, info: dict, overall: dict, rescored: list[dict], ran
     pairs = systems * (systems - 1) // 2
     flipped = sorted({(m, a, b) for m, fl in flips.items() for a, b in fl})
     usable = info["judged"] - info["malformed"]
-    parts = [f"On {benchmark}, the judge ({info['llm']}) labelled {usable} of the {info['judged']} unjudged chunks of "
-             f"uncoded admissions it was asked about (the uniform sample and the pool) over {info['queries']} queries"
-             + (f" ({info['malformed']} answers stayed malformed after the re-asks and count as unjudged)"
-                if info["malformed"] else "") + "."]
+    share = info["malformed"] / info["judged"] if info["judged"] else 0.0
+    asked = "the uniform sample and the pool" if info.get("pool", True) else "the uniform sample: the review's " \
+        "sample-only design"
+    coded = info.get("coded_from")
+    parts = []
+    if info["malformed"]:
+        parts.append(f"Warning: {info['malformed']} of the judge's {info['judged']} answers ({share * 100:.1f}%) "
+                     "stayed malformed after the re-asks; they count as unjudged, and every figure below rests on "
+                     "the usable answers only.")
+    parts.append(f"On {benchmark}, the judge ({info['llm']}) labelled {usable} of the {info['judged']} unjudged "
+                 f"chunks of uncoded admissions it was asked about ({asked}) over {info['queries']} queries"
+                 + (f"; coded admissions from {coded}" if coded else "") + ".")
     if overall["covered"]:
         parts.append(f"It estimates that {_pct(overall['rate'], 2)} (95% CI {_pct(overall['rate_low'], 2)} to "
                      f"{_pct(overall['rate_high'], 2)}) of these queries' unjudged chunks are relevant, about "
@@ -76,14 +83,36 @@ def verdict(benchmark: str, info: dict, overall: dict, rescored: list[dict], ran
         parts.append(f"No system moves by more than {threshold:g} relative points on MRR, nDCG@10 (either variant) "
                      "or Recall@100.")
     reliable = not moved and not flipped
+    status = "inconclusive" if not overall["covered"] else "reliable" if reliable else "unreliable"
+    movers = list(dict.fromkeys(r["model"] for r in moved))
+    line = []
+    line.append(f"false-negative rate {_pct(overall['rate'], 2)} (95% CI {_pct(overall['rate_low'], 2)} to "
+                f"{_pct(overall['rate_high'], 2)});" if overall["covered"] else "no usable answer of the judge;")
+    line.append(f"{len(movers)} of {systems} system{'s' if systems != 1 else ''} moved by more than {threshold:g} "
+                f"relative points" + (f" ({', '.join(movers)})" if movers else "") + ";")
+    line.append("flipped: " + "; ".join(f"{a} > {b} by {label(m)}" for m, a, b in flipped) + "." if flipped
+                else "no ordering flipped.")
     if overall["covered"]:
         parts.append("The benchmark's multi-patient conclusions therefore hold under the completed judgments."
                      if reliable else
                      "By the test's rule (a move above the threshold or a flipped ordering), the benchmark's "
                      "multi-patient results are unreliable on this evidence; the conclusions listed as holding above "
                      "remain supported.")
-    return {"reliable": reliable and bool(overall["covered"]), "text": " ".join(parts),
-            "moved": [(r["model"], r["metric"]) for r in moved], "flipped": flipped}
+    if info["malformed"]:
+        line.append(f"{share * 100:.1f}% of the judge's answers malformed.")
+    return {"reliable": reliable and bool(overall["covered"]), "status": status,
+            "headline": f"{status.capitalize()}: " + " ".join(line), "text": " ".join(parts),
+            "moved": [(r["model"], r["metric"]) for r in moved], "flipped": flipped, "malformed_share": share}
+
+
+def verdict_markdown(benchmark: str, result: dict) -> str:
+    """The verdict at a glance: one line (reliable / unreliable / inconclusive, the false-negative rate with its
+    interval, how many systems moved, which pairs flipped), then the reasoning."""
+    from ..report.tables import md_escape
+
+    head = result["headline"].split(": ", 1)[1]
+    return (f"## Verdict ({md_escape(benchmark)})\n\n**{result['status'].capitalize()}**: {md_escape(head)}\n\n"
+            f"Details: {md_escape(result['text'])}\n")
 
 
 # ------------------------------------------------------------------ tables
@@ -136,20 +165,31 @@ def estimates_markdown(benchmark: str, rows: list[dict], info: dict) -> str:
 
     out = [f"## False negatives of CliniQ's multi-patient judgments ({md_escape(benchmark)})", "",
            f"Judge {md_escape(info['llm'])} on {info['queries']} queries: a uniform sample of up to "
-           f"{info['sample_per_query']} chunks per query (seed {info['seed']}) and the pool of the top "
-           f"{info['pool_depth']} of {info['runs']} runs, from the chunks of admissions CliniQ did not judge for "
-           "the query. FNR: the estimated share of those chunks that are relevant (x 100), with its 95% "
-           "design-based Wilson interval; missing: the estimated number of relevant chunks there. Population: "
+           f"{info['sample_per_query']} chunks per query (seed {info['seed']})"
+           + (f" and the pool of the top {info['pool_depth']} of {info['runs']} runs" if info["pool_depth"] else
+              " (the review's sample-only design: no pool)")
+           + ", from the chunks of admissions CliniQ did not judge for the query. FNR: the estimated share of those "
+           "chunks that are relevant (x 100), with its 95% design-based interval (Clopper-Pearson on the effective "
+           "sample size, Korn and Graubard); missing: the estimated number of relevant chunks there. Population: "
            "chunks of uncoded admissions (covered: those an estimate speaks for; strata without a usable answer "
            "are left out).", "",
            "| group | measure | queries | population | covered | judged | malformed | found | FNR x 100 | 95% CI | "
            "missing | 95% CI |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
-    for r in rows:
+    kept = compact_estimates(rows)
+    if len(kept) < len(rows):
+        out.insert(-2, f"Match types only where the judge found one ({len(rows) - len(kept)} rows without any are in "
+                   "estimates.csv).\n")
+    for r in kept:
         out.append(f"| {md_escape(r['group'])} | {md_escape(r['measure'])} | {r['queries']} | {r['population']} | "
                    f"{r['covered']} | {r['judged']} | {r['malformed']} | {r['found']} | {_num(r['rate'] * 100, 2)} | "
                    f"{_ci(r['rate_low'], r['rate_high'])} | {_num(r['missing'], 1)} | "
                    f"{_ci(r['missing_low'], r['missing_high'], 1.0, 1)} |")
     return "\n".join(out) + "\n"
+
+
+def compact_estimates(rows: list[dict]) -> list[dict]:
+    """The rows a reader needs: every group's relevant chunks, a match type's only where the judge found one."""
+    return [r for r in rows if r["measure"] == "relevant" or r["found"]]
 
 
 def rescored_markdown(benchmark: str, rescored: list[dict], ranks: list[dict], threshold: float) -> str:
@@ -186,31 +226,6 @@ def rescored_markdown(benchmark: str, rescored: list[dict], ranks: list[dict], t
     return "\n".join(out) + "\n"
 
 
-def agreement_markdown(result: dict | None) -> str:
-    out = ["## The judge against expert labels", ""]
-    if result is None:
-        return "\n".join(out + ["No expert labels are configured (cliniq\\_completion.human\\_labels)."]) + "\n"
-    out += [f"{result['human_labels']} expert labels; {result['not_judged']} name a chunk the judge did not judge, "
-            f"{result['judge_malformed']} one whose answer stayed malformed.", "",
-            "| aspect | pairs | agreement x 100 | Cohen's kappa |", "|---|---:|---:|---:|"]
-    for aspect, name in (("relevance", "relevance"), ("match_type", "match type (both relevant)")):
-        r = result[aspect]
-        out.append(f"| {name} | {r['n']} | {_num(r['agreement'] * 100, 1)} | {_num(r['kappa'], 3)} |")
-    if result["confusion"]:
-        labels = list(MATCH_TYPES + (IRRELEVANT,))
-        out += ["", "Judge (rows) against expert (columns):", "",
-                "| judge | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
-        for a in labels:
-            out.append(f"| {a} | " + " | ".join(str(result["confusion"].get((a, b), 0)) for b in labels) + " |")
-    return "\n".join(out) + "\n"
-
-
-def agreement_rows(result: dict | None) -> list[dict]:
-    if result is None:
-        return []
-    return [{"aspect": a, **result[a]} for a in ("relevance", "match_type")]
-
-
 def _tex_table(header, rows, caption: str, label: str, align: str) -> str:
     """A booktabs table of text cells (escaped)."""
     from ..report.tables import tex_escape
@@ -232,8 +247,9 @@ def estimates_latex(benchmark: str, rows: list[dict]) -> str:
     return _tex_table(("Group", "Measure", "Q", "Judged", "Found", "FNR", "95% CI", "Missing", "95% CI"), body,
                       f"CliniQ judgment completion on {benchmark}: estimated false-negative rate (x 100) among "
                       "the unjudged chunks of uncoded admissions, and the estimated number of missing relevant "
-                      "chunks, with 95% design-based Wilson intervals. Q: queries; found: relevant chunks the "
-                      "judge found.", tex_label("tab", "cliniq", benchmark, "completion", "fnr"), "llrrrrlrl")
+                      "chunks, with 95% design-based intervals (Clopper-Pearson on the effective sample size). Q: "
+                      "queries; found: relevant chunks the judge found.",
+                      tex_label("tab", "cliniq", benchmark, "completion", "fnr"), "llrrrrlrl")
 
 
 def rescored_latex(benchmark: str, rescored: list[dict], threshold: float) -> str:
@@ -275,15 +291,3 @@ def ranking_latex(benchmark: str, ranks: list[dict]) -> str:
                       "CliniQ's and with the completed judgments (all queries), 95% bootstrap intervals over "
                       "queries, and the pairs of systems whose order flips.",
                       tex_label("tab", "cliniq", benchmark, "completion", "ranking"), "lrlr")
-
-
-def agreement_latex(benchmark: str, result: dict | None) -> str:
-    from ..report.tables import tex_label
-
-    rows = [] if result is None else [
-        [name, str(result[a]["n"]), _num(result[a]["agreement"] * 100, 1), _num(result[a]["kappa"], 3)]
-        for a, name in (("relevance", "relevance"), ("match_type", "match type"))]
-    caption = (f"CliniQ judgment completion on {benchmark}: the judge against expert labels, observed agreement "
-               "(x 100) and Cohen's kappa." + ("" if result else " No expert labels were configured."))
-    return _tex_table(("Aspect", "Pairs", "Agreement", "Kappa"), rows, caption,
-                      tex_label("tab", "cliniq", benchmark, "completion", "agreement"), "lrrr")

@@ -199,9 +199,10 @@ def _cliniq_heatmaps(panels, models, styles, title: str, png, svg) -> None:
 
 
 def cliniq_completion(path, benchmark: str, png, svg) -> None:
-    """CliniQ's judgment completion: a panel per multi-patient figure, each system's figure over all queries x 100
-    with CliniQ's judgments (original) beside the completed one; a move above the threshold is marked with a dagger
-    over the pair."""
+    """CliniQ's judgment completion: a panel per multi-patient figure, side by side on the page width, each system a
+    row (named once, on the first panel) with its figure over all queries x 100 under CliniQ's judgments (original)
+    and completed, as two horizontal bars; a move above the threshold is marked with a dagger after the pair. Rows,
+    not rotated column labels: long run names are never cut or run into the next panel."""
     plt = pyplot()
     with open(path, encoding="utf-8", newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if r["group"] == "all"]
@@ -210,23 +211,38 @@ def cliniq_completion(path, benchmark: str, png, svg) -> None:
     metrics = list(dict.fromkeys(r["metric"] for r in rows))
     models = list(dict.fromkeys(r["model"] for r in rows))
     index = {(r["model"], r["metric"]): r for r in rows}
-    fig, axes = plt.subplots(1, len(metrics), squeeze=False,
-                             figsize=(max(6.0, (0.9 + 0.32 * len(models)) * len(metrics)), 3.6))
+
+    def value(m, metric, column):
+        text = index[(m, metric)][column] if (m, metric) in index else ""
+        return float(text) * 100 if text else math.nan
+
+    label = label_width(models, 7)
+    ncols = len(metrics)
+    panel_w = (WIDTH_IN - label - 0.15 * (ncols - 1)) / ncols
+    height = 1.35 + 0.26 * len(models)  # the title, the legend and the panels' titles above, the axis below
+    fig = plt.figure(figsize=(WIDTH_IN, height))
     cmap = plt.get_cmap("tab10")
-    for ax, metric in zip(axes[0], metrics):
-        xs = range(len(models))
-        for k, (column, label) in enumerate((("original", "CliniQ's judgments"), ("completed", "completed"))):
-            ys = [float(index[(m, metric)][column]) * 100 if index[(m, metric)][column] else math.nan for m in models]
-            ax.bar([x + (k - 0.5) * 0.4 for x in xs], ys, width=0.4, label=label, color=cmap(k))
-        for x, m in zip(xs, models):
-            if index[(m, metric)]["moved"] == "1":
-                top = max(float(index[(m, metric)][c] or 0) for c in ("original", "completed")) * 100
-                ax.annotate("\u2020", (x, top), ha="center", va="bottom", fontsize=9)
-        ax.set_xticks(list(xs), models, fontsize=7, rotation=30, ha="right", rotation_mode="anchor")
-        ax.set_title(metric_label(metric), fontsize=9)
-        ax.set_ylabel(f"{metric_label(metric)} x 100")
-    axes[0][-1].legend(fontsize=7, frameon=False, bbox_to_anchor=(1.01, 1), loc="upper left")
-    fig.suptitle(f"{benchmark}: multi-patient figures, CliniQ's judgments and completed (\u2020: moved more than the "
-                 "threshold)")
-    fig.tight_layout()
+    top = max(10.0, min(100.0, math.ceil(max((v for m in models for metric in metrics for c in ("original",
+                                                                                              "completed")
+                                              if (v := value(m, metric, c)) == v), default=10.0) / 10) * 10))
+    for k, metric in enumerate(metrics):
+        ax = fig.add_axes(((label + k * (panel_w + 0.15)) / WIDTH_IN, 0.45 / height, (panel_w - 0.25) / WIDTH_IN,
+                           (height - 1.35) / height))
+        ys = range(len(models))
+        for j, (column, name) in enumerate((("original", "CliniQ's judgments"), ("completed", "completed"))):
+            ax.barh([y + (j - 0.5) * 0.38 for y in ys], [value(m, metric, column) for m in models], height=0.38,
+                    color=cmap(j), label=name if k == 0 else None)
+        for y, m in zip(ys, models):
+            if (m, metric) in index and index[(m, metric)]["moved"] == "1":
+                end = max((v for c in ("original", "completed") if (v := value(m, metric, c)) == v), default=0.0)
+                ax.annotate("\u2020", (end, y), xytext=(2, 0), textcoords="offset points", ha="left", va="center",
+                            fontsize=8)
+        ax.set_yticks(list(ys), models if k == 0 else [], fontsize=7)
+        ax.invert_yaxis()  # the first system on top
+        ax.set_xlim(0, top * 1.08)
+        ax.set_title(metric_label(metric), fontsize=8)
+        ax.set_xlabel("x 100", fontsize=7)
+    fig.legend(loc="upper center", ncols=2, frameon=False, bbox_to_anchor=(0.5, 1 - 0.26 / height), fontsize=7)
+    fig.suptitle(f"{benchmark}: multi-patient figures, CliniQ's judgments and completed (\u2020: moved more than "
+                 "the threshold)", y=1 - 0.04 / height, va="top", fontsize=8)
     save(fig, png, svg)

@@ -43,8 +43,10 @@ def md_escape(text: str) -> str:
 _TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                 "\u2020": r"\dag{}", "\u2013": "--", "\u00d7": r"$\times$", "\u2212": "$-$", "<": r"$<$",
-                ">": r"$>$"}
-_TEX_MARKS = {"*": "*", "\u2020": r"\dag"}
+                ">": r"$>$", "\u00a7": r"\S{}", "\u00b0": r"$^{\circ}$"}
+# superscript marks: significance (``*``, dagger), Judged@10 below the threshold (degree), unusable LLM answers
+# (section sign)
+_TEX_MARKS = {"*": "*", "\u2020": r"\dag", "\u00b0": r"$\circ$", "\u00a7": r"\S"}
 
 
 def tex_escape(text: str) -> str:

@@ -44,6 +44,25 @@ def _rankgpt_closing(query: str, num: int) -> str:
             "results, do not say any word or explain.")
 
 
+def permutation_tokens(window: int) -> int:
+    """A ``max_tokens`` that holds the permutation of a window and no prose: the characters of
+    ``[1] > [2] > ... > [window]`` (a tokenizer makes at most one token per ASCII character) and 16 more. RankGPT asks
+    for the ranking only ("Only response the ranking results"); a small-context server refuses a request whose
+    prompt and ``max_tokens`` together exceed its context, which the LLM's generation default (10,240) often does."""
+    return sum(len(str(i)) + 5 for i in range(1, window + 1)) + 16
+
+
+def rankgpt_content(doc: dict) -> str:
+    """A document's text as RankGPT builds it from a pyserini document (``run_retriever``): ``Title: <title>
+    Content: <text>`` when the document has a title field, else its text; white space collapsed; an empty title
+    leaves "Title: Content: ", which the prompt then drops (``create_permutation_instruction``)."""
+    if "title" in doc and doc["title"] is not None:
+        content = "Title: " + doc["title"] + " " + "Content: " + doc["text"]
+    else:
+        content = doc["text"]
+    return " ".join(content.split()).replace("Title: Content: ", "").strip()
+
+
 def cut_words(text: str, words: int) -> str:
     """White space collapsed, the first ``words`` words."""
     return " ".join(text.split()[:words])

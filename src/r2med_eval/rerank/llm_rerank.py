@@ -13,19 +13,33 @@ from __future__ import annotations
 import logging
 
 from ..llm.requests import Usage
-from .listwise import listwise
+from .listwise import listwise, permutation_tokens
 from .pointwise import pointwise, scoring_used
 
 log = logging.getLogger(__name__)
 
 def sampling_overrides(spec: dict, reasoning: str) -> dict:
-    """What a reranker entry changes of its LLM's sampling: ``temperature`` and ``max_tokens`` when set; a
-    pointwise reranker of a plain LLM asks 2 tokens by default (RankGPT's relevance generation does), one of a
-    reasoning LLM the LLM's ``max_tokens`` (its reasoning comes first)."""
+    """What a reranker entry changes of its LLM's sampling: ``temperature`` and ``max_tokens`` when set; for a plain
+    LLM (no reasoning first) a pointwise reranker asks 2 tokens by default (RankGPT's relevance generation does), a
+    listwise one a permutation of its window (``listwise.permutation_tokens``); a reasoning LLM keeps the LLM's
+    ``max_tokens`` (its reasoning comes first)."""
     out = {k: spec[k] for k in ("temperature", "max_tokens") if spec.get(k) is not None}
-    if spec["type"] == "llm_pointwise" and reasoning == "none":
-        out.setdefault("max_tokens", 2)
+    if reasoning == "none":
+        if spec["type"] == "llm_pointwise":
+            out.setdefault("max_tokens", 2)
+        elif spec["type"] == "llm_listwise":
+            out.setdefault("max_tokens", permutation_tokens(spec["window"]))
     return out
+
+
+def unusable(spec: dict, info: dict) -> tuple[int, int]:
+    """(unusable answers, answers) of a reranking: pointwise, the pairs whose every answer named neither word (scored
+    0.5); listwise, the windows whose answer named no passage (left in their order)."""
+    if spec["type"] == "llm_pointwise":
+        counts = info["scored_by"]
+        return counts.get("unparsed", 0), sum(counts.values())
+    parsing = info["parsing"]
+    return parsing["answers_naming_no_passage"], parsing["windows"]
 
 
 def positional(order: list[str]) -> dict[str, float]:

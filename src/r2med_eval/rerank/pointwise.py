@@ -4,10 +4,13 @@ allows (``answers``, default yes/no): ``p = e^y / (e^y + e^n)`` over the log pro
 for the answer token (``top_logprobs``; the variants of one word -- "Yes", " yes" -- summed), i.e. the softmax
 over the two answers as monoT5, Rank1 and Qwen3-Reranker score: probability mass on any other token is format
 noise, not evidence of relevance. When only one of the two words is among the returned alternatives, the other
-takes the lowest returned log probability (an upper bound of its own). Without log probabilities (a server that
-returns none, ``logprobs: false``, or an answer token that is neither word) the parsed answer scores 1 (positive)
-or 0 (negative), and an answer that names neither, after ``reasks`` further askings, 0.5. Within a query equal
-scores keep the first-stage order.
+takes the lowest returned log probability (an upper bound of its own). When no answer token is either word ("Sure",
+"**"), the two words are read from the alternatives of the answer's first position, whatever token was chosen there
+(kind ``alternatives``). Without log probabilities (a server that returns none, ``logprobs: false``, or neither word
+among the first position's alternatives) the parsed answer scores 1 (positive) or 0 (negative), and an answer that
+names neither, after ``reasks`` further askings, 0.5: unusable, counted (``unusable_answers``), and a job whose share
+of unusable answers exceeds the entry's ``max_unusable`` stops. Within a query equal scores keep the first-stage
+order.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ DEFAULT_POINTWISE_PROMPT = PROMPTS_DIR / "relevance_yes_no.txt"
 
 
 PLACEHOLDERS = ("{query}", "{passage}")
+# how a pair was scored: log probabilities at the answer token (both words among the alternatives, or one, bounded),
+# at the first answer position though another token was chosen there, the parsed label, or nothing (score 0.5)
+KINDS = ("logprobs", "logprobs_bound", "alternatives", "label", "unparsed")
 
 
 def read_template(path) -> str:
@@ -66,23 +72,33 @@ def _answer_offset(text: str, reasoning: str) -> int:
     return max(at, 0)
 
 
-def answer_token(answer: Answer, words: tuple[str, str], reasoning: str) -> int | None:
-    """The position, in the answer's log probabilities, of the first token after the reasoning that is one of the
-    two answer words; None when there is none."""
+def _answer_tokens(answer: Answer, reasoning: str) -> list[tuple[int, str]]:
+    """(position, token) of the answer's tokens after the reasoning, in order (none without log probabilities)."""
     if not answer.logprobs:
-        return None
+        return []
     tokens = [t["token"] for t in answer.logprobs]
     text, content = "".join(tokens), answer.content
     if content and text.endswith(content):  # the tokens may also cover reasoning the server split off
         start = len(text) - len(content) + _answer_offset(content, reasoning)
     else:
         start = _answer_offset(text, reasoning)
-    pos = 0
+    out, pos = [], 0
     for i, token in enumerate(tokens):
         pos += len(token)
-        if pos > start and _word(token) in words:
-            return i
-    return None
+        if pos > start:
+            out.append((i, token))
+    return out
+
+
+def answer_token(answer: Answer, words: tuple[str, str], reasoning: str) -> int | None:
+    """The position, in the answer's log probabilities, of the first token after the reasoning that is one of the
+    two answer words; None when there is none."""
+    return next((i for i, token in _answer_tokens(answer, reasoning) if _word(token) in words), None)
+
+
+def first_answer_position(answer: Answer, reasoning: str) -> int | None:
+    """The position of the answer's first token after the reasoning (white space skipped), whatever it is."""
+    return next((i for i, token in _answer_tokens(answer, reasoning) if token.strip()), None)
 
 
 def _logsumexp(values: list[float]) -> float:
@@ -117,13 +133,21 @@ def parse_label(text: str, words: tuple[str, str]) -> float | None:
 
 
 def judge(answer: Answer, words: tuple[str, str], reasoning: str) -> tuple[float | None, str]:
-    """(score, kind): the positive answer's probability from the log probabilities when they name the answer
-    token, else the parsed label (``label``), else (None, ``unparsed``)."""
+    """(score, kind): the positive answer's probability from the log probabilities at the first answer token that is
+    one of the two words (kind ``logprobs`` or ``logprobs_bound``); when no token is, at the answer's first position,
+    whatever token was chosen there, from its alternatives (``alternatives``: the model began otherwise, "Sure" or
+    "**", but weighed the two words there); else the parsed label (``label``); else (None, ``unparsed``)."""
     at = answer_token(answer, words, reasoning)
     if at is not None:
         found = positive_probability(answer.top_logprobs(at) or {}, words)
         if found is not None:
             return found
+    else:
+        first = first_answer_position(answer, reasoning)
+        if first is not None:
+            found = positive_probability(answer.top_logprobs(first) or {}, words)
+            if found is not None:
+                return found[0], "alternatives"
     label = parse_label(split_reasoning(reasoning, answer.content), words)
     return (label, "label") if label is not None else (None, "unparsed")
 
@@ -148,7 +172,7 @@ def pointwise(client, queries: dict[str, str], tops: dict[str, list[str]], texts
 
     parsed, usage, _ = ask_parsed(client, messages, parse, retries=reasks, top_logprobs=top_logprobs, **sampling)
     results = {rid: (None, "unparsed") if p.value is None else p.value for rid, p in parsed.items()}
-    counts = dict.fromkeys(("logprobs", "logprobs_bound", "label", "unparsed"), 0)
+    counts = dict.fromkeys(KINDS, 0)
     scores: dict[str, dict[str, float]] = {q: {} for q in tops}
     for rid, (q, d) in pairs.items():
         score, kind = results[rid]
@@ -160,7 +184,8 @@ def pointwise(client, queries: dict[str, str], tops: dict[str, list[str]], texts
 
 
 def scoring_used(counts: dict) -> str:
-    """How a run's scores came about, from the counts per kind: ``logprobs``, ``label``, ``unparsed`` (every answer
-    named neither word: the first-stage order stands) or ``mixed``."""
-    kinds = {"logprobs" if k.startswith("logprobs") else k for k, n in counts.items() if n}
+    """How a run's scores came about, from the counts per kind: ``logprobs`` (at the answer token or among the
+    first position's alternatives), ``label``, ``unparsed`` (every answer named neither word: the first-stage order
+    stands) or ``mixed``."""
+    kinds = {"logprobs" if k.startswith("logprobs") or k == "alternatives" else k for k, n in counts.items() if n}
     return kinds.pop() if len(kinds) == 1 else "mixed"

@@ -4,9 +4,10 @@ Reads the per-query TSVs written by ``score_run`` (``results/per_query/{benchmar
 header ``query_id`` then one column per metric). For each task and each run other than the baseline:
 the paired t-test and the paired randomization test over the queries both runs judged (normally all
 judged queries; where the query sets differ only the common ones are compared, and the table and log
-say how many), Holm's correction over the whole matrix (every (run, task) comparison of every
-benchmark; one family per test), and a 95% percentile bootstrap confidence interval of each run's mean
-over its own judged queries (the leaderboard's value). See ``stats`` for the exact procedures.
+say how many), Holm's correction within a family of comparisons (``HOLM_FAMILIES``: by default ``all``, the whole
+matrix, every (run, task) comparison of every benchmark; one family per test), and a 95% percentile bootstrap
+confidence interval of each run's mean over its own judged queries (the leaderboard's value). See ``stats`` for the
+exact procedures.
 """
 
 from __future__ import annotations
@@ -30,10 +31,26 @@ FIELDS = ["benchmark", "task", "model", "baseline", "metric", "n_queries", "n_mo
           "p_randomization", "p_randomization_holm", "significant", "note"]
 
 
-def legend(alpha: float, baseline: str, permutations: int) -> str:
+# Holm's families (``report.holm``): which comparisons are corrected together. With ``all`` a run's marks can change
+# when runs are added anywhere; with ``run`` only when its own tasks change.
+HOLM_FAMILIES = {"all": "every (run, task) comparison of the table",
+                 "benchmark": "the comparisons of each benchmark",
+                 "task": "the runs compared on each task",
+                 "run": "each run's comparisons (its tasks)"}
+
+
+def holm_key(row: dict, family: str):
+    """The family of a row's comparison."""
+    if family not in HOLM_FAMILIES:
+        raise ValueError(f"unknown Holm family {family!r} (one of {', '.join(HOLM_FAMILIES)})")
+    return {"all": (), "benchmark": (row["benchmark"],), "task": (row["benchmark"], row["task"]),
+            "run": (row["model"],)}[family]
+
+
+def legend(alpha: float, baseline: str, permutations: int, family: str = "all") -> str:
     return (f"{MARK_TTEST} paired t-test, {MARK_RANDOMIZATION} paired randomization test "
             f"({permutations} sign flips): differs from the baseline {baseline} at Holm-adjusted p < {alpha:g} "
-            "(Holm over every (run, task) comparison)")
+            f"(Holm over {HOLM_FAMILIES[family]})")
 
 
 def read_per_query(path, metric: str) -> dict[str, float]:
@@ -59,13 +76,13 @@ def read_per_query(path, metric: str) -> dict[str, float]:
 
 
 def compute(files, baseline: str, metric: str = "ndcg_at_10", permutations: int = 10000, resamples: int = 10000,
-            seed: int = 0, alpha: float = 0.05) -> list[dict]:
+            seed: int = 0, alpha: float = 0.05, family: str = "all") -> list[dict]:
     """The rows of the significance table (one per run and task, baseline rows included). ``files``: one
-    (benchmark, task, model, per-query TSV path) per scored run."""
+    (benchmark, task, model, per-query TSV path) per scored run; ``family``: Holm's (``HOLM_FAMILIES``)."""
     tasks: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
     for bench, task, model, path in files:
         tasks.setdefault((bench, task), {})[model] = read_per_query(path, metric)
-    return compute_values(tasks, baseline, metric, permutations, resamples, seed, alpha)
+    return compute_values(tasks, baseline, metric, permutations, resamples, seed, alpha, family)
 
 
 def stored(value: float) -> float:
@@ -74,8 +91,9 @@ def stored(value: float) -> float:
 
 
 def compute_values(tasks: dict, baseline: str, metric: str = "ndcg_at_10", permutations: int = 10000,
-                   resamples: int = 10000, seed: int = 0, alpha: float = 0.05) -> list[dict]:
+                   resamples: int = 10000, seed: int = 0, alpha: float = 0.05, family: str = "all") -> list[dict]:
     """:func:`compute` on the values themselves: ``tasks`` {(benchmark, task): {model: {query id: value}}}."""
+    holm_key({"benchmark": "", "task": "", "model": ""}, family)  # an unknown family stops before any test
     if not any(baseline in models for models in tasks.values()):
         known = sorted({m for models in tasks.values() for m in models})
         raise InputError(f"the baseline {baseline!r} is not among the scored runs ({', '.join(known)}).",
@@ -120,9 +138,13 @@ def compute_values(tasks: dict, baseline: str, metric: str = "ndcg_at_10", permu
                                 len(common))
             rows.append(row)
     for key in ("p_ttest", "p_randomization"):
-        tested = [r for r in rows if r.get(key) is not None]
-        for r, adj in zip(tested, stats.holm([r[key] for r in tested])):
-            r[key + "_holm"] = adj
+        families: dict[tuple, list[dict]] = {}
+        for r in rows:
+            if r.get(key) is not None:
+                families.setdefault(holm_key(r, family), []).append(r)
+        for tested in families.values():
+            for r, adj in zip(tested, stats.holm([r[key] for r in tested])):
+                r[key + "_holm"] = adj
     for r in rows:
         mark = ""
         if r.get("p_ttest_holm") is not None and r["p_ttest_holm"] < alpha:
@@ -175,13 +197,13 @@ def intervals(rows, benchmark: str) -> dict[tuple[str, str], tuple[float, float,
             for r in rows if r["benchmark"] == benchmark and r["ci_low"] not in ("", None)}
 
 
-def to_markdown(rows, baseline: str, alpha: float, permutations: int, resamples: int) -> str:
+def to_markdown(rows, baseline: str, alpha: float, permutations: int, resamples: int, family: str = "all") -> str:
     def p(v):
         return "" if v is None else ("<0.0001" if v < 1e-4 else f"{v:.4f}")
 
     metric = rows[0]["metric"] if rows else ""
     lines = [f"# Significance against {md_escape(baseline)} ({metric_label(metric)} x 100)", "",
-             md_escape(legend(alpha, baseline, permutations)) + ".",
+             md_escape(legend(alpha, baseline, permutations, family)) + ".",
              f"95% CI: percentile bootstrap over queries, {resamples} resamples. n = queries compared "
              "(judged by both runs).", "",
              "| benchmark/task | model | n | mean [95% CI] | diff | p t-test | p Holm | p rand. | p Holm | sig |",

@@ -17,8 +17,11 @@
 
 Agreement and intervals (CliniQ's judgment completion, ``cliniq_completion``):
 
+* ``clopper_pearson_interval``: the Clopper-Pearson (exact binomial) interval from the beta quantiles, for a real
+  ``x`` and ``n`` too: with ``x = p n_eff`` and ``n = n_eff`` the effective sample size of a survey design it is Korn
+  and Graubard's interval (1998), the one ``cliniq_completion`` uses; vectorised over arrays.
 * ``wilson_interval``: the Wilson score interval of a proportion, closed form; ``n`` may be an effective sample
-  size (a real number), as the design-based intervals of ``cliniq_completion`` use it.
+  size (a real number).
 * ``kendall_tau_b``: Kendall's tau-b of two score vectors (ties in either counted as scipy.stats.kendalltau does;
   nan when one vector is constant).
 * ``cohen_kappa``: Cohen's kappa of two raters' labels of the same items, with the observed agreement.
@@ -131,6 +134,28 @@ def wilson_interval(p: float, n: float, confidence: float = 0.95) -> tuple[float
     half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n)) / denom
     low = 0.0 if p == 0.0 else max(0.0, centre - half)  # exactly the bounds at p = 0 and 1, not round-off near them
     high = 1.0 if p == 1.0 else min(1.0, centre + half)
+    return low, high
+
+
+def clopper_pearson_interval(x, n, confidence: float = 0.95):
+    """The Clopper-Pearson interval of ``x`` successes in ``n`` trials: (B^-1(a/2; x, n - x + 1),
+    B^-1(1 - a/2; x + 1, n - x)), a = 1 - confidence, B^-1 the beta quantile; the lower bound is 0 at x = 0 and the
+    upper 1 at x = n. ``x`` and ``n`` may be real (an effective sample size, Korn and Graubard 1998) and arrays of
+    one shape (then arrays come back); ``n`` > 0 and 0 <= x <= n."""
+    from scipy.special import betaincinv
+
+    xa, na = np.asarray(x, dtype=float), np.asarray(n, dtype=float)
+    if np.any(~(na > 0)):
+        raise ValueError("the Clopper-Pearson interval needs n > 0")
+    if np.any((xa < 0) | (xa > na * (1 + 1e-12))):
+        raise ValueError("the Clopper-Pearson interval needs 0 <= x <= n")
+    xa = np.minimum(xa, na)
+    alpha = 1.0 - confidence
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.where(xa > 0, betaincinv(np.maximum(xa, 1e-300), na - xa + 1.0, alpha / 2.0), 0.0)
+        high = np.where(xa < na, betaincinv(xa + 1.0, np.maximum(na - xa, 1e-300), 1.0 - alpha / 2.0), 1.0)
+    if low.ndim == 0:
+        return float(low), float(high)
     return low, high
 
 

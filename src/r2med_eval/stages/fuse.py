@@ -12,7 +12,7 @@ def fuse_runs(sm) -> None:
     from ..scoring import fusion, runs
 
     job = sm.params.spec
-    options = {n: job[n] for n in ("k", "weights", "depth") if n in job}
+    options = {n: job[n] for n in ("k", "weights", "depth", "convention") if n in job}
     # query by query: each query's fusion reads only that query's documents of each run (fusion.fuse is per query),
     # so no run is held as dicts whole (three full-depth CliniQ runs are 62 M lines)
     inputs = [runs.QueryDocs(p) for p in sm.input.runs]
@@ -24,5 +24,5 @@ def fuse_runs(sm) -> None:
 
     runs.write_run_stream(fused(), sm.output.run, tag=sm.wildcards.model, decimals=8)
     io.write_json(sm.output.info, {"kind": "fusion", "method": job["method"], "inputs": job["runs"],
-                                   **{k: v for k, v in job.items() if k in ("k", "weights", "depth")}})
+                                   **{k: v for k, v in job.items() if k in ("k", "weights", "depth", "convention")}})
     log.info("fused %s with %s into %d queries", ", ".join(job["runs"]), job["method"], len(qids))

@@ -16,24 +16,51 @@ def significance(sm) -> None:
 
     rep = sm.params.spec
     files = [(*paths.parse(paths.PER_QUERY, p).values(), p) for p in sm.input]
+    family = rep.get("holm", "all")
     rows = sig.compute(files, rep["baseline"], metric=rep["metric"], permutations=rep["permutations"],
-                       resamples=rep["bootstrap"], seed=rep["seed"], alpha=rep["alpha"])
+                       resamples=rep["bootstrap"], seed=rep["seed"], alpha=rep["alpha"], family=family)
     io.write_text(sm.output.csv, sig.to_csv(rows))
     io.write_text(sm.output.md, sig.to_markdown(rows, rep["baseline"], rep["alpha"], rep["permutations"],
-                                                rep["bootstrap"]))
+                                                rep["bootstrap"], family))
     tested = [r for r in rows if r.get("p_ttest") is not None]
-    log.info("%d runs x tasks, %d compared with %s (Holm over %d comparisons); significant: t-test %d, "
-             "randomization %d", len(rows), len(tested), rep["baseline"], len(tested),
+    log.info("%d runs x tasks, %d compared with %s (Holm over %s); significant: t-test %d, "
+             "randomization %d", len(rows), len(tested), rep["baseline"], sig.HOLM_FAMILIES[family],
              sum(1 for r in tested if sig.MARK_TTEST in r["significant"]),
              sum(1 for r in tested if sig.MARK_RANDOMIZATION in r["significant"]))
 
 
+def _lineage(files) -> dict:
+    """{(benchmark, task, run): lineage JSON} of the LLM-reranked runs."""
+    from ..io import read_json
+    from ..workflow import paths
+
+    return {tuple(paths.parse(paths.RUN_LINEAGE, p).values()): read_json(p) for p in files}
+
+
 def leaderboard(sm) -> None:
+    """The combined leaderboard: the selected benchmarks from this run's metrics; a benchmark only an earlier run
+    scored (its collected metrics on disk, ``workflow.inputs.earlier_benchmarks``) as that run left it."""
     from ..report import leaderboard as lb
     from ..scoring import significance as sig
+    from ..workflow import paths
 
     rep = sm.params.spec
+    family = rep.get("holm", "all")
     marks = sig.marks(sig.read_csv(sm.input.significance))
+    earlier = list(getattr(sm.input, "earlier", []))
+    for board in getattr(sm.input, "earlier_boards", []):
+        marks.update(lb.read_board_marks(board, paths.parse(paths.BENCHMARK_LEADERBOARD, board)["benchmark"]))
+    notes = []
+    if earlier:
+        shown = [paths.parse(paths.METRICS_TABLE, t)["benchmark"] for t in earlier]
+        notes.append(f"Also shown: {', '.join(shown)}, scored by an earlier run in this folder "
+                     f"({', '.join(earlier)}); this configuration does not select "
+                     f"{'it' if len(shown) == 1 else 'them'} (benchmarks_to_run), so those columns are as that run "
+                     "left them, with the significance marks of its own per-benchmark table.")
+    for task, runs in sorted(rep.get("unselected", {}).items()):
+        notes.append(f"Not shown: {len(runs)} run{'s' if len(runs) != 1 else ''} scored earlier on {task} that this "
+                     f"configuration does not select: {', '.join(runs)} (their metrics stay in "
+                     f"results/metrics/{task}/).")
     reference = None
     if rep.get("mteb_reference"):
         from ..report import mteb_results
@@ -43,10 +70,13 @@ def leaderboard(sm) -> None:
         reference = {f"{name} (MTEB)": {tuple(ref["tasks"][t].split("/", 1)): v for t, v in row.items()}
                      for name, row in found.items()}
         log.info("reference rows from MTEB results in %s: %d models", ref["folder"], len(reference))
-    lb.write(list(sm.input.metrics), sm.output.csv, sm.output.md, metric=rep["metric"], html_path=sm.output.html,
-             significance=marks, legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"]),
-             tex_path=sm.output.tex, reference=reference)
-    log.info("leaderboard over the collected metrics of %d benchmarks", len(sm.input.metrics))
+    lb.write(list(sm.input.metrics) + earlier, sm.output.csv, sm.output.md, metric=rep["metric"],
+             html_path=sm.output.html, significance=marks,
+             legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"], family), tex_path=sm.output.tex,
+             reference=reference, judged_below=rep.get("judged_below", 0.8),
+             lineage=_lineage(getattr(sm.input, "lineage", [])), notes=notes)
+    log.info("leaderboard over the collected metrics of %d benchmarks (%d from earlier runs)",
+             len(sm.input.metrics) + len(earlier), len(earlier))
 
 
 def leaderboard_benchmark(sm) -> None:
@@ -62,8 +92,9 @@ def leaderboard_benchmark(sm) -> None:
     notes = [f"Queries compared per task: {', '.join(f'{t} {k}' for t, k in n)}."] + notes if n else notes
     lb.write_benchmark(list(sm.input.metrics), bench, sm.output.csv, sm.output.md, sm.output.html,
                        metric=rep["metric"], significance=sig.marks(rows),
-                       legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"]), notes=notes,
-                       tex_path=sm.output.tex)
+                       legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"], rep.get("holm", "all")),
+                       notes=notes, tex_path=sm.output.tex, judged_below=rep.get("judged_below", 0.8),
+                       lineage=_lineage(getattr(sm.input, "lineage", [])))
     log.info("leaderboard of %s over %s", bench, ", ".join(sm.input.metrics))
 
 
@@ -255,6 +286,101 @@ def report_cliniq(sm) -> None:
              spec["depth"], len(models), len(pooled), len({p["query_id"] for p in pooled}))
 
 
+def claims_overlap(sm) -> None:
+    """Per-query lexical overlap of a task's queries with their relevant documents, from the analysed tokens (ids
+    and numbers out)."""
+    from ..benchmarks.datasets import read_qrels
+    from ..claims import overlap
+    from ..io import write_text
+    from ..lexical.bm25_paper import AnalysedCorpus, AnalysedQueries
+
+    rows, counts = overlap.query_overlap(AnalysedCorpus.load(sm.input.tokens),
+                                         AnalysedQueries.load(sm.input.query_tokens), read_qrels(sm.input.qrels))
+    write_text(sm.output[0], overlap.to_tsv(rows))
+    scored = [r["overlap"] for r in rows if r["overlap"] is not None]
+    log.info("lexical overlap of %d queries with a relevant judgment: %d scored (mean %.4f); no analysed term %d, no "
+             "relevant document in the corpus %d, not analysed %d; relevant judgments outside the corpus %d",
+             counts["queries"], len(scored), sum(scored) / len(scored) if scored else float("nan"), counts["no_terms"],
+             counts["no_relevant_in_corpus"], counts["not_analysed"], counts["relevant_outside_corpus"])
+
+
+def claims_cliniq_run(sm) -> None:
+    """A CliniQ run's per-query figures by match type (multi-patient nDCG@10, single-patient nDCG), as the scorer
+    computes them."""
+    from ..claims import cliniq_queries
+    from ..cliniq import metrics as cliniq
+    from ..cliniq.files import read_cliniq_qrels, read_query_types
+    from ..io import read_lines, write_text
+
+    rows, _ = read_cliniq_qrels(sm.input.cliniq_qrels)
+    ids = read_lines(sm.input.ids)
+    ranked = cliniq.read_ranked_run(sm.input.run, ids, sm.params.spec["tie_order"])
+    out = cliniq_queries.per_query(ranked, rows, read_query_types(sm.input.query_types), ids)
+    write_text(sm.output[0], cliniq_queries.to_tsv(out))
+    log.info("%d judged queries of %s", len(out), sm.wildcards.model)
+
+
+def _check_lineage(files, benchmarks: dict) -> None:
+    """Each reranked or fused run a claim compares was made as the registry says (its lineage.json)."""
+    from ..errors import InputError
+    from ..io import read_json
+    from ..workflow import paths
+
+    expected = {}
+    for b, entry in benchmarks.items():
+        claims = entry["claims"]
+        for p in claims["r2med.rerank_depth"]["pairs"] if "r2med.rerank_depth" in claims else []:
+            for run, depth in ((p["shallow"], p["depths"][0]), (p["deep"], p["depths"][1])):
+                expected[(b, run)] = {"input_run": p["first_stage"], "reranker": p["reranker"], "depth": depth}
+        for f in claims["cliniq.rrf_improves"]["fusions"] if "cliniq.rrf_improves" in claims else []:
+            expected[(b, f["fusion"])] = {"method": "rrf", "inputs": f["inputs"]}
+    for path in files:
+        w = paths.parse(paths.RUN_LINEAGE, path)
+        want = expected.get((w["benchmark"], w["model"]), {})
+        have = read_json(path)
+        wrong = {k: have.get(k) for k, v in want.items() if have.get(k) != v}
+        if wrong:
+            raise InputError(f"the run's lineage {wrong} is not the configuration's {want}.", path=path,
+                             fix="rerun the run's rule (delete the file and its run).")
+
+
+def claims(sm) -> None:
+    """Every claim about every benchmark it applies to: verdict and evidence (``claims.assess``), as
+    ``results/claims.json``, ``results/claims.md`` and ``results/tables/claims.tex``."""
+    from ..claims import cliniq_queries, overlap, render
+    from ..claims.assess import assess
+    from ..io import read_json, write_json, write_text
+    from ..scoring.significance import read_per_query
+    from ..workflow import paths
+
+    spec = sm.params.spec
+    rules, resampling, benchmarks = spec["rules"], spec["resampling"], spec["benchmarks"]
+    data = {b: {"values": {}, "overlap": {}, "verdict": None} for b in benchmarks}
+    for path in sm.input.per_query:
+        w = paths.parse(paths.PER_QUERY, path)
+        values = data[w["benchmark"]]["values"].setdefault(w["model"], {})
+        values.update({(w["task"], q): v for q, v in read_per_query(path, rules["metric"]).items()})
+    for path in sm.input.overlap:
+        w = paths.parse(paths.CLAIMS_OVERLAP, path)
+        data[w["benchmark"]]["overlap"].update({(w["task"], q): v for q, v in overlap.read_tsv(path).items()})
+    for path in sm.input.cliniq:
+        w = paths.parse(paths.CLAIMS_CLINIQ, path)
+        values = data[w["benchmark"]]["values"].setdefault(w["model"], {})
+        values.update({(w["task"], q): row for q, row in cliniq_queries.read_tsv(path).items()})
+    for path in sm.input.verdicts:
+        data[paths.parse(paths.COMPLETION_FILE, path)["benchmark"]]["verdict"] = read_json(path)
+    _check_lineage(sm.input.lineage, benchmarks)
+    found = []
+    for b, entry in benchmarks.items():
+        found += assess(b, entry["kind"], entry["claims"], data[b], rules, resampling, figures=entry["figures"])
+    for c in found:
+        c["figures"] = [paths.fill(paths.PLOT, benchmark=c["benchmark"], name=n, ext="png") for n in c["figures"]]
+        log.info("%s on %s: %s", c["id"], c["benchmark"], c["verdict"])
+    write_json(sm.output.json, found)
+    write_text(sm.output.md, render.markdown(found, rules, resampling))
+    write_text(sm.output.tex, render.latex(found, rules))
+
+
 def report_index(sm) -> None:
     """``results/index.html``: every table rendered, every plot shown, a link to every output."""
     from ..io import read_json, write_text
@@ -294,37 +420,51 @@ def report_index(sm) -> None:
         path = paths.fill(paths.TABLE, name=name)
         return [path] if path in files and "\\begin{table}" in Path(path).read_text(encoding="utf-8") else []
 
+    earlier = list(spec.get("earlier") or ())
+    earlier_note = [h.paragraph("Scored by an earlier run in this folder: this configuration does not select this "
+                                "benchmark (benchmarks_to_run), so these tables and plots are as that run left them.",
+                                "legend")]
     board = {e: paths.fill(paths.LEADERBOARD, ext=e) for e in ("md", "csv", "html")}
     sections = [("leaderboard", "Leaderboard", rendered(board["md"]) + [
         links(board["csv"], board["md"], board["html"], paths.fill(paths.TABLE, name="leaderboard"))])]
-    for b in spec["benchmarks"]:
+    claims = {e: paths.fill(paths.CLAIMS, ext=e) for e in ("json", "md")}
+    if claims["json"] in files:  # the papers' claims, second: what a reproduction is judged by
+
+        from ..claims.render import html_section
+
+        sections.append(("claims", "Claims", html_section(read_json(claims["json"]),
+                                                          lambda png: rel(png) if png in files else None) + [
+            links(claims["json"], claims["md"], paths.fill(paths.TABLE, name="claims"))]))
+    for b in spec["benchmarks"] + earlier:
         per = {e: paths.fill(paths.BENCHMARK_LEADERBOARD, benchmark=b, ext=e) for e in ("md", "csv", "html")}
-        sections.append((f"benchmark-{b}", f"Benchmark {b}", rendered(per["md"]) + [
+        sections.append((f"benchmark-{b}", f"Benchmark {b}" + (" (earlier run)" if b in earlier else ""),
+                         (earlier_note if b in earlier else []) + rendered(per["md"]) + [
             links(per["csv"], per["md"], per["html"], paths.fill(paths.TABLE, name=f"leaderboard-{b}"),
                   paths.fill(paths.PALETTE, benchmark=b))]
             + plots(b, ("by_task", "heatmap", "rerank_depth", "scatter"))))
     sig = {e: paths.fill(paths.SIGNIFICANCE, ext=e) for e in ("md", "csv")}
     sections.append(("significance", "Significance", rendered(sig["md"]) + [links(sig["csv"], sig["md"])]))
-    for b in spec["cliniq"]:
-        body = []
+    cliniq_earlier = [b for b in earlier if paths.fill(paths.CLINIQ_TABLE, benchmark=b, grouping="match_type",
+                                                       ext="md") in files]
+    for b in spec["cliniq"] + cliniq_earlier:
+        body = earlier_note[:] if b in earlier else []
         for g in ("match_type", "query_type"):
             table = {e: paths.fill(paths.CLINIQ_TABLE, benchmark=b, grouping=g, ext=e) for e in ("md", "csv")}
             body += rendered(table["md"]) + [links(table["csv"], table["md"],
                                                    paths.fill(paths.TABLE, name=f"cliniq-{b}-by_{g}"))]
             body += plots(b, (f"cliniq_by_{g}",))
         body.append(links(paths.fill(paths.CLINIQ_POOL, benchmark=b)))
-        sections.append((f"cliniq-{b}", f"CliniQ tables: {b}", body))
-    for b in spec.get("completion") or ():  # CliniQ's judgment completion: the verdict first
+        sections.append((f"cliniq-{b}", f"CliniQ tables: {b}" + (" (earlier run)" if b in earlier else ""), body))
+    completion_earlier = [b for b in earlier if paths.fill(paths.COMPLETION_FILE, benchmark=b, name="verdict",
+                                                           ext="md") in files]
+    for b in list(spec.get("completion") or ()) + completion_earlier:  # the judgment completion: the verdict first
         done = {(n, e): paths.fill(paths.COMPLETION_FILE, benchmark=b, name=n, ext=e)
                 for n, e in (("verdict", "md"), ("estimates", "md"), ("agreement", "md"), ("rescored", "md"),
                              ("estimates", "csv"), ("per_query", "csv"), ("agreement", "csv"), ("rescored", "csv"),
                              ("ranking", "csv"), ("estimates", "tex"), ("agreement", "tex"), ("rescored", "tex"),
                              ("ranking", "tex"), ("verdict", "json"))}
         body = [part for n in ("verdict", "estimates", "agreement", "rescored") for part in rendered(done[(n, "md")])]
-        png = paths.fill(paths.PLOT, benchmark=b, name="cliniq_completion", ext="png")
-        if png in files:
-            body.append(h.figure(rel(png), f"{b}: original vs completed multi-patient figures",
-                                 rel(paths.fill(paths.PLOT, benchmark=b, name="cliniq_completion", ext="svg"))))
+        body += plots(b, ("cliniq_completion",))  # at its printed size, as every figure
         body.append(links(*[f for (n, e), f in done.items() if e != "md"], *[done[(n, "md")] for n in (
             "verdict", "estimates", "agreement", "rescored")], *[paths.fill(p, benchmark=b) for p in (
                 paths.COMPLETION_SAMPLE, paths.COMPLETION_DESIGN, paths.COMPLETION_LABELS, paths.COMPLETION_JUDGING)]))
@@ -336,6 +476,13 @@ def report_index(sm) -> None:
         h.paragraph(f"{len(prov['runs'])} runs over {len(prov['datasets'])} tasks: configuration, dataset and model "
                     "sources, file checksums, timings, package versions, git commit."),
         links(paths.PROVENANCE)]))
+    stale = [f for f in spec.get("stale") or () if Path(f).is_file()]
+    if stale:  # named when the workflow was planned; linked if still there
+        sections.append(("stale", "Left from earlier runs", [h.paragraph(
+            f"{len(stale)} report file{'s' if len(stale) != 1 else ''} written by earlier runs that this run neither "
+            "rewrote nor shows above (a plot that no longer applies, a table of a run or benchmark no longer "
+            "selected): they may not match the tables above. Delete them, or rerun the configuration that made "
+            "them."), '<ul class="files">' + "".join(f"<li>{h.link(rel(f))}</li>" for f in stale) + "</ul>"]))
     sections.append(("files", "Every output", ['<ul class="files">' + "".join(
         f"<li>{h.link(rel(f))}</li>" for f in sorted(files)) + "</ul>"]))
     write_text(sm.output[0], h.index_page("r2med-eval results", sections))

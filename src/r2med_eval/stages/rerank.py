@@ -67,12 +67,13 @@ def llm_rerank_run(sm) -> None:
 
     from .. import io
     from ..benchmarks import datasets
+    from ..errors import InputError
     from ..io import protect_up_to
     from ..llm.client import Client
     from ..llm.policy import ServerPolicy
     from ..llm.requests import sampling_params
     from ..llm.server import serving
-    from ..rerank import llm_rerank, pointwise
+    from ..rerank import listwise, llm_rerank, pointwise
     from ..rerank import merge as rerank_merge
     from ..scoring import runs
     from ..workflow import paths
@@ -88,7 +89,8 @@ def llm_rerank_run(sm) -> None:
     queries = datasets.read_queries(sm.input.queries)
     corpus = datasets.read_corpus(sm.input.corpus)
     tops = {q: [d for d, _ in runs.ranked(run[q])[:depth]] for q in sorted(run)}
-    texts = {d: datasets.doc_contents(corpus[d]) for docs in tops.values() for d in docs}
+    content = listwise.rankgpt_content if spec["passage_format"] == "rankgpt" else datasets.doc_contents
+    texts = {d: content(corpus[d]) for docs in tops.values() for d in docs}
     policy = server_log = None
     if private:
         cache = paths.fill(paths.PRIVATE_RERANK_CACHE, **w)
@@ -110,6 +112,19 @@ def llm_rerank_run(sm) -> None:
     log.info("%s; requests %d, from the cache %d; tokens %d prompt, %d completion; cost %.6f",
              how.get("scoring", "permutations"), usage.requested, usage.cached, usage.prompt_tokens,
              usage.completion_tokens, usage.cost)
+    bad, answers = llm_rerank.unusable(spec, how)
+    share = bad / answers if answers else 0.0
+    what = "answers named neither answer word" if spec["type"] == "llm_pointwise" else "answers named no passage"
+    if share > spec["max_unusable"]:
+        raise InputError(f"reranker {job['reranker']} over {job['run']}: {bad} of {answers} {what} ({share:.1%}, "
+                         f"above max_unusable {spec['max_unusable']:.1%}); the reranked run would be the first-stage "
+                         "order where they fall, so none is written.",
+                         fix=f"check the LLM behind llms.{spec['llm']} (served model, max_tokens, log probabilities) "
+                             f"and the prompt{' and answers' if spec['type'] == 'llm_pointwise' else ''}; or raise "
+                             f"models.{job['reranker']}.max_unusable to accept them (the answers are cached).")
+    if bad:
+        log.warning("%d of %d %s (%.1f%%, within max_unusable %.1f%%): counted in the lineage (unusable_answers)",
+                    bad, answers, what, 100 * share, 100 * spec["max_unusable"])
     merged = {q: rerank_merge.merge(run[q], llm_rerank.positional(o), spec["truncate"]) for q, o in orders.items()}
     runs.write_run(merged, sm.output.run, tag=sm.wildcards.model)
     _write_rescored(sm.output.scores, orders, raw)
@@ -117,5 +132,7 @@ def llm_rerank_run(sm) -> None:
         "kind": "rerank", "input_run": job["run"], "reranker": job["reranker"], "depth": depth,
         "reranker_type": spec["type"], "truncate": spec["truncate"], "pairs": sum(len(o) for o in orders.values()),
         "llm": spec["llm"], "model": settings["model"], "sampling": {**sampling_params(settings), **sampling},
-        "reasoning": reasoning, "passage_words": spec["passage_words"], **how, **usage.as_dict(),
+        "reasoning": reasoning, "passage_words": spec["passage_words"],
+        "passage_format": spec["passage_format"], **how, "unusable_answers": bad,
+        "unusable_share": round(share, 6), "answers_judged": answers, **usage.as_dict(),
         **({"note": note} if note else {})})

@@ -88,8 +88,10 @@ def collect_metrics(sm) -> None:
 # ------------------------------------------------------------------ CliniQ's judgment completion (cliniq_completion)
 
 def cliniq_completion_sample(sm) -> None:
-    """The sampling design: per completed query, the pool of unjudged chunks of uncoded admissions in the top
-    ``pool_depth`` of the selected runs, and a seeded uniform sample of those chunks (``cliniq_completion``)."""
+    """The sampling design: per completed query, the population of unjudged chunks of uncoded admissions (coded:
+    from MIMIC's code tables, ``coded_from: codes``, or from CliniQ's judgments), a seeded uniform sample of it, and
+    with ``pool_depth`` > 0 the pool of those chunks in the top ``pool_depth`` of the selected runs
+    (``cliniq_completion``)."""
     from pathlib import Path
 
     from ..cliniq import completion as comp
@@ -101,24 +103,50 @@ def cliniq_completion_sample(sm) -> None:
     spec = sm.params.spec
     folder = Path(sm.input.annotations[0]).parent
     queries, _ = cc.read_queries(folder)
-    own, _ = cc.read_qrels(folder, queries)  # CliniQ's own judgments: who carries the code
-    coded = comp.coded_admissions(own)
+    own, _ = cc.read_qrels(folder, queries)  # CliniQ's own judgments: whose notes its annotators labelled
+    by_judgments = comp.coded_admissions(own)
     rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)  # every judgment row, new_judgments included
     judged = judged_chunks(rows, irrelevant)
     qtypes = read_query_types(sm.input.query_types)
     ids = read_lines(sm.input.ids)
-    selected = comp.select_queries(spec["queries"], coded, qtypes)
-    tops = {name: comp.top_chunks(cliniq.read_ranked_run(path, ids, spec["tie_orders"][name]), selected,
-                                  spec["pool_depth"])
-            for name, path in zip(spec["runs"], sm.input.runs)}
-    sample, design = comp.design(selected, qtypes, coded, ids, judged, tops, spec["sample_per_query"], spec["seed"])
+    from_codes, without_code = None, ()
+    if spec["coded_from"] == "codes":
+        from ..cliniq import codes
+
+        tables = dict(zip(codes.TABLES, sm.input.code_tables))
+        from_codes, counts = codes.coded(tables, queries, qtypes, spec["coded_unit"],
+                                         {cliniq.note_of(c) for c in ids})
+        without_code = counts["queries_without_code"]
+        log.info("code tables: %s", {k: v for k, v in counts.items() if k != "queries_without_code"})
+        if without_code:
+            log.warning("%d queries map to no code of the tables (their titles match no query text); their coded "
+                        "admissions come from CliniQ's judgments (design.tsv: coded_from %s): %s", len(without_code),
+                        comp.NO_CODE, ", ".join(without_code))
+    coded, how = comp.resolve_coded(by_judgments, from_codes, without_code, spec["coded_unit"])
+    selected = comp.select_queries(spec["queries"], coded, qtypes, by_judgments)
+    tops = {}
+    if spec["pool_depth"]:
+        tops = {name: comp.top_chunks(cliniq.read_ranked_run(path, ids, spec["tie_orders"][name]), selected,
+                                      spec["pool_depth"])
+                for name, path in zip(spec["runs"], sm.input.runs)}
+    sample, design = comp.design(selected, qtypes, coded, ids, judged, tops, spec["sample_per_query"], spec["seed"],
+                                 how)
     write_text(sm.output.sample, comp.table_text(comp.SAMPLE_HEADER, sample))
     write_text(sm.output.design, comp.table_text(comp.DESIGN_HEADER, design))
+    col = {c: i for i, c in enumerate(comp.DESIGN_HEADER)}
+    if from_codes is not None:
+        coded_rows = [d for d in design if d[col["coded_from"]] == "codes"]
+        log.info("coded by %s (%s): the two definitions differ on %d admissions over %d queries (%d coded by the "
+                 "tables only: without a chunk CliniQ judges relevant; %d by CliniQ's judgments only: no code of the "
+                 "tables maps to the query there)", spec["coded_unit"], spec["coded_from"],
+                 sum(d[col["codes_only"]] + d[col["judgments_only"]] for d in coded_rows), len(coded_rows),
+                 sum(d[col["codes_only"]] for d in coded_rows), sum(d[col["judgments_only"]] for d in coded_rows))
     log.info("%d queries (%s); population %d chunks of uncoded admissions; pool %d (top %d of %d runs); uniform "
              "sample %d (%d of them in the pool), %d draws extended past the pool; %d chunks to judge",
              len(selected), {t: sum(1 for q in selected if qtypes[q] == t) for t in cc.QUERY_TYPES},
-             sum(d[3] for d in design), sum(d[4] for d in design), spec["pool_depth"], len(spec["runs"]),
-             sum(d[6] for d in design), sum(d[7] for d in design), sum(d[9] for d in design), len(sample))
+             sum(d[col["population"]] for d in design), sum(d[col["pool"]] for d in design), spec["pool_depth"],
+             len(tops), sum(d[col["drawn"]] for d in design),
+             sum(d[col["drawn_in_pool"]] for d in design), sum(d[col["extended"]] for d in design), len(sample))
 
 
 def cliniq_completion_judge(sm) -> None:
@@ -131,7 +159,7 @@ def cliniq_completion_judge(sm) -> None:
     from .. import io
     from ..benchmarks import datasets
     from ..cliniq import judge
-    from ..cliniq.completion import SAMPLE_HEADER, read_table
+    from ..cliniq.completion import DESIGN_HEADER, SAMPLE_HEADER, read_table
     from ..io import protect_up_to
     from ..llm.client import Client, ask_parsed
     from ..llm.policy import ServerPolicy
@@ -175,7 +203,13 @@ def cliniq_completion_judge(sm) -> None:
     io.write_text(sm.output.labels, judge.labels_tsv(table))
     by_label = Counter(r["label"] for r in table)
     malformed = by_label.get(judge.MALFORMED, 0)
+    design = read_table(sm.input.design, DESIGN_HEADER)
     io.write_json(sm.output.info, {
+        "design": {"queries": len(design), "pool_chunks": sum(1 for r in sample if r["stratum"] == "pool"),
+                   "sample_chunks": sum(1 for r in sample if r["drawn"] == "1"),
+                   "coded_from": dict(sorted(Counter(d["coded_from"] for d in design).items())),
+                   "coded_unit": sorted({d["coded_unit"] for d in design})},
+        "malformed_share": round(malformed / len(table), 6) if table else 0.0,
         "benchmark": bench, "llm": spec["llm"], "model": spec["model"], "sampling": sampling_params(spec),
         "prompt_sha256": spec["prompt_sha256"], "prompt": "shipped" if not spec["prompt"] else "configured",
         "judged": len(table), "by_label": dict(sorted(by_label.items())), "malformed": malformed,
@@ -184,9 +218,16 @@ def cliniq_completion_judge(sm) -> None:
     log.info("labels: %s; malformed after each round: %s; requests sent %d, answers from the cache %d; tokens %d "
              "prompt, %d completion; cost %.6f", dict(sorted(by_label.items())), rounds, usage.requested,
              usage.cached, usage.prompt_tokens, usage.completion_tokens, usage.cost)
-    if malformed:
-        log.warning("%d of %d answers stayed malformed after %d re-asks: labelled %r, counted as unjudged in the "
-                    "estimates and the re-scoring", malformed, len(table), spec["malformed_retries"], judge.MALFORMED)
+    if table and malformed == len(table):
+        log.warning("no usable answer: all %d answers of the judge stayed malformed after %d re-asks (labelled %r), "
+                    "so the estimates are n/a and the verdict says the test is inconclusive; check the judge's model, "
+                    "its max_tokens and the prompt's final-line instruction (the rationales are in %s)", len(table),
+                    spec["malformed_retries"], judge.MALFORMED, sm.output.judgments, extra={"terminal": True})
+    elif malformed:
+        log.warning("%d of %d answers (%.1f%%) stayed malformed after %d re-asks: labelled %r, counted as unjudged in "
+                    "the estimates and the re-scoring, and marked in the verdict", malformed, len(table),
+                    100.0 * malformed / len(table), spec["malformed_retries"], judge.MALFORMED,
+                    extra={"terminal": True})
 
 
 def _completion_strata(sm):
@@ -204,6 +245,7 @@ def cliniq_completion_estimate(sm) -> None:
     intervals, the estimated number of missing relevant chunks, and the judge against the expert labels."""
     from ..cliniq import completion as comp
     from ..cliniq import completion_report as rep
+    from ..cliniq import experts as ex
     from ..cliniq.judge import read_human_labels
     from ..io import read_json, write_text
 
@@ -217,29 +259,31 @@ def cliniq_completion_estimate(sm) -> None:
     write_text(sm.output.estimates_tex, rep.estimates_latex(bench, [r for r in rows if r["measure"] == "relevant"
                                                                      or r["scope"] == "all"]))
     write_text(sm.output.per_query, rep.csv_text(rep.PER_QUERY_COLUMNS, per_query))
-    human = None
+    pairs, fnr = [], []
     if hasattr(sm.input, "human_labels"):
-        human = comp.agreement(labels, read_human_labels(sm.input.human_labels, {d["query_id"] for d in design}
-                                                         | {q for q, _ in labels}))
-    write_text(sm.output.agreement_csv, rep.csv_text(("aspect", "n", "agreement", "kappa"),
-                                                      rep.agreement_rows(human)))
-    write_text(sm.output.agreement_md, rep.agreement_markdown(human))
-    write_text(sm.output.agreement_tex, rep.agreement_latex(bench, human))
+        known = {d["query_id"] for d in design} | {q for q, _ in labels}
+        experts = {ex.expert_name(f): read_human_labels(f, known) for f in sm.input.human_labels}
+        pairs = ex.agreements(labels, experts)
+        fnr = ex.rates(design, comp.read_table(sm.input.sample, comp.SAMPLE_HEADER), labels, experts)
+    write_text(sm.output.agreement_csv, rep.csv_text(ex.COLUMNS, ex.rows(pairs, fnr)))
+    write_text(sm.output.agreement_md, ex.markdown(pairs, fnr))
+    write_text(sm.output.agreement_tex, ex.latex(bench, pairs, fnr))
     overall = next(r for r in rows if r["scope"] == "all" and r["measure"] == "relevant")
     log.info("false-negative rate %.4f [%.4f, %.4f] over %d of %d population chunks; estimated missing relevant "
              "%.1f [%.1f, %.1f]; found %d; malformed %d", overall["rate"], overall["rate_low"], overall["rate_high"],
              overall["covered"], overall["population"], overall["missing"], overall["missing_low"],
              overall["missing_high"], overall["found"], overall["malformed"])
-    if human is not None:
-        log.info("against %d expert labels: relevance kappa %.3f (n %d), match type kappa %.3f (n %d)",
-                 human["human_labels"], human["relevance"]["kappa"], human["relevance"]["n"],
-                 human["match_type"]["kappa"], human["match_type"]["n"])
+    for a, b, r in pairs:
+        log.info("%s against %s: relevance kappa %.3f (n %d), match type kappa %.3f (n %d)", a, b,
+                 r["relevance"]["kappa"], r["relevance"]["n"], r["match_type"]["kappa"], r["match_type"]["n"])
 
 
 def cliniq_completion_rescore(sm) -> None:
     """Every multi-patient figure of every selected run with CliniQ's and with the completed judgments (the same
     scorer, ``cliniq.evaluate_ranked``), the orderings' Kendall tau with a bootstrap interval, the systems that
     move and the pairs that flip, and the verdict."""
+    from collections import Counter
+
     from ..cliniq import completion as comp
     from ..cliniq import completion_report as rep
     from ..cliniq import metrics as cliniq
@@ -265,19 +309,31 @@ def cliniq_completion_rescore(sm) -> None:
     ranks = comp.ranking(original, completed, groups, spec["bootstrap"], spec["seed"])
     info = read_json(sm.input.info)
     overall = comp.estimate(strata, "relevant")
+    pool = sum(int(d["pool"]) for d in design)
+    sources = Counter(d["coded_from"] for d in design)
+    names = {"codes": "MIMIC's code tables", "judgments": "CliniQ's judgments",
+             comp.NO_CODE: "CliniQ's judgments where no code maps to the query"}
+    coded = ", ".join(f"{names[k]} ({n} {'query' if n == 1 else 'queries'})" for k, n in sorted(sources.items()))
     verdict = rep.verdict(bench, {"llm": info["llm"], "judged": info["judged"], "malformed": info["malformed"],
-                                   "queries": len(design)}, overall, rescored, ranks, spec["move_threshold"])
+                                   "queries": len(design), "pool": pool > 0, "coded_from": coded}, overall, rescored,
+                          ranks, spec["move_threshold"])
     write_text(sm.output.rescored_csv, rep.csv_text(rep.RESCORED_COLUMNS, rescored))
     write_text(sm.output.rescored_md, rep.rescored_markdown(bench, rescored, ranks, spec["move_threshold"]))
     write_text(sm.output.rescored_tex, rep.rescored_latex(bench, rescored, spec["move_threshold"]))
     write_text(sm.output.ranking_csv, rep.csv_text(rep.RANKING_COLUMNS, rep.ranking_rows(ranks)))
     write_text(sm.output.ranking_tex, rep.ranking_latex(bench, ranks))
-    write_text(sm.output.verdict_md, f"## Verdict ({bench})\n\n{verdict['text']}\n")
-    write_json(sm.output.verdict_json, {"benchmark": bench, "reliable": verdict["reliable"],
+    write_text(sm.output.verdict_md, rep.verdict_markdown(bench, verdict))
+    write_json(sm.output.verdict_json, {"benchmark": bench, "status": verdict["status"],
+                                        "reliable": verdict["reliable"], "headline": verdict["headline"],
                                         "moved": [list(x) for x in verdict["moved"]],
                                         "flipped": [list(x) for x in verdict["flipped"]],
                                         "judgments_added": added, "queries_completed": len(design),
-                                        "threshold_relative_points": spec["move_threshold"]})
+                                        "threshold_relative_points": spec["move_threshold"],
+                                        "judged": info["judged"], "malformed": info["malformed"],
+                                        "malformed_share": round(verdict["malformed_share"], 6),
+                                        "design": {"pool_chunks": pool, "sample_only": pool == 0,
+                                                   "coded_from": dict(sorted(sources.items())),
+                                                   "coded_unit": sorted({d["coded_unit"] for d in design})}})
     log.info("re-scored %d runs over %d queries with %d relevant and %d not relevant judgments added; moved: %s; "
              "flipped: %s; reliable: %s", len(original), len(groups["all"]), added["relevant"],
              added["irrelevant"], verdict["moved"] or "none", verdict["flipped"] or "none", verdict["reliable"])

@@ -20,6 +20,10 @@ a path pattern or a rule reruns nothing.
 Editing ``metrics.py`` thus changes the code hash of ``score_run`` (and of any rule whose closure holds it)
 and of nothing else. Only the source is read (``ast``), nothing is imported. The hash does not depend on
 where the checkout lies.
+
+With a ``PlanningCache`` (Snakemake's planning process: ``rules/common.smk``) the table of every rule's hash is
+computed once per state of the package: ``fingerprint()`` reads the package's files as bytes (no parsing), and a
+stored table under that key is used as it is.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ STAGES = f"{PACKAGE}.stages"
 _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(?P<level>\.*)(?P<stem>[\w.]*)[ \t]+import[ \t]+(?P<names>\([^)]*\)|[^\n#]*)"
                      r"|import[ \t]+(?P<plain>[\w., \t]+))", re.M)
 _DATA_FILES = re.compile(r"^DATA_FILES = (?P<value>\([^)]*\))", re.M)
+_DATA_FILES_BYTES = re.compile(_DATA_FILES.pattern.encode(), re.M)
 _NEUTRAL = re.compile(r"^SHAPES_OUTPUTS = False\b", re.M)
 
 
@@ -54,9 +59,12 @@ def _statements(node: ast.AST):
 
 
 class CodeIndex:
-    def __init__(self, package_dir: Path = PACKAGE_DIR, repo_dir: Path = REPO_DIR):
+    def __init__(self, package_dir: Path = PACKAGE_DIR, repo_dir: Path = REPO_DIR, cache=None):
         self.package_dir = Path(package_dir)
         self.repo_dir = Path(repo_dir)
+        self.cache = cache  # a workflow.cache.PlanningCache, or None
+        self._fingerprint: str | None = None
+        self._cache_read = False
         self._sources: dict[str, str] = {}
         self._files: dict[str, Path | None] = {}
         self._call_graph: dict[str, dict] = {}
@@ -211,16 +219,49 @@ class CodeIndex:
     def _rel(self, path: Path) -> str:
         return path.relative_to(self.repo_dir).as_posix()
 
+    def fingerprint(self) -> str:
+        """sha256 over everything a code hash reads: every ``.py`` file under the package (by its path in the
+        package, as bytes; ``workflow/code.py`` itself among them), where the package lies in the repository, and
+        the data files modules declare. Equal fingerprints give equal hashes for every rule."""
+        if self._fingerprint is None:
+            from .cache import key_of
+
+            parts = [self._rel(self.package_dir)]
+            for path in sorted(self.package_dir.rglob("*.py")):
+                data = path.read_bytes()
+                parts += [path.relative_to(self.package_dir).as_posix(), data]
+                # a substring test first: the multi-line regex alone takes milliseconds over the whole package
+                m = _DATA_FILES_BYTES.search(data) if b"DATA_FILES = " in data else None
+                for rel in ast.literal_eval(m["value"].decode("utf-8")) if m else ():
+                    parts += [f"data {rel}", (self.repo_dir / rel).read_bytes()]
+            self._fingerprint = key_of(*parts)
+        return self._fingerprint
+
+    def _from_cache(self) -> None:
+        """Every rule's hash from the planning cache, or computed and stored there."""
+        key = self.fingerprint()
+        table = self.cache.get("code", key)
+        if isinstance(table, dict) and all(isinstance(v, str) for v in table.values()):
+            self._hashes.update(table)
+            return
+        self.cache.put("code", key, {r: self.hash(r) for r in self.rules()})
+
     def hash(self, rule: str) -> str:
+        if self.cache is not None and not self._cache_read:
+            self._cache_read = True
+            self._from_cache()
         if rule not in self._hashes:
-            module = self.rules()[rule]
-            lines = self._tree(module)[0].splitlines()
-            digest = hashlib.sha256()
-            for func in self._functions(module, rule):
-                digest.update(f"def {module}.{func.name}\0".encode())
-                digest.update("\n".join(lines[func.lineno - 1: func.end_lineno]).encode("utf-8"))
-            for rel in self.closure(rule)[1]:
-                digest.update(f"\0file {rel}\0".encode())
-                digest.update((self.repo_dir / rel).read_bytes())
-            self._hashes[rule] = digest.hexdigest()[:16]
+            self._hashes[rule] = self._compute(rule)
         return self._hashes[rule]
+
+    def _compute(self, rule: str) -> str:
+        module = self.rules()[rule]
+        lines = self._tree(module)[0].splitlines()
+        digest = hashlib.sha256()
+        for func in self._functions(module, rule):
+            digest.update(f"def {module}.{func.name}\0".encode())
+            digest.update("\n".join(lines[func.lineno - 1: func.end_lineno]).encode("utf-8"))
+        for rel in self.closure(rule)[1]:
+            digest.update(f"\0file {rel}\0".encode())
+            digest.update((self.repo_dir / rel).read_bytes())
+        return digest.hexdigest()[:16]

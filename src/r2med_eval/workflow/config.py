@@ -13,55 +13,20 @@ from pathlib import Path
 
 import yaml
 
-from ..bounds import TreeProblem, check_tree, key_path, shown
+from ..bounds import TreeProblem, check_tree, shown
 from ..errors import ConfigError, did_you_mean, name_list
 from . import registry
-from .schema import SCHEMA_PATH, _load_schema, cliniq_default, fill_defaults, load_schema, schema_default, with_defaults  # noqa: F401 (the config API's names)
-
-FIX = "see schemas/config.schema.yaml and docs/configuration.md."
-
-
-def _key_path(parts) -> str:
-    return key_path(parts)
-
-
-# the phrase of a JSON Schema bound, with the bound's value
-_BOUNDS = {"minimum": "is less than {}", "maximum": "is more than {}", "exclusiveMinimum": "must be more than {}",
-           "exclusiveMaximum": "must be less than {}", "minLength": "is shorter than {} characters",
-           "maxLength": "is longer than {} characters", "minItems": "has fewer than {} items",
-           "maxItems": "has more than {} items", "minProperties": "has fewer than {} keys"}
-
-
-def _message(error) -> str:
-    """One sentence naming the key; a value is shown cut to a few hundred characters (``bounds.shown``), never
-    through JSON Schema's own message, which renders the whole value."""
-    where = _key_path(error.absolute_path)
-    v = error.validator
-    value = shown(error.instance)
-    if v == "additionalProperties":
-        extra = sorted((k for k in error.instance if k not in error.schema.get("properties", {})), key=str)
-        key = _key_path(list(error.absolute_path) + [extra[0]]) if extra else where
-        allowed = sorted(error.schema.get("properties", {}))
-        hint = did_you_mean(extra[0], allowed) if extra else ""
-        return f"unknown key {shown(key)}{'; ' + hint if hint else ''} (allowed here: {name_list(allowed)})."
-    if v == "enum":
-        hint = did_you_mean(error.instance, error.validator_value) if isinstance(error.instance, str) else ""
-        return (f"{where}: {value} is not one of {', '.join(map(repr, error.validator_value))}"
-                + (f"; {hint}" if hint else "."))
-    if v == "required":  # names the key the schema requires, not the value
-        return f"{where}: {error.message}."
-    if v in ("pattern", "propertyNames"):
-        return f"{where}: name {value} must match {error.schema.get('pattern', '')} (letters, digits, '.', '-')."
-    if v == "type":
-        expected = error.validator_value if isinstance(error.validator_value, str) else \
-            " or ".join(error.validator_value)
-        return f"{where}: {value} is not of type {expected}."
-    if v == "const":
-        return f"{where}: {value} must be {shown(error.validator_value)}."
-    if v in _BOUNDS:
-        return f"{where}: {value} {_BOUNDS[v].format(error.validator_value)}."
-    text = error.message
-    return f"{where}: {text if len(text) <= 300 else text[:300] + '...'}."
+from .schema import (  # noqa: F401 (the config API's names)
+    FIX,
+    SCHEMA_PATH,
+    _load_schema,
+    cliniq_default,
+    fill_defaults,
+    load_schema,
+    schema_default,
+    schema_errors,
+    with_defaults,
+)
 
 
 def check_values(config, config_file: str = "config.yaml") -> None:
@@ -84,37 +49,26 @@ def check_file(path) -> None:
         return
     try:
         with open(path, "rb") as handle:
-            data = yaml.load(handle, Loader=yaml.FullLoader)  # Snakemake's loader (yte) uses FullLoader
+            # Snakemake's loader (yte) uses FullLoader; libyaml's parser under the same constructor when present
+            data = yaml.load(handle, Loader=getattr(yaml, "CFullLoader", yaml.FullLoader))
     except (yaml.YAMLError, ValueError, RecursionError):
         return
     check_values(data, str(path))
 
 
-def _schema_errors(config: dict, schema: dict, config_file: str) -> None:
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(list(e.absolute_path)), str(e.absolute_path)))
-    if not errors:
-        return
-    best = jsonschema.exceptions.best_match(errors)
-    # prefer the deepest error: it names the key (unknown key, misspelt type)
-    deepest = max(errors, key=lambda e: len(list(e.absolute_path)))
-    error = deepest if len(list(deepest.absolute_path)) > len(list(best.absolute_path)) else best
-    if error.validator == "propertyNames" or (error.absolute_path == best.absolute_path and best.context):
-        error = best
-    raise ConfigError(_message(error), path=config_file, fix=FIX)
-
-
 # ---------------------------------------------------------------- validation
 
 
-def validate(config: dict, config_file: str = "config.yaml", schema: dict | None = None) -> dict:
-    """Validate ``config`` and return a copy with every schema default filled in. Raises ConfigError."""
-    schema = schema or _load_schema(str(SCHEMA_PATH))
+def validate(config: dict, config_file: str = "config.yaml", schema: dict | None = None, cache=None,
+             code_key: str = "") -> dict:
+    """Validate ``config`` and return a copy with every schema default filled in. Raises ConfigError.
+
+    ``cache`` (a ``workflow.cache.PlanningCache``): the schema check and the defaults come from it when this
+    configuration was checked before against the same schema with the same code (``code_key``: the package's
+    fingerprint, ``CodeIndex.fingerprint()``) and jsonschema; every other check runs on every call."""
+    schema = schema or _load_schema(str(SCHEMA_PATH), cache)
     check_values(config, config_file)
-    _schema_errors(config, schema, config_file)
-    cfg = fill_defaults(copy.deepcopy(config), schema, schema)
+    cfg = _against_schema(config, schema, config_file, cache, code_key)
     _local_tasks(cfg, config_file)
     _check_selection(cfg, config_file)
     check_layout_keys(cfg, config_file, schema)
@@ -125,6 +79,43 @@ def validate(config: dict, config_file: str = "config.yaml", schema: dict | None
     _check_sources(cfg, config_file)
     _check_run_models(cfg, config_file)
     _check_completion(cfg, config_file)
+    return cfg
+
+
+def _jsonschema_stamp() -> str:
+    """The installed jsonschema, without importing it: its file's path, size and modification time."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("jsonschema")
+    if spec is None or not spec.origin:
+        return "jsonschema missing"
+    stat = os.stat(spec.origin)
+    return f"{spec.origin} {stat.st_size} {stat.st_mtime_ns}"
+
+
+def _against_schema(config: dict, schema: dict, config_file: str, cache, code_key: str) -> dict:
+    """``config`` checked against the schema (ConfigError naming the key) and a deep copy of it with the schema's
+    defaults filled: from the planning cache where the same configuration (its keys in the same order), schema,
+    code and jsonschema gave it before; only a configuration that passed is stored."""
+    import json
+
+    from .cache import key_of, plain
+
+    key = None
+    if cache is not None and plain(config):
+        if not code_key:
+            from .code import CodeIndex
+
+            code_key = CodeIndex().fingerprint()
+        key = key_of("config", code_key, json.dumps(schema), _jsonschema_stamp(), json.dumps(config))
+        cfg = cache.get("config", key)
+        if isinstance(cfg, dict):
+            return cfg
+    schema_errors(config, schema, config_file)
+    cfg = fill_defaults(copy.deepcopy(config), schema, schema)
+    if key is not None and plain(cfg):
+        cache.put("config", key, cfg)
     return cfg
 
 
@@ -171,12 +162,12 @@ def _check_variants(cfg: dict, config_file: str) -> None:
                                   f"can run a query variant{_hint(m, able)}.", path=config_file,
                                   fix=f"name {', '.join(registry.VARIANT_TYPES)} entries (a type: run model's file "
                                       "holds one run per task).")
-    from ..llm.server import job_owned_args
-
     for name, llm in cfg.get("llms", {}).items():
         gen = llm.get("generate")
         if not gen:
             continue
+        from ..llm.server import job_owned_args  # here: only a configuration with a served LLM pays for the import
+
         owned = job_owned_args(gen["vllm"]["args"])
         if owned:
             raise ConfigError(f"llms.{name}.generate.vllm.args sets {', '.join(map(shown, owned))}, which the job sets "
@@ -220,6 +211,12 @@ def _check_derived(cfg: dict, config_file: str) -> None:
             raise ConfigError(f"models.{job['reranker']}.llm names {shown(model['llm'])}, which is not an llms entry "
                               "with generate (the server, model and sampling to ask).", path=config_file,
                               fix=f"add llms: {{{model['llm']}: {{generate: {{model: <served name>}}}}}}.")
+    for name, model in cfg["models"].items():
+        words = [w.lower() for w in model.get("answers") or ()] if model["type"] == "llm_pointwise" else []
+        if words and words[0] == words[1]:
+            raise ConfigError(f"models.{name}.answers names the same word twice ({', '.join(model['answers'])}): "
+                              "every score would be 0.5.", path=config_file,
+                              fix='name the positive answer, then the negative one, e.g. ["yes", "no"].')
     for name, spec in cfg["fusion"].items():
         if name in cfg["models"]:
             raise ConfigError(f"fusion.{name}: the name is also a model.", path=config_file, fix="rename it.")
@@ -234,16 +231,37 @@ def _check_derived(cfg: dict, config_file: str) -> None:
                               path=config_file, fix="give one weight per run.")
 
 
-def _check_report(cfg: dict, config_file: str) -> None:
-    """The leaderboard metric must be one score_run computes; the baseline and the scatter runs must be
-    configured runs (the baseline also selected)."""
-    from ..scoring.metrics import metric_names
+def metric_name(name, key: str = "leaderboard.metric", config_file: str = "config.yaml") -> str:
+    """score_run's name of a metric named as score_run (``ndcg_at_10``), ir_measures (``nDCG@10``, ``R@100``,
+    ``AP@100``, ``P@10``, ``RR``) or trec_eval (``ndcg_cut_10``, ``recall_100``, ``recip_rank``) names it: the
+    configuration takes the command line's names, and the params hold one spelling, so that a respelling reruns
+    nothing. A measure score_run does not compute stops with its names."""
+    from ..errors import InputError
+    from ..scoring.metrics import measure, metric_names
 
-    metric = cfg["leaderboard"]["metric"]
-    if metric not in metric_names():
-        raise ConfigError(f"leaderboard.metric {shown(metric)} is not a computed metric{_hint(metric, metric_names())} "
-                          f"(computed: {', '.join(metric_names())}).", path=config_file,
-                          fix="name one of the computed metrics.")
+    names = metric_names()
+    if name in names:
+        return name
+    computed = f"(computed: {', '.join(names)}; or the same measures as nDCG@10, R@100, AP@100, P@10, RR)"
+    try:
+        wanted = measure(name)
+    except InputError:
+        raise ConfigError(f"{key} {shown(name)} is not a computed metric{_hint(str(name), names)} {computed}.",
+                          path=config_file, fix="name one of the computed metrics.") from None
+    def key(m):  # a relevance level not given is the default, 1
+        return m.trec, 1 if m.rel is None else m.rel, m.depth
+
+    for ours in names:
+        if key(measure(ours)) == key(wanted):
+            return ours
+    raise ConfigError(f"{key} {shown(name)} is a measure score_run does not compute {computed}.", path=config_file,
+                      fix="name one of the computed metrics, or score it with r2med-eval eval (docs/api.md).")
+
+
+def _check_report(cfg: dict, config_file: str) -> None:
+    """The leaderboard metric must be one score_run computes (in its name or in ir_measures' or trec_eval's spelling,
+    ``metric_name``); the baseline and the scatter runs must be configured runs (the baseline also selected)."""
+    cfg["leaderboard"]["metric"] = metric_name(cfg["leaderboard"]["metric"], "leaderboard.metric", config_file)
     report = cfg["report"]
     configured = set(cfg["models"]) | set(registry.derived_jobs(cfg)) | set(registry.all_variant_names(cfg))
     runs = registry.Registry(cfg).all_runs
@@ -316,6 +334,14 @@ def _check_completion(cfg: dict, config_file: str) -> None:
     if "generate" not in (cfg.get("llms") or {}).get(llm, {}):
         raise ConfigError(f"{key}.llm names {llm!r}, which is not an llms entry with generate.", path=config_file,
                           fix=f"add llms.{llm}.generate (model, base_url_env, ...), the judge's server and model.")
+    labels = comp.get("human_labels")
+    if isinstance(labels, str):
+        comp["human_labels"] = labels = [labels]
+    stems = [Path(f).stem for f in labels or ()]
+    if len(set(stems)) < len(stems):
+        raise ConfigError(f"{key}.human_labels names two files of the same name ({', '.join(stems)}): the tables "
+                          "name each expert by the file's name.", path=config_file,
+                          fix="give each expert's file its own name (e.g. expert_a.tsv, expert_b.tsv).")
     runs = reg.runs_of(b)
     for run in comp.get("runs") or ():
         if run not in runs:
@@ -395,9 +421,23 @@ def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None =
     comp = cfg.get("cliniq_completion")
     for key, what in (("human_labels", "a TSV of query_id, chunk_id, label"),
                       ("prompt", "a text file with {QUERY}, {QUERY_TYPE} and {CHUNK}")):
-        if comp and comp[key] and not _exists(comp[key], base, "file"):
-            raise ConfigError(f"cliniq_completion.{key}: file {shown(comp[key])} not found.", path=config_file,
-                              fix=f"point it at {what}, or set it to null.")
+        files = comp[key] if comp and isinstance(comp[key], list) else [comp[key]] if comp and comp[key] else []
+        for file in files:
+            if not _exists(file, base, "file"):
+                raise ConfigError(f"cliniq_completion.{key}: file {shown(file)} not found.", path=config_file,
+                                  fix=f"point it at {what}, or set it to null.")
+    if comp and comp["coded_from"] == "codes":
+        from ..cliniq.codes import table_files
+
+        notes = Path(cfg["benchmarks"][comp["benchmark"]]["noteevents"]).expanduser()
+        missing = [name for name, path in table_files(notes if notes.is_absolute() else base / notes).items()
+                   if path is None]
+        if missing:
+            where = notes.parent
+            raise ConfigError(f"cliniq_completion.coded_from is codes, but MIMIC-III's {', '.join(missing)} "
+                              f"(.csv.gz or .csv) are not beside NOTEEVENTS in {shown(str(where))}.",
+                              path=config_file, fix="copy them from your MIMIC-III v1.4 folder there, or set "
+                                                    "coded_from: judgments (or auto).")
     for bname in registry.Registry(cfg).benchmarks:
         bench = cfg["benchmarks"][bname]
         if bench["layout"] == "cliniq":
@@ -451,13 +491,14 @@ def check_mteb_models(cfg: dict, config_file: str = "config.yaml") -> None:
 def _check_prompts(cfg: dict, config_file: str, base: Path) -> None:
     """The prompt template of every selected pointwise LLM reranker is readable and has its placeholders."""
     from ..errors import InputError
-    from ..rerank.pointwise import read_template
 
     reg = registry.Registry(cfg)
     for name in dict.fromkeys(j["reranker"] for j in reg.rerank_jobs.values()):
         prompt = reg.models[name].get("prompt")
         if prompt is None:
             continue
+        from ..rerank.pointwise import read_template  # here: only a pointwise LLM reranker pays for the import
+
         if not _exists(prompt, base, "file"):
             raise ConfigError(f"models.{name}.prompt: file {shown(prompt)} does not exist.", path=config_file,
                               fix="point it at a prompt template (a text file with {query} and {passage}).")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import inputs, paths, registry
+from .cache import PlanningCache
 from .code import CodeIndex
 from .config import check_mteb_models, check_paths, validate
 from .params import Params
@@ -43,15 +44,18 @@ class Workflow:
         self.resources = Resources(self.registry)
 
     @classmethod
-    def load(cls, raw: dict, config_files=(), base: Path | None = None, planning: bool = True) -> Workflow:
+    def load(cls, raw: dict, config_files=(), base: Path | None = None, planning: bool = True,
+             cache: PlanningCache | None = None) -> Workflow:
         """``planning``: Snakemake's main process, which also checks ``mteb`` models against MTEB's registry
-        (seconds to import mteb; a job's own process skips it)."""
+        (seconds to import mteb; a job's own process skips it). ``cache``: the planning cache
+        (``workflow.cache``) for the code hashes and the schema check; None computes both."""
         files = ", ".join(dict.fromkeys(str(f) for f in config_files)) or "config.yaml"
-        cfg = validate(raw, config_file=files)
+        code = CodeIndex(cache=cache)
+        cfg = validate(raw, config_file=files, cache=cache, code_key=code.fingerprint() if cache else "")
         check_paths(cfg, config_file=files, base=base)
         if planning:
             check_mteb_models(cfg, config_file=files)
-        return cls(cfg)
+        return cls(cfg, code)
 
     # ------------------------------------------------------------ wildcard constraints
 
@@ -76,6 +80,7 @@ class Workflow:
             "cliniq_benchmark": reg.cliniq_benchmarks,
             "completion_benchmark": reg.completion_benchmark(),
             "generic_benchmark": [b for b in reg.benchmarks if not reg.is_cliniq(b)],
+            "r2med_benchmark": [b for b, e in reg.claims().items() if e["kind"] == "r2med"],
             "private_benchmark": [b for b in reg.benchmarks if reg.is_private(b)],
             "public_benchmark": [b for b in reg.benchmarks if not reg.is_private(b)],
             "source_benchmark": [b for b, _ in reg.source_tasks()],
@@ -87,9 +92,9 @@ class Workflow:
     @staticmethod
     def gar_methods() -> str:
         """The GAR methods, from the schema (the one list of them)."""
-        from .schema import load_schema
+        from .schema import SCHEMA_PATH, _load_schema
 
-        return paths.alternatives(load_schema()["$defs"]["gar_method"]["enum"])
+        return paths.alternatives(_load_schema(str(SCHEMA_PATH))["$defs"]["gar_method"]["enum"])
 
     def callables(self):
         """(holder, name, callable) of every function the rules hand to Snakemake: input functions, resource

@@ -3,12 +3,16 @@ where they lie from ``workflow.paths``."""
 
 from __future__ import annotations
 
+from . import earlier
 from .paths import (
     BENCHMARK_LEADERBOARD,
     BM25_PAPER_FIT,
     BM25_PAPER_QUERY_TOKENS,
     BM25_PAPER_TOKENS,
     CHUNK_IDS,
+    CLAIMS,
+    CLAIMS_CLINIQ,
+    CLAIMS_OVERLAP,
     CLINIQ_CHUNKS,
     CLINIQ_METRICS,
     CLINIQ_POOL,
@@ -46,6 +50,7 @@ from .paths import (
     PRIVATE_GENERATED,
     PRIVATE_VARIANT,
     PROVENANCE,
+    QRELS,
     QUERIES,
     QUERY_TYPES,
     R2MED_VS_PAPER,
@@ -108,8 +113,7 @@ class Inputs:
         settings = self.reg.llm(wildcards.llm)["generate"]
         out = {"queries": fill(QUERIES, **w)}
         if wildcards.method == "lamer":
-            out.update(corpus=fill(CORPUS, **w), run=self.run_file(w["benchmark"], w["task"],
-                                                                    settings["lamer_retriever"]))
+            out.update(corpus=fill(CORPUS, **w), run=self._run(**w, model=settings["lamer_retriever"]))
         if wildcards.method == "query2doc" and settings.get("examples"):
             out["examples"] = settings["examples"]
         return out
@@ -226,8 +230,7 @@ class Inputs:
         """The run to re-score and the task; a dense re-scorer also reuses its cached embeddings."""
         job = self.reg.derived[wildcards.model]
         w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
-        inputs = {"run": self.run_file(**w, model=job["run"]), "queries": fill(QUERIES, **w),
-                  "corpus": fill(CORPUS, **w)}
+        inputs = {"run": self._run(**w, model=job["run"]), "queries": fill(QUERIES, **w), "corpus": fill(CORPUS, **w)}
         if self.cfg["models"][job["reranker"]]["type"] in ENCODER_TYPES:
             inputs.update(self._embeddings(wildcards.benchmark, wildcards.task, job["reranker"]))
         inputs.update(self.weights(job["reranker"]))
@@ -237,8 +240,7 @@ class Inputs:
         """The run to rerank and the task; a pointwise reranker's prompt template."""
         job = self.reg.derived[wildcards.model]
         w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
-        inputs = {"run": self.run_file(**w, model=job["run"]), "queries": fill(QUERIES, **w),
-                  "corpus": fill(CORPUS, **w)}
+        inputs = {"run": self._run(**w, model=job["run"]), "queries": fill(QUERIES, **w), "corpus": fill(CORPUS, **w)}
         spec = self.cfg["models"][job["reranker"]]
         if spec["type"] == "llm_pointwise":
             inputs["prompt"] = prompt_file(spec)
@@ -246,9 +248,9 @@ class Inputs:
 
     def fuse_runs(self, wildcards) -> list[str]:
         job = self.reg.derived[wildcards.model]
-        return [self.run_file(wildcards.benchmark, wildcards.task, r) for r in job_inputs(job)]
+        return [self._run(wildcards.benchmark, wildcards.task, r) for r in job_inputs(job)]
 
-    def run_file(self, benchmark: str, task: str, model: str) -> str:
+    def _run(self, benchmark: str, task: str, model: str) -> str:
         """A run's file: binary on a CliniQ benchmark (full depth), TREC text elsewhere."""
         return fill(RUN_BINARY if self.reg.is_cliniq(benchmark) else RUN, benchmark=benchmark, task=task, model=model)
 
@@ -306,12 +308,27 @@ class Inputs:
                    for g in ("match_type", "query_type")}, "palette": fill(PALETTE, benchmark=wildcards.benchmark),
                 "metrics": self.benchmark_metric_table(wildcards)}
 
+    def llm_lineage(self, benchmark: str | None = None) -> list[str]:
+        """The lineage JSONs of the LLM-reranked runs (their accounting, unusable answers included)."""
+        return [fill(RUN_LINEAGE, benchmark=b, task=t, model=r) for b, t, r in self.reg.run_tasks()
+                if self.reg.llm_reranked(r) and (benchmark is None or b == benchmark)]
+
+    def leaderboard(self) -> dict:
+        """The combined leaderboard: every benchmark's collected metrics, the significance table, the LLM-reranked
+        runs' lineage, and what earlier runs left of benchmarks this configuration does not select."""
+        return {"metrics": self.metric_tables(), "significance": fill(SIGNIFICANCE, ext="csv"),
+                "mteb_reference": self.mteb_reference(), "lineage": self.llm_lineage(),
+                "earlier": self.earlier_tables(), "earlier_boards": self.earlier_boards()}
+
+    def leaderboard_benchmark(self, wildcards) -> dict:
+        return {"metrics": self.benchmark_metric_table(wildcards), "significance": fill(SIGNIFICANCE, ext="csv"),
+                "lineage": self.llm_lineage(wildcards.benchmark)}
+
     def provenance(self) -> dict:
         """Metrics and task statistics; each run file is named in its metrics JSON (and hashed from there)."""
         return {"metrics": self.metric_tables(), "stats": self.stats_files(),
                 "generation": [fill(GENERATED_INFO, **g) for g in self.reg.generated_variants()],
-                "llm_rerank": [fill(RUN_LINEAGE, benchmark=b, task=t, model=r) for b, t, r in self.reg.run_tasks()
-                               if self.reg.llm_reranked(r)],
+                "llm_rerank": self.llm_lineage(),
                 "judging": [fill(COMPLETION_JUDGING, benchmark=b) for b in self.reg.completion_benchmark()]}
 
 
@@ -320,7 +337,7 @@ class Inputs:
         w = {"benchmark": b, "task": self.reg.cliniq_task(b)}
         models = self.reg.runs_of(b)
         return {"metrics": [fill(CLINIQ_METRICS, **w, model=m) for m in models],
-                "runs": [self.run_file(**w, model=m) for m in models],
+                "runs": [self._run(**w, model=m) for m in models],
                 "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w),
                 "ids": fill(CHUNK_IDS, **w)}
 
@@ -330,7 +347,7 @@ class Inputs:
 
     def _completion_runs(self, benchmark: str) -> list[str]:
         w = self._completion_task(benchmark)
-        return [self.run_file(**w, model=m) for m in self.reg.completion_runs()]
+        return [self._run(**w, model=m) for m in self.reg.completion_runs()]
 
     def _completion_design(self, benchmark: str) -> dict:
         return {"sample": fill(COMPLETION_SAMPLE, benchmark=benchmark),
@@ -346,20 +363,25 @@ class Inputs:
         b = wildcards.benchmark
         w = self._completion_task(b)
         folder = self.cfg["benchmarks"][b]["tasks"][w["task"]]["path"]
-        return {"annotations": [f"{folder}/queries_{t}.jsonl" for t in TYPES] + [f"{folder}/qrels_{t}.tsv"
-                                                                                  for t in TYPES],
-                "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w),
-                "ids": fill(CHUNK_IDS, **w), "runs": self._completion_runs(b)}
+        out = {"annotations": [f"{folder}/queries_{t}.jsonl" for t in TYPES] + [f"{folder}/qrels_{t}.tsv"
+                                                                                 for t in TYPES],
+               "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w),
+               "ids": fill(CHUNK_IDS, **w),
+               "runs": [self._run(**w, model=m) for m in self.reg.completion_pool_runs()]}
+        if self.reg.completion_coded_from() == "codes":  # MIMIC's code tables, in cliniq.codes.TABLES order
+            out["code_tables"] = [str(p) for p in self.reg.completion_code_tables().values()]
+        return out
 
     def cliniq_completion_judge(self, wildcards) -> dict:
         w = self._completion_task(wildcards.benchmark)
-        return {"sample": fill(COMPLETION_SAMPLE, benchmark=wildcards.benchmark), "queries": fill(QUERIES, **w),
+        return {"sample": fill(COMPLETION_SAMPLE, benchmark=wildcards.benchmark),
+                "design": fill(COMPLETION_DESIGN, benchmark=wildcards.benchmark), "queries": fill(QUERIES, **w),
                 "chunks": fill(CLINIQ_CHUNKS, **w)}
 
     def cliniq_completion_estimate(self, wildcards) -> dict:
         out = self._completion_design(wildcards.benchmark)
         if self.reg.completion["human_labels"]:
-            out["human_labels"] = self.reg.completion["human_labels"]
+            out["human_labels"] = list(self.reg.completion["human_labels"])
         return out
 
     def cliniq_completion_rescore(self, wildcards) -> dict:
@@ -386,9 +408,55 @@ class Inputs:
                                    if paper_task(self.cfg["benchmarks"][b]["tasks"][t]))
         return [fill(METRICS_TABLE, benchmark=b) for b in benchmarks]
 
+    # the claims (docs/report.md#claims)
+    def claims_overlap(self, wildcards) -> dict:
+        """The task's analysed corpus and queries (rule analyse_bm25_paper: ids and token numbers) and its qrels."""
+        w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
+        return {"tokens": fill(BM25_PAPER_TOKENS, **w), "query_tokens": fill(BM25_PAPER_QUERY_TOKENS, **w),
+                "qrels": fill(QRELS, **w)}
+
+    def claims_cliniq_run(self, wildcards) -> dict:
+        w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
+        return {"run": self._run(**w, model=wildcards.model), "cliniq_qrels": fill(CLINIQ_QRELS, **w),
+                "query_types": fill(QUERY_TYPES, **w), "ids": fill(CHUNK_IDS, **w)}
+
+    def claims(self, wildcards) -> dict:
+        """What the claims read: the per-query files of the runs they compare (CliniQ: their per-query figures by
+        match type), the lexical overlap of every R2MED-layout task, the lineage of the reranked and fused runs they
+        compare, the judgment completion's verdict."""
+        out: dict[str, list[str]] = {"per_query": [], "overlap": [], "cliniq": [], "lineage": [], "verdicts": []}
+        for b, entry in self.reg.claims().items():
+            specs = entry["claims"]
+            runs = list(dict.fromkeys(r for spec in specs.values() for r in spec["runs"]))
+            derived = [r for p in specs["r2med.rerank_depth"]["pairs"] for r in (p["shallow"], p["deep"])] \
+                if "r2med.rerank_depth" in specs else []
+            derived += [f["fusion"] for f in specs["cliniq.rrf_improves"]["fusions"]] \
+                if "cliniq.rrf_improves" in specs else []
+            for t in entry["tasks"]:
+                w = {"benchmark": b, "task": t}
+                if entry["kind"] == "cliniq":
+                    out["cliniq"] += [fill(CLAIMS_CLINIQ, **w, model=r) for r in runs]
+                else:
+                    out["per_query"] += [fill(PER_QUERY, **w, model=r) for r in runs]
+                    out["overlap"].append(fill(CLAIMS_OVERLAP, **w))
+                out["lineage"] += [fill(RUN_LINEAGE, **w, model=r) for r in dict.fromkeys(derived)]
+            if b in self.reg.completion_benchmark():
+                out["verdicts"].append(fill(COMPLETION_FILE, benchmark=b, name="verdict", ext="json"))
+        return out
+
     def report_index(self) -> list[str]:
-        """Every output the index page links: the targets of ``rule all`` but the page itself."""
-        return [t for t in all_targets(self.reg) if t != INDEX_PAGE]
+        """Every output the index page links: the targets of ``rule all`` but the page itself, and the report files an
+        earlier run left of a benchmark this configuration does not select (``earlier_files``)."""
+        return [t for t in all_targets(self.reg) if t != INDEX_PAGE] + earlier.files(self.reg)
+
+    # what earlier runs left: the report is the union of what is scored (workflow.earlier)
+    def earlier_tables(self) -> list[str]:
+        return [fill(METRICS_TABLE, benchmark=b) for b in earlier.benchmarks(self.reg)]
+
+    def earlier_boards(self) -> list[str]:
+        """The per-benchmark leaderboard CSVs of the earlier benchmarks (their significance marks), where present."""
+        return earlier.existing(fill(BENCHMARK_LEADERBOARD, benchmark=b, ext="csv")
+                                for b in earlier.benchmarks(self.reg))
 
 
 def prompt_file(spec: dict) -> str:
@@ -401,17 +469,23 @@ def prompt_file(spec: dict) -> str:
 # ---------------------------------------------------------------- targets of rule all
 
 
+def plot_names(reg: Registry, benchmark: str) -> list[str]:
+    """The figures of a benchmark (``results/plots/{benchmark}/{name}.{png,svg}``) but the judgment completion's."""
+    names = ["by_task", "heatmap"]
+    names += ["rerank_depth"] if reg.rerank_lineage(benchmark) else []
+    names += ["scatter"] if reg.scatter_runs(benchmark) else []
+    names += ["cliniq_by_match_type", "cliniq_by_query_type"] if reg.is_cliniq(benchmark) else []
+    return names
+
+
 def report_targets(reg: Registry) -> list[str]:
     targets = [fill(LEADERBOARD, ext="html"), fill(TABLE, name="leaderboard")]
     targets += [fill(SIGNIFICANCE, ext=e) for e in ("csv", "md")] + [PROVENANCE]
+    targets += [fill(CLAIMS, ext=e) for e in ("json", "md")] + [fill(TABLE, name="claims")]
     for b in reg.benchmarks:
         targets += [fill(BENCHMARK_LEADERBOARD, benchmark=b, ext=e) for e in ("csv", "md", "html")]
         targets.append(fill(TABLE, name=f"leaderboard-{b}"))
-        names = ["by_task", "heatmap"]
-        names += ["rerank_depth"] if reg.rerank_lineage(b) else []
-        names += ["scatter"] if reg.scatter_runs(b) else []
-        names += ["cliniq_by_match_type", "cliniq_by_query_type"] if reg.is_cliniq(b) else []
-        targets += [fill(PLOT, benchmark=b, name=n, ext=e) for n in names for e in ("png", "svg")]
+        targets += [fill(PLOT, benchmark=b, name=n, ext=e) for n in plot_names(reg, b) for e in ("png", "svg")]
         targets.append(fill(PALETTE, benchmark=b))
     return targets
 

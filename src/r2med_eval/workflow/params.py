@@ -57,7 +57,8 @@ MODEL_KEYS = {
 }
 _LLM_RERANK = {"type": "llm_rerank_run", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
                "llm": "llm_rerank_run (and its llms entry)",
-               **{k: "llm_rerank_run" for k in ("passage_words", "temperature", "max_tokens", "truncate")}}
+               **{k: "llm_rerank_run" for k in ("passage_words", "passage_format", "temperature", "max_tokens",
+                                                "truncate", "max_unusable")}}
 MODEL_KEYS.update({
     "llm_listwise": {**_LLM_RERANK, "window": "llm_rerank_run", "step": "llm_rerank_run"},
     "llm_pointwise": {**_LLM_RERANK, "prompt": "llm_rerank_run (the template's sha256; the file is the rule's input)",
@@ -77,6 +78,8 @@ MODEL_KEYS.update({
              **{k: _ENCODE for k in ("name", "revision", "mteb_tasks", "normalize", "batch_size", "device")},
              "hydoc_average": "encode_query_variant r2med_vs_paper", **_SEARCH},
 })
+for _keys in MODEL_KEYS.values():
+    _keys["tags"] = "claims"  # what the claims know of a model (family, domain, size): no run reads them
 PYTHON_KEYS = ("type", "factory", "kwargs", "python_path", "normalize", "batch_size", "device")
 MTEB_KEYS = ("type", "name", "revision", "normalize", "batch_size", "device")
 INDEX_KEYS = {"flat": ("kind",), "ivf": ("kind", "nlist", "nprobe", "max_train", "seed"),
@@ -329,7 +332,7 @@ class Params:
 
     def fuse_runs(self, wildcards) -> dict:
         job = self.reg.derived[wildcards.model]
-        keys = ("method", "runs", "depth") + (("k",) if job["method"] == "rrf" else ("weights",))
+        keys = ("method", "runs", "depth") + (("k",) if job["method"] == "rrf" else ("weights", "convention"))
         return _pick(job, keys)
 
     def score_cliniq(self, wildcards) -> dict:
@@ -347,13 +350,15 @@ class Params:
     def _report(self) -> dict:
         rep = self.cfg["report"]
         return {"baseline": self.reg.report_baseline(), "metric": self.cfg["leaderboard"]["metric"],
-                **_pick(rep, ("permutations", "bootstrap", "seed", "alpha"))}
+                **_pick(rep, ("permutations", "bootstrap", "seed", "alpha", "holm"))}
 
     def significance(self, wildcards) -> dict:
         return self._report()
 
     def leaderboard(self, wildcards) -> dict:
-        out = _pick(self._report(), ("baseline", "metric", "alpha", "permutations"))
+        from . import earlier
+
+        out = {**self.leaderboard_benchmark(wildcards), "unselected": earlier.unselected_runs(self.reg)}
         folder = self.cfg["leaderboard"].get("mteb_reference")
         if folder:
             out["mteb_reference"] = {"folder": folder,
@@ -390,7 +395,8 @@ class Params:
         return {"entries": entries}
 
     def leaderboard_benchmark(self, wildcards) -> dict:
-        return _pick(self._report(), ("baseline", "metric", "alpha", "permutations"))
+        return {**_pick(self._report(), ("baseline", "metric", "alpha", "permutations", "holm")),
+                "judged_below": self.cfg["leaderboard"]["judged_below"]}
 
     def plot_palette(self, wildcards) -> dict:
         """The benchmark's runs in configuration order, each with its place among every benchmark's runs (the
@@ -445,16 +451,48 @@ class Params:
         return {"models": models, "depth": self.cfg["benchmarks"][wildcards.benchmark]["pool_depth"],
                 "tie_orders": self._tie_orders(wildcards.benchmark, models)}
 
+    def claims_cliniq_run(self, wildcards) -> dict:
+        """The run ranked as score_cliniq ranks it."""
+        return {"tie_order": self.reg.cliniq_tie_order(wildcards.benchmark, wildcards.model)}
+
+    def claims(self, wildcards) -> dict:
+        """The decision rules, the resampling of the tests, and per benchmark the roles each claim gives its runs
+        (from the registry's tags: family, domain, size, an LLM's kind, rerank depths, fusion inputs) and the figures
+        a claim may point to. Adding, removing or re-tagging a run a claim compares reruns the claims; a run no claim
+        reads does not."""
+        from ..claims.catalogue import RULES
+        from .inputs import plot_names
+
+        out = {}
+        for b, entry in self.reg.claims().items():
+            figures = plot_names(self.reg, b) + (["cliniq_completion"] if b in self.reg.completion_benchmark() else [])
+            out[b] = {**entry, "figures": figures}
+        return {"rules": RULES, "resampling": _pick(self.cfg["report"], ("permutations", "bootstrap", "seed")),
+                "benchmarks": out}
+
     def report_index(self, wildcards) -> dict:
+        """The selected benchmarks' sections; the earlier benchmarks' (shown as an earlier run left them) and the
+        report files of earlier runs that nothing shows (listed), as found when the workflow is planned."""
+        from . import earlier
+        from .inputs import all_targets
+
         return {"benchmarks": list(self.reg.benchmarks), "cliniq": list(self.reg.cliniq_benchmarks),
-                "completion": self.reg.completion_benchmark()}
+                "completion": self.reg.completion_benchmark(), "earlier": earlier.benchmarks(self.reg),
+                "stale": earlier.stale(self.reg, all_targets(self.reg))}
 
     # ------------------------------------------------------------ CliniQ's judgment completion
 
     def cliniq_completion_sample(self, wildcards) -> dict:
+        """The design's settings; where coded admissions come from (``auto`` resolved); the pool's runs and their
+        tie orders only with a pool (``pool_depth: 0`` reads no run, so adding a run redraws nothing)."""
         c = self.reg.completion
-        return {**_pick(c, ("queries", "sample_per_query", "pool_depth", "seed")), "runs": self.reg.completion_runs(),
-                "tie_orders": self._tie_orders(wildcards.benchmark, self.reg.completion_runs())}
+        coded_from = self.reg.completion_coded_from()
+        runs = self.reg.completion_pool_runs()
+        out = {**_pick(c, ("queries", "sample_per_query", "pool_depth", "seed")), "coded_from": coded_from,
+               "coded_unit": c["coded_unit"]}
+        if runs:
+            out.update(runs=runs, tie_orders=self._tie_orders(wildcards.benchmark, runs))
+        return out
 
     def _tie_orders(self, benchmark: str, runs) -> dict:
         """Each run's order of equal scores as score_cliniq ranks it (``Registry.cliniq_tie_order``)."""
@@ -477,7 +515,7 @@ class Params:
     def cliniq_completion_estimate(self, wildcards) -> dict:
         """What the tables say of the design (the design itself reaches the job as its input files)."""
         c = self.reg.completion
-        return {**_pick(c, ("sample_per_query", "pool_depth", "seed")), "runs": len(self.reg.completion_runs())}
+        return {**_pick(c, ("sample_per_query", "pool_depth", "seed")), "runs": len(self.reg.completion_pool_runs())}
 
     def cliniq_completion_rescore(self, wildcards) -> dict:
         c = self.reg.completion

@@ -98,9 +98,14 @@ PROVENANCE = "results/provenance.json"
 R2MED_VS_PAPER = "results/r2med_vs_paper.md"
 PLOT = "results/plots/{benchmark}/{name}.{ext}"
 PALETTE = "results/plots/{benchmark}/palette.tsv"  # each run's colour, marker and hatch (r2med_eval.palette)
-# LaTeX: leaderboard, leaderboard-{benchmark}, cliniq-{benchmark}-by_{grouping}, r2med_vs_paper
+# LaTeX: leaderboard, leaderboard-{benchmark}, cliniq-{benchmark}-by_{grouping}, r2med_vs_paper, claims
 TABLE = "results/tables/{name}.tex"
 INDEX_PAGE = "results/index.html"
+# the papers' claims tested on the runs (docs/report.md#claims): per-query lexical overlap of an R2MED-layout task and
+# CliniQ's per-query figures by match type of a run (ids and numbers only), then the verdicts (CLAIMS: json, md)
+CLAIMS_OVERLAP = "results/claims/{benchmark}/{task}/overlap.tsv"
+CLAIMS_CLINIQ = "results/claims/{benchmark}/{task}/by_match_type/{model}.tsv"
+CLAIMS = "results/claims.{ext}"
 MTEB_EXPORT = "results/mteb"  # MTEB's results layout (results/<model>/<revision>/<task>.json) of the R2MED tasks
 
 # Wildcards of each rule's log and benchmark files (logs/<rule>/<key>.log, benchmarks/<rule>/<key>.tsv).
@@ -153,6 +158,9 @@ JOB_KEYS = {
     "cliniq_completion_estimate": "{benchmark}",
     "cliniq_completion_rescore": "{benchmark}",
     "plot_cliniq_completion": "{benchmark}",
+    "claims_overlap": "{benchmark}/{task}",
+    "claims_cliniq_run": "{benchmark}/{task}/{model}",
+    "claims": "claims",
     "report_index": "index",
     "mteb_export": "mteb_export",
 }

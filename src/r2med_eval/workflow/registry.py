@@ -23,7 +23,7 @@ ENCODER_TYPES = ("dense", "python", "mteb")  # embeddings cached, sharded and se
 VARIANT_TYPES = ("bm25_lucene", "bm25_paper") + ENCODER_TYPES  # retrievers that can run a query variant
 LLM_RERANKER_TYPES = ("llm_listwise", "llm_pointwise")  # ask an LLM server (rule llm_rerank_run)
 RERANKER_TYPES = ("cross_encoder", "rankllama") + ENCODER_TYPES + LLM_RERANKER_TYPES
-DOC_KEYS = ("description", "enabled", "paper_name")  # document a model; they shape no output
+DOC_KEYS = ("description", "enabled", "paper_name", "tags")  # document a model; they shape no run (tags: the claims)
 
 _RERANK = re.compile(r"^(?P<run>.+)--(?P<reranker>[^@]+)@(?P<depth>\d+)$")
 
@@ -103,6 +103,7 @@ class Registry:
         self.skipped = [n for n in self.all_derived if n not in kept]
         self.all_runs = self.retrievers + list(self.variants) + list(self.derived)
         self._runs_of: dict[str, list[str]] = {}
+        self._claims: dict[str, dict] | None = None
 
     def _close(self, available: set[str]) -> set[str]:
         """Derived runs whose inputs are available (and whose reranker is selected), to a fixed point."""
@@ -231,6 +232,25 @@ class Registry:
             return []
         return list(self.completion.get("runs") or self.runs_of(self.completion["benchmark"]))
 
+    def completion_pool_runs(self) -> list[str]:
+        """The runs whose top chunks form the pool: the completion's runs, none with ``pool_depth: 0`` (the review's
+        sample-only design, which reads no run before the re-scoring)."""
+        return self.completion_runs() if self.completion and self.completion["pool_depth"] else []
+
+    def completion_code_tables(self) -> dict:
+        """MIMIC-III's code tables beside the completed benchmark's NOTEEVENTS (name -> path or None;
+        ``cliniq.codes.table_files``)."""
+        from ..cliniq.codes import table_files
+
+        return table_files(self.cfg["benchmarks"][self.completion["benchmark"]]["noteevents"])
+
+    def completion_coded_from(self) -> str:
+        """Where coded admissions come from: ``codes`` or ``judgments``; ``auto``: codes when every table is there."""
+        setting = self.completion["coded_from"]
+        if setting != "auto":
+            return setting
+        return "codes" if all(self.completion_code_tables().values()) else "judgments"
+
     def source_tasks(self) -> list[tuple[str, str]]:
         return [(b, t) for b, t in self.tasks if "source" in self.cfg["benchmarks"][b]["tasks"][t]]
 
@@ -251,6 +271,63 @@ class Registry:
         """Rerank runs of a benchmark: name -> {run, reranker, depth}."""
         return {n: {k: j[k] for k in ("run", "reranker", "depth")} for n, j in self.rerank_jobs.items()
                 if n in self.runs_of(benchmark)}
+
+    # ------------------------------------------------------------ the claims (docs/report.md#claims)
+
+    def family(self, model: str) -> str | None:
+        """A model's family for the claims: its ``tags.family``, else lexical (BM25) or dense (an encoder) by type."""
+        spec = self.models[model]
+        given = (spec.get("tags") or {}).get("family")
+        if given:
+            return given
+        return "lexical" if spec["type"] in ("bm25_lucene", "bm25_paper") else \
+            "dense" if spec["type"] in ENCODER_TYPES else None
+
+    def llm_kind(self, llm: str) -> str:
+        """Who wrote an LLM's expansions, for the claims: its ``tags.kind``, else reasoning when its reasoning format
+        writes a trace before the answer (think, huatuo-o1, sky-t1), else non-reasoning."""
+        given = (self.llm(llm).get("tags") or {}).get("kind")
+        if given:
+            return given
+        return "reasoning" if self.reasoning(llm) in ("think", "huatuo-o1", "sky-t1") else "non-reasoning"
+
+    def claim_description(self, benchmark: str) -> dict | None:
+        """What the claims know of a benchmark's runs (``claims.roles``: kind, lineage, tags); None for a benchmark
+        no claim is about."""
+        from ..claims.catalogue import benchmark_kind
+
+        kind = benchmark_kind(self.cfg["benchmarks"][benchmark]["layout"])
+        if kind is None:
+            return None
+        runs: dict[str, dict] = {}
+        for run in self.runs_of(benchmark):
+            if run in self.variants:
+                v = self.variants[run]
+                runs[run] = {"kind": "variant", "model": v["model"], "method": v["method"], "llm": v["llm"],
+                             "llm_kind": self.llm_kind(v["llm"]), "family": self.family(v["model"])}
+            elif run in self.derived:
+                job = self.derived[run]
+                runs[run] = ({"kind": "rerank", "input": job["run"], "reranker": job["reranker"], "depth": job["depth"]}
+                             if job["kind"] == "rerank" else
+                             {"kind": "fusion", "method": job["method"], "inputs": list(job["runs"])})
+            else:
+                tags = self.models[run].get("tags") or {}
+                runs[run] = {"kind": "retriever", "family": self.family(run), "domain": tags.get("domain"),
+                             "parameters": tags.get("parameters")}
+        return {"kind": kind, "completion": benchmark in self.completion_benchmark(), "runs": runs}
+
+    def claims(self) -> dict[str, dict]:
+        """Per benchmark a claim is about: {kind, tasks, claims: each claim's roles (``claims.roles.select``)}."""
+        if self._claims is None:
+            from ..claims.roles import select
+
+            self._claims = {}
+            for b in self.benchmarks:
+                desc = self.claim_description(b)
+                if desc is not None:
+                    self._claims[b] = {"kind": desc["kind"], "tasks": [t for bb, t in self.tasks if bb == b],
+                                       "claims": select(desc)}
+        return self._claims
 
     # ------------------------------------------------------------ lineage
 

@@ -158,13 +158,14 @@ def bm25_paper_search_mem_mb(model_mb: float, attempt: int = 1) -> int:
 # fusion, the reports and the CliniQ symlink read small files and take seconds, far less than a job's
 # wait in the queue. The largest inputs are CliniQ's full-depth runs (20.6 M lines, 1 GB): read as columns,
 # one query or one run at a time, they take up to about 2 min and 2 GB (a fusion of three; docs/scale.md). The downloads
-# are local too (they need the network). tests/test_workflow_resources.py checks the rules files against these tuples.
+# are local too (they need the network). The claims' overlap job (claims_overlap) is not: it loads a whole task's
+# analysed corpus. tests/test_workflow_resources.py checks the rules files against these tuples.
 LOCAL_LIGHT_RULES = ("score_run", "score_cliniq", "collect_metrics", "fuse_runs", "significance", "leaderboard",
                      "leaderboard_benchmark", "plot_palette", "plot_leaderboard", "plot_rerank_depth", "plot_scatter",
                      "plot_cliniq", "provenance", "r2med_vs_paper", "report_cliniq", "report_index",
                      "link_cliniq_corpus", "import_run", "mteb_export", "cliniq_completion_sample",
                      "cliniq_completion_estimate", "cliniq_completion_rescore", "plot_cliniq_completion",
-                     "export_trec_run")
+                     "claims_cliniq_run", "claims", "export_trec_run")
 LOCAL_DOWNLOAD_RULES = ("download_task", "download_query_variant", "download_cliniq_annotations", "prefetch_model")
 
 

@@ -1,0 +1,138 @@
+"""CliniQ's six claims as parts and tests over each run's per-query figures (rule ``claims_cliniq_run``: multi-patient
+nDCG@10 overall and per match type, single-patient nDCG overall and per match type) and the judgment completion's
+verdict. ``data``: ``{"values": {run: {(task, query): {column: value}}}, "verdict": dict | None}``."""
+
+from __future__ import annotations
+
+from ..cliniq.corpus import MATCH_TYPES
+from . import evidence as ev
+from .catalogue import SEMANTIC_TYPES
+from .evidence import best
+from .verdicts import Part
+
+MULTI, SINGLE = "multi-patient nDCG@10", "single-patient nDCG"
+
+
+def column(rows: dict, name: str) -> dict:
+    """``{key: value}`` of one column of a run's per-query figures, the queries where it is defined."""
+    return {k: r[name] for k, r in rows.items() if r.get(name) is not None}
+
+
+def _multi(values: dict) -> dict:
+    return {r: column(rows, "multi_all") for r, rows in values.items()}
+
+
+def bm25_strong(spec: dict, data: dict, rules: dict, resampling: dict) -> tuple[list[Part], dict]:
+    values, share = data["values"], rules["competitive_share"]
+    parts = [Part(f"{s}_patient", f"lexical is competitive with dense, {s}-patient", "one", 1,
+                  needs=spec["needs"].get(f"{s}_patient")) for s in ("multi", "single")]
+    chosen: dict = {}
+    if spec["lexical"] and spec["dense"]:
+        multi = _multi(values)
+        lex, chosen["lexical_means"] = best(multi, spec["lexical"])
+        dense, chosen["dense_means"] = best(multi, spec["dense"])
+        chosen.update(lexical=lex, dense=dense)
+        for part, name, measure in zip(parts, ("multi_all", "single_all"), (MULTI, SINGLE)):
+            part.tests.append(ev.paired(column(values[lex], name), column(values[dense], name),
+                                        label=f"{lex} - {dense}", runs=[lex, dense], measure=measure,
+                                        resampling=resampling, factor=share))
+    return parts, chosen
+
+
+def general_beats_medical(spec: dict, data: dict, rules: dict, resampling: dict) -> tuple[list[Part], dict]:
+    part = Part("general_minus_medical", "general dense retrievers beat medical ones", "one", 1,
+                needs=spec["needs"].get("general_minus_medical"))
+    if not part.needs:
+        multi = _multi(data["values"])
+        a = ev.averaged([multi[r] for r in spec["general"]])
+        b = ev.averaged([multi[r] for r in spec["medical"]])
+        label = f"mean of {len(spec['general'])} general - mean of {len(spec['medical'])} medical"
+        part.tests.append(ev.paired(a, b, label=label, runs=spec["general"] + spec["medical"], measure=MULTI,
+                                    resampling=resampling))
+    return [part], {"general": spec["general"], "medical": spec["medical"]}
+
+
+def semantic_gains(spec: dict, data: dict, rules: dict, resampling: dict) -> tuple[list[Part], dict]:
+    part = Part("semantic_minus_string", "the dense advantage lies in semantic matches, not string matches", "one", 1,
+                needs=spec["needs"].get("semantic_minus_string"))
+    chosen: dict = {}
+    if not part.needs:
+        values = data["values"]
+        multi = _multi(values)
+        lex, chosen["lexical_means"] = best(multi, spec["lexical"])
+        dense, chosen["dense_means"] = best(multi, spec["dense"])
+        chosen.update(lexical=lex, dense=dense)
+        gains = {}
+        for t in MATCH_TYPES:
+            ours, theirs = column(values[dense], f"multi_{t}"), column(values[lex], f"multi_{t}")
+            gains[t] = {k: v - theirs[k] for k, v in ours.items() if k in theirs}
+        chosen["mean_gain_by_match_type"] = {t: ev.mean_over(g) for t, g in gains.items()}
+        dd = {}
+        for k, string in gains["string"].items():
+            sem = [gains[t][k] for t in SEMANTIC_TYPES if k in gains[t]]
+            if sem:
+                dd[k] = sum(sem) / len(sem) - string
+        part.tests.append(ev.one_sample(dd, 0.0, label=f"{dense} over {lex}: semantic gain - string gain",
+                                        runs=[dense, lex], measure=MULTI + " gain", resampling=resampling))
+    return [part], chosen
+
+
+def implication_hardest(spec: dict, data: dict, rules: dict, resampling: dict) -> tuple[list[Part], dict]:
+    part = Part("every_run", "implication is each run's hardest match type", "all", -1,
+                needs=spec["needs"].get("every_run"))
+    hardest = {}
+    for run in spec["runs"]:
+        rows = data["values"][run]
+        by_type = {t: column(rows, f"multi_{t}") for t in MATCH_TYPES}
+        means = {t: ev.mean_over(v) for t, v in by_type.items() if v and t != "implication"}
+        if not means:
+            continue
+        other = min(means, key=lambda t: (means[t], MATCH_TYPES.index(t)))
+        hardest[run] = other
+        part.tests.append(ev.paired(by_type["implication"], by_type[other], label=f"{run}: implication - {other}",
+                                    runs=[run], measure=MULTI, resampling=resampling))
+    if not part.tests and not part.needs:
+        part.note = "no run has a query with an implication and another match type"
+    return [part], {"hardest_other_type": hardest}
+
+
+def rrf_improves(spec: dict, data: dict, rules: dict, resampling: dict) -> tuple[list[Part], dict]:
+    part = Part("every_input", "each RRF fusion beats each of its inputs", "all", 1,
+                needs=spec["needs"].get("every_input"))
+    multi = _multi(data["values"])
+    for f in spec["fusions"]:
+        for r in f["inputs"]:
+            part.tests.append(ev.paired(multi[f["fusion"]], multi[r], label=f"{f['fusion']} - {r}",
+                                        runs=[f["fusion"], r], measure=MULTI, resampling=resampling))
+    return [part], {"fusions": spec["fusions"]}
+
+
+def multi_patient_reliable(spec: dict, data: dict, rules: dict, resampling: dict) -> tuple[list[Part], dict]:
+    part = Part("completion", "the judgment completion finds the multi-patient results reliable", "one", 1,
+                needs=spec["needs"].get("completion"))
+    verdict = data.get("verdict")
+    if not part.needs:
+        part.fixed, part.note = completion_verdict(verdict)
+    return [part], {"completion": verdict}
+
+
+def completion_verdict(doc: dict | None) -> tuple[str, str]:
+    """(verdict, note) from the completion's verdict.json: its ``status`` (reliable: holds, unreliable: does not
+    hold, inconclusive: no usable judgment, so nothing was estimated); a file without one (an earlier version)
+    by ``reliable`` true/false; anything else is inconclusive."""
+    if not isinstance(doc, dict):
+        return "inconclusive", "no verdict"
+    if doc.get("status") == "inconclusive":
+        return "inconclusive", "the completion could not decide (no usable judgment of the sample)"
+    reliable = {"reliable": True, "unreliable": False}.get(doc.get("status"), doc.get("reliable"))
+    if reliable is True:
+        return "holds", "reliable: no system moves beyond the threshold and no ordering flips"
+    if reliable is False:
+        moved, flipped = len(doc.get("moved") or []), len(doc.get("flipped") or [])
+        return "does_not_hold", f"unreliable: {moved} figures move beyond the threshold, {flipped} orderings flip"
+    return "inconclusive", "the completion gives no verdict"
+
+
+BUILDERS = {"cliniq.bm25_strong": bm25_strong, "cliniq.general_beats_medical": general_beats_medical,
+            "cliniq.semantic_gains": semantic_gains, "cliniq.implication_hardest": implication_hardest,
+            "cliniq.rrf_improves": rrf_improves, "cliniq.multi_patient_reliable": multi_patient_reliable}

