@@ -12,6 +12,7 @@ rule fuse_runs:
     benchmark:
         paths.benchmark_file("fuse_runs")
     wildcard_constraints:
+        benchmark=W.constraint("generic_benchmark"),
         model=W.constraint("fusion"),
     localrule: True
     conda:
@@ -20,3 +21,12 @@ rule fuse_runs:
         spec=W.params.of("fuse_runs"),
     script:
         "../scripts/fuse_runs.py"
+
+
+use rule fuse_runs as fuse_runs_binary with:
+    output:
+        run=paths.RUN_BINARY,
+        info=paths.RUN_LINEAGE,
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
+        model=W.constraint("fusion"),

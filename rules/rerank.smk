@@ -13,6 +13,7 @@ rule rerank_run:
     benchmark:
         paths.benchmark_file("rerank_run")
     wildcard_constraints:
+        benchmark=W.constraint("generic_benchmark"),
         model=W.constraint("rerank"),
     conda:
         "../envs/dense.yaml"
@@ -42,6 +43,7 @@ rule llm_rerank_run:
     benchmark:
         paths.benchmark_file("llm_rerank_run")
     wildcard_constraints:
+        benchmark=W.constraint("generic_benchmark"),
         model=W.constraint("llm_rerank"),
     conda:
         "../envs/core.yaml"
@@ -54,3 +56,23 @@ rule llm_rerank_run:
         spec=W.params.of("llm_rerank_run"),
     script:
         "../scripts/llm_rerank_run.py"
+
+
+use rule rerank_run as rerank_run_binary with:
+    output:
+        run=paths.RUN_BINARY,
+        scores=paths.RUN_RESCORED,
+        info=paths.RUN_LINEAGE,
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
+        model=W.constraint("rerank"),
+
+
+use rule llm_rerank_run as llm_rerank_run_binary with:
+    output:
+        run=paths.RUN_BINARY,
+        scores=paths.RUN_RESCORED,
+        info=paths.RUN_LINEAGE,
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
+        model=W.constraint("llm_rerank"),

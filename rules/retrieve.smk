@@ -1,5 +1,7 @@
-# Stage retrieve: first-stage runs, one TREC run file per (benchmark, task, model); query-variant runs
+# Stage retrieve: first-stage runs, one run file per (benchmark, task, model); query-variant runs
 # <model>+<method>-<llm> go through the same rules. A type: run model's runs are imported (validated, copied).
+# On a CliniQ benchmark (full depth: every chunk for every query) each rule's *_binary twin writes the run in
+# the binary format (paths.RUN_BINARY, scoring.binrun); export_trec_run writes its top k as TREC on request.
 
 
 rule retrieve_bm25_lucene:
@@ -12,6 +14,7 @@ rule retrieve_bm25_lucene:
     benchmark:
         paths.benchmark_file("retrieve_bm25_lucene")
     wildcard_constraints:
+        benchmark=W.constraint("generic_benchmark"),
         model=W.constraint("bm25_lucene"),
     conda:
         "../envs/lucene.yaml"
@@ -36,6 +39,7 @@ rule retrieve_dense:
     benchmark:
         paths.benchmark_file("retrieve_dense")
     wildcard_constraints:
+        benchmark=W.constraint("generic_benchmark"),
         model=W.constraint("dense"),
     conda:
         "../envs/dense.yaml"
@@ -60,6 +64,7 @@ rule retrieve_bm25_paper:
     benchmark:
         paths.benchmark_file("retrieve_bm25_paper")
     wildcard_constraints:
+        benchmark=W.constraint("generic_benchmark"),
         model=W.constraint("bm25_paper"),
     conda:
         "../envs/lucene.yaml"
@@ -84,6 +89,7 @@ rule import_run:
     benchmark:
         paths.benchmark_file("import_run")
     wildcard_constraints:
+        benchmark=W.constraint("generic_benchmark"),
         model=W.constraint("run"),
     localrule: True
     conda:
@@ -92,3 +98,62 @@ rule import_run:
         spec=W.params.of("import_run"),
     script:
         "../scripts/import_run.py"
+
+
+use rule retrieve_bm25_lucene as retrieve_bm25_lucene_binary with:
+    output:
+        run=paths.RUN_BINARY,
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
+        model=W.constraint("bm25_lucene"),
+
+
+use rule retrieve_dense as retrieve_dense_binary with:
+    output:
+        run=paths.RUN_BINARY,
+        info=paths.RUN_SEARCH_INFO,
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
+        model=W.constraint("dense"),
+
+
+use rule retrieve_bm25_paper as retrieve_bm25_paper_binary with:
+    output:
+        run=paths.RUN_BINARY,
+        info=paths.RUN_BM25_PAPER_INFO,
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
+        model=W.constraint("bm25_paper"),
+
+
+use rule import_run as import_run_binary with:
+    output:
+        run=paths.RUN_BINARY,
+        info=paths.RUN_IMPORT_INFO,
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
+        model=W.constraint("run"),
+
+
+# On request (a target such as results/runs/cliniq-demo/cliniq/minilm.top100.trec): a binary run's top {depth}
+# as TREC text, for trec_eval and other tools.
+rule export_trec_run:
+    input:
+        run=paths.RUN_BINARY,
+    output:
+        run=paths.RUN_TREC_TOP,
+    log:
+        paths.log_file("export_trec_run"),
+    benchmark:
+        paths.benchmark_file("export_trec_run")
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
+        model=W.constraint("model"),
+        depth="[1-9][0-9]*",
+    localrule: True
+    conda:
+        "../envs/core.yaml"
+    params:
+        spec=W.params.of("export_trec_run"),
+    script:
+        "../scripts/export_trec_run.py"

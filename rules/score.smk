@@ -14,6 +14,8 @@ rule score_run:
         paths.log_file("score_run"),
     benchmark:
         paths.benchmark_file("score_run")
+    wildcard_constraints:
+        benchmark=W.constraint("generic_benchmark"),
     localrule: True
     conda:
         "../envs/core.yaml"
@@ -21,6 +23,15 @@ rule score_run:
         spec=W.params.of("score_run"),
     script:
         "../scripts/score_run.py"
+
+
+use rule score_run as score_run_binary with:
+    input:
+        run=paths.RUN_BINARY,
+        qrels=paths.QRELS,
+        queries=paths.QUERIES,
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
 
 
 rule collect_metrics:
@@ -43,7 +54,7 @@ rule collect_metrics:
 
 rule score_cliniq:
     input:
-        run=paths.RUN,
+        run=paths.RUN_BINARY,
         cliniq_qrels=paths.CLINIQ_QRELS,
         query_types=paths.QUERY_TYPES,
         ids=paths.CHUNK_IDS,

@@ -67,7 +67,7 @@ def system_score(name: str, query: str, chunk: str) -> float:
 
 
 def write_run(work: Path, name: str, chunks: dict, queries: dict) -> Path:
-    path = Path(work) / paths.fill(paths.RUN, **W, model=name)
+    path = Path(work) / paths.fill(paths.RUN_BINARY, **W, model=name)  # a CliniQ benchmark's run: binary
     run = {q: {c: system_score(name, text, t) for c, t in chunks.items()} for q, text in queries.items()}
     runs_mod.write_run(run, path, tag=name)
     return path

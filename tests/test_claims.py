@@ -350,7 +350,7 @@ def test_cliniq_per_query_figures_are_the_scorers(tmp_path, monkeypatch):
     rows, irrelevant = read_cliniq_qrels(data / "cliniq_qrels.tsv")
     qtypes, ids = read_query_types(data / "query_types.tsv"), read_lines(data / "chunk_ids.txt")
     for name in fx.SYSTEMS:
-        ranked = cliniq.read_ranked_run(tmp_path / paths.fill(paths.RUN, **fx.W, model=name), ids, "corpus")
+        ranked = cliniq.read_ranked_run(tmp_path / paths.fill(paths.RUN_BINARY, **fx.W, model=name), ids, "corpus")
         want = cliniq.evaluate_ranked(ranked, rows, qtypes, ids, irrelevant)
         out = cliniq_queries.per_query(ranked, rows, qtypes, ids)
         assert len(out) == want["counts"]["judged_queries"]

@@ -320,7 +320,7 @@ def test_the_pool_is_the_uncoded_unjudged_top_chunks_of_every_run(completed):
     ids = read_lines(work / "results/data/cliniq-demo/cliniq/chunk_ids.txt")
     expected = set()
     for name in fx.SYSTEMS:
-        ranked = cliniq.read_ranked_run(work / f"results/runs/cliniq-demo/cliniq/{name}.trec", ids)
+        ranked = cliniq.read_ranked_run(work / f"results/runs/cliniq-demo/cliniq/{name}.run.npz", ids)
         for q in {r["query_id"] for r in sample}:
             expected |= {(q, c) for c in comp.top_chunks(ranked, [q], 5)[q]
                          if cliniq.note_of(c) not in coded[q]}
@@ -354,7 +354,7 @@ def test_rescored_figures_equal_a_direct_computation_with_the_truth(completed):
     design = [d["query_id"] for d in comp.read_table(work / OUT / "design.tsv", comp.DESIGN_HEADER)]
     checked = 0
     for name in fx.SYSTEMS:
-        run = read_run(base.parents[2] / f"runs/cliniq-demo/cliniq/{name}.trec")
+        run = read_run(base.parents[2] / f"runs/cliniq-demo/cliniq/{name}.run.npz")
         before = cliniq.evaluate(run, rows, qtypes, ids, irrelevant)
         after = cliniq.evaluate(run, full_rows, qtypes, ids, full_irrelevant)
         for group in ("all", "disease", "procedure", "drug", comp.COMPLETED_GROUP):

@@ -171,7 +171,7 @@ def test_new_judgments_recompute_every_metric_and_nothing_else(cliniq_run, tmp_p
 def _run_sizes(work, model):
     from r2med_eval.scoring import runs
 
-    run = runs.read_run(work / "results" / "runs" / "cliniq-demo" / "cliniq" / f"{model}.trec")
+    run = runs.read_run(work / "results" / "runs" / "cliniq-demo" / "cliniq" / f"{model}.run.npz")
     qtypes = dict(line.split("\t") for line in
                   (work / "results/data/cliniq-demo/cliniq/query_types.tsv").read_text().splitlines())
     return [run.get(q, {}) for q in qtypes if q != "drug-5"]

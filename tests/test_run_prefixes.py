@@ -1,10 +1,10 @@
-"""Rules that read only part of a run must see what they would see in the whole run read as dicts (runs.read_run).
+"""Rules that read runs as columns must see what they would see in the whole run read as dicts (runs.read_run).
 
-score_run keeps each query's top 100 in trec_eval's order and, for MRR, down to the first relevant document
-(runs.read_run_prefixes, metrics.prefix_read): every value, count and the run's depth are those of the whole run
-(the path the fidelity tests check against trec_eval), ties, unjudged queries, empty queries and BEIR's
+score_run scores the run as columns for every query at once (scoring.trec): every value, count and the run's
+depth are pytrec_eval's on the run read whole, ties, unjudged queries, empty queries and BEIR's
 ignore_identical_ids included. A truncating reranker keeps each query's top k in the run's own order
-(runs.read_run_tops): the same documents, the same reranked run."""
+(runs.read_run_tops): the same documents, the same reranked run. The CliniQ pool and fusion read one query at a
+time."""
 
 from __future__ import annotations
 
@@ -59,100 +59,94 @@ def _case(seed: int, tmp_path, *, depth: int = 150, sep: str = " ", interleave: 
     return path, qrels, qids
 
 
-def _as_score_run(path, qrels, queries, ignore: bool, measures=None):
-    chosen = [metrics.measure(m) for m in measures] if measures else metrics.pipeline_measures()
-    k, rel = metrics.prefix_read(chosen)
-    relevant = {q: {d for d, g in docs.items() if g >= rel} for q, docs in qrels.items()} if rel is not None else None
-    run, depth, dropped = runs.read_run_prefixes(path, k, relevant, queries=set(qrels), ignore_identical_ids=ignore)
-    return metrics.evaluate(run, qrels, queries, measures=chosen), depth, dropped, run
+def _pytrec(path, qrels, ignore: bool, measures):
+    """pytrec_eval (trec_eval's code) on the file read whole as dicts (runs.read_run)."""
+    import pytrec_eval
 
-
-def _whole(path, qrels, queries, ignore: bool, measures=None):
     run = runs.read_run(path)
     dropped = 0
     if ignore:
         run, dropped = runs.drop_identical_ids(run)
-    chosen = [metrics.measure(m) for m in measures] if measures else metrics.pipeline_measures()
-    return metrics.evaluate(run, qrels, queries, measures=chosen), runs.run_depth(run), dropped
+    chosen = [metrics.measure(m) for m in measures]
+    raw = {m.name: pytrec_eval.RelevanceEvaluator(qrels, {m.request}, relevance_level=m.rel or 1).evaluate(
+        {q: docs for q, docs in run.items() if docs}) for m in chosen}
+    rows = {q: {m.name: raw[m.name].get(q, {}).get(m.trec, 0.0) for m in chosen} for q in qrels}
+    return rows, runs.run_depth(run), dropped
+
+
+MEASURES = ["nDCG@10", "AP", "RR", "P@5", "R@100", "RR(rel=2)", "Rprec", "bpref", "num_ret", "num_rel_ret"]
 
 
 @pytest.mark.parametrize("seed,interleave", [(0, False), (1, False), (2, True), (3, True)])
 @pytest.mark.parametrize("ignore", [False, True])
-def test_prefixes_score_as_the_whole_run(tmp_path, seed, interleave, ignore):
-    path, qrels, qids = _case(seed, tmp_path, interleave=interleave)
-    got, depth, dropped, kept = _as_score_run(path, qrels, qids, ignore)
-    want, want_depth, want_dropped = _whole(path, qrels, qids, ignore)
-    assert got["per_query"] == want["per_query"]
-    assert got["metrics"] == want["metrics"]
-    assert got["counts"] == want["counts"]
-    assert (depth, dropped) == (want_depth, want_dropped)
-    assert want_depth > 100 and sum(len(d) == 100 for d in kept.values()) >= 6  # the cut did cut
-    assert "q7" not in kept and "q5" not in kept  # unjudged queries are not kept; a missing one stays missing
+@pytest.mark.parametrize("sep", [" ", "\t"])
+def test_a_file_scored_as_columns_is_pytrec_eval_on_the_file_read_whole(tmp_path, seed, interleave, ignore, sep):
+    """The scorer reads the file as columns (pyarrow, or line by line for other white space) and ranks every query
+    at once: the per-query values, counts and depth of pytrec_eval on the file read as dicts, ties, unjudged
+    queries, a judged query missing from the run and BEIR's ignore_identical_ids included."""
+    path, qrels, qids = _case(seed, tmp_path, interleave=interleave, sep=sep)
+    got = metrics.evaluate(path, qrels, qids, measures=MEASURES, ignore_identical_ids=ignore)
+    want, depth, dropped = _pytrec(path, qrels, ignore, MEASURES)
+    assert got["per_query"].keys() == want.keys()
+    for q in want:
+        assert got["per_query"][q] == pytest.approx(want[q], abs=1e-12), q
+    assert (got["run_depth"], got["counts"].get("identical_ids_dropped", 0)) == (depth, dropped)
+    assert got["counts"]["judged_queries_with_empty_run_ids"] == ["q5"] and got["counts"]["unjudged_query_ids"] == \
+        ["q7"]
     assert ignore == (dropped > 0)
-    # the query whose one relevant document is ranked last keeps its whole ranking: MRR reads down to it
-    assert len(kept["q4"]) == len(runs.read_run(path)["q4"])
 
 
-@pytest.mark.parametrize("measures", [
-    ["RR(rel=2)", "nDCG@10", "P(rel=2)@5", "RR@3", "Success@10", "R@20"],
-    ["RR@7", "AP@30"],
-    ["ndcg_cut_5", "recip_rank", "P(rel=2)@1"],
-])
-def test_other_cut_measures_are_read_to_the_same_values(tmp_path, measures):
-    path, qrels, qids = _case(11, tmp_path)
-    got, *_ = _as_score_run(path, qrels, qids, False, measures)
-    want, *_ = _whole(path, qrels, qids, False, measures)
-    assert got["per_query"] == want["per_query"] and got["metrics"] == want["metrics"]
+def test_spaced_and_tabbed_files_read_fast_mixed_white_space_line_by_line(tmp_path):
+    """One separator throughout (spaces, or tabs): pyarrow; both, or other white space: the exact reader; the same
+    run either way."""
+    from r2med_eval.scoring import runfile
 
-
-def test_measures_of_the_whole_ranking_are_not_cut():
-    for name in ["AP", "nDCG", "Rprec", "Bpref", "map"]:
-        assert metrics.prefix_read([metrics.measure("nDCG@10"), metrics.measure(name)]) is None
-    assert metrics.prefix_read(metrics.pipeline_measures()) == (100, 1)
-    assert metrics.prefix_read([metrics.measure("RR(rel=2)"), metrics.measure("RR")]) == (1, 1)
-    assert metrics.prefix_read([metrics.measure("RR@7"), metrics.measure("P@3")]) == (7, None)
-
-
-def test_files_pyarrow_does_not_take_go_through_read_run(tmp_path):
-    """Tabs between the fields: read_run_columns declines, read_run reads it; same prefixes either way."""
     spaced, qrels, qids = _case(3, tmp_path)
     tabbed = tmp_path / "tabbed.trec"
     tabbed.write_text(spaced.read_text(encoding="utf-8").replace(" ", "\t"), encoding="utf-8")
-    assert runs.read_run_columns(tabbed) is None and runs.read_run_columns(spaced) is not None
-    a = runs.read_run_prefixes(spaced, 10, None, queries=set(qrels), ignore_identical_ids=True)
-    b = runs.read_run_prefixes(tabbed, 10, None, queries=set(qrels), ignore_identical_ids=True)
-    assert a == b and all(len(docs) <= 10 for docs in a[0].values())
+    mixed = tmp_path / "mixed.trec"
+    mixed.write_text(spaced.read_text(encoding="utf-8").replace(" ", " \t ", 1), encoding="utf-8")
+    assert runfile._fast(spaced) is not None and runfile._fast(tabbed) is not None and runfile._fast(mixed) is None
+    assert runs.read_run(spaced) == runs.read_run(tabbed) == runs.read_run(mixed)
 
 
 def test_columns_hold_what_read_run_reads(tmp_path):
+    from r2med_eval.scoring import runfile
+
     path, *_ = _case(5, tmp_path)
-    cols = runs.read_run_columns(path)
+    table = runfile.read(path)
+    docs, d = table.codes()
     rebuilt: dict = {}
-    for q, d, s in zip(cols.q.tolist(), cols.d.tolist(), cols.score.tolist()):
-        rebuilt.setdefault(cols.qids[q], {})[cols.docs[d]] = s
+    for q, x, s in zip(table.q.tolist(), d.tolist(), table.score.tolist()):
+        rebuilt.setdefault(table.qids[q], {})[docs[x]] = s
     assert rebuilt == runs.read_run(path)
 
 
 @pytest.mark.parametrize("text,why", [
     ("q1 Q0 a 1 0.5 t\n# x Q0 b 2 0.4\nq1 Q0 b 2 0.4 t\n", "a comment line of 6 words"),
-    ("q1 Q0 a 1 0.5 t\nq1 Q0 a 2 0.4 t\n", "a document twice for a query"),
     ("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 1_0 t\n", "a score only Python reads"),
-    ("q1 Q0 a 1 0.5 t\tx\nq1 Q0 b 2 0.4 t\n", "a tab inside the tag: a seventh column for trec_eval"),
+    ("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 nan t\n", "a score pyarrow reads, not finite"),
+    ("q1 Q0 a 1 0.5 t x\nq1 Q0 b 2 0.4 t\n", "a seventh field (trec_eval ignores it)"),
+    ("q1  Q0 a 1 0.5\n", "two spaces in a row: an empty field"),
     ("q1 Q0 a 1 0.5 t\r\nq1 Q0 b 2 0.4 t\r\n", "carriage returns"),
     ("q1 Q0 a\x00 1 0.5 t\n", "a NUL byte"),
 ])
-def test_columns_decline_what_read_run_must_judge(tmp_path, text, why):
+def test_pyarrow_declines_what_the_exact_reader_must_judge(tmp_path, text, why):
+    from r2med_eval.scoring import runfile
+
     path = tmp_path / "r.trec"
     path.write_text(text, encoding="utf-8")
-    assert runs.read_run_columns(path) is None, why
+    assert runfile._fast(path) is None, why
 
 
 def test_a_document_twice_is_named_by_file_and_line(tmp_path):
     path = tmp_path / "r.trec"
     path.write_text("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 0.4 t\nq1 Q0 a 3 0.3 t\n", encoding="utf-8")
-    with pytest.raises(Exception) as err:
-        runs.read_run_prefixes(path, 100, None)
-    assert "r.trec" in str(err.value) and "3" in str(err.value) and "twice" in str(err.value)
+    for reader in (runs.read_run, lambda p: metrics.evaluate(p, {"q1": {"a": 1}})):
+        with pytest.raises(Exception) as err:
+            reader(path)
+        assert "r.trec, line 3" in str(err.value) and "twice" in str(err.value) and "first on line 1" in \
+            str(err.value)
 
 
 def _rounding_case(tmp_path, seed: int, interleave: bool) -> tuple:
@@ -255,12 +249,12 @@ def test_fusion_query_by_query_writes_the_fusion_of_the_whole_runs(tmp_path, met
     assert len(want.read_text().splitlines()) > 100
 
 
-def test_a_line_trec_eval_splits_differently_is_named_as_read_run_names_it(tmp_path):
+def test_a_bad_line_is_named_alike_by_every_reader(tmp_path):
     path = tmp_path / "r.trec"
-    path.write_text("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 0.4 t\tx\n", encoding="utf-8")
+    path.write_text("q1 Q0 a 1 0.5 t\tx\nq1 Q0 b 2 0.4\n", encoding="utf-8")  # line 1 fine (7 fields), 2 not
     with pytest.raises(Exception) as whole:
         runs.read_run(path)
-    for reader in (lambda: runs.read_run_prefixes(path, 10), lambda: runs.read_run_tops(path, 10),
+    for reader in (lambda: metrics.evaluate(path, {"q1": {"a": 1}}), lambda: runs.read_run_tops(path, 10),
                    lambda: runs.QueryDocs(path)):
         with pytest.raises(Exception) as part:
             reader()

@@ -7,7 +7,9 @@ from r2med_eval.io import atomic_path
 from r2med_eval.scoring import runs
 
 
-def test_ties_break_by_doc_id_and_bytes_are_stable(tmp_path):
+def test_ties_break_by_doc_id_descending_and_bytes_are_stable(tmp_path):
+    """Equal (written) scores in trec_eval's order, document id descending: the rank column is the rank trec_eval
+    scores."""
     run = {"q2": {"b": 1.0, "a": 1.0, "c": 2.0}, "q1": {"z": 0.1234567, "y": 0.1234571}}
     first, second = tmp_path / "1.trec", tmp_path / "2.trec"
     runs.write_run(run, first, "m")
@@ -15,10 +17,10 @@ def test_ties_break_by_doc_id_and_bytes_are_stable(tmp_path):
                    second, "m")
     assert first.read_bytes() == second.read_bytes()
     lines = first.read_text().splitlines()
-    # q1: both round to 0.123457, so the tie breaks by id; q2: c first, then a before b
-    assert [line.split()[2] for line in lines] == ["y", "z", "c", "a", "b"]
-    assert lines[0] == "q1 Q0 y 1 0.123457 m"
-    assert runs.read_run(first)["q2"] == {"c": 2.0, "a": 1.0, "b": 1.0}
+    # q1: both round to 0.123457, so the tie breaks by id, z before y; q2: c first, then b before a
+    assert [line.split()[2] for line in lines] == ["z", "y", "c", "b", "a"]
+    assert lines[0] == "q1 Q0 z 1 0.123457 m"
+    assert runs.read_run(first)["q2"] == {"c": 2.0, "b": 1.0, "a": 1.0}
 
 
 def test_top_k():

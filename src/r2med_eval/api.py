@@ -24,22 +24,24 @@ def load_task(path, layout: str = "r2med", *, split: str = "test", empty_text: s
 
 
 def read_run(path) -> dict:
-    """A TREC run file as {qid: {docid: score}}."""
+    """A run file, TREC text or the pipeline's binary ``.run.npz``, as {qid: {docid: score}}; checked as the
+    pipeline checks it (one InputError naming the file, the line and the fix)."""
     return runs.read_run(path)
 
 
 def write_run(run: dict, path, tag: str = "run", decimals: int = 6) -> int:
-    """Write {qid: {docid: score}} as a TREC run (score descending, ties by document id); returns the lines."""
+    """Write {qid: {docid: score}} as a TREC run (score descending, ties by document id descending: trec_eval's
+    order), or in the binary format for a path ending in ``.run.npz``; returns the lines (entries)."""
     return runs.write_run(run, path, tag=tag, decimals=decimals)
 
 
-def read_qrels(path, *, split: str = "test", duplicates: str = "error") -> dict:
+def read_qrels(path, *, split: str = "test", duplicates: str = "error", duplicate_fix: str | None = None) -> dict:
     """Judgments {qid: {docid: grade}} from any qrels layout the pipeline reads, told apart by content: R2MED's
     ``qrels.jsonl`` ({q_id, p_id, score}), BEIR's ``qrels/<split>.tsv`` (``query-id corpus-id score``, header
     optional), TREC qrels (``qid iter docid grade``, the pipeline's ``qrels.tsv``), or a task folder in one of
     these layouts. Validated as ``prepare_task`` does; ``duplicates``: ``error`` (as trec_eval), ``max``,
-    ``first`` or ``last``."""
-    return datasets.read_any_qrels(path, split=split, duplicates=duplicates)
+    ``first`` or ``last`` (``duplicate_fix``: the fix a duplicate's message gives)."""
+    return datasets.read_any_qrels(path, split=split, duplicates=duplicates, duplicate_fix=duplicate_fix)
 
 
 def _qrels(qrels) -> dict:
@@ -51,7 +53,7 @@ def _run(run) -> dict:
 
 
 def evaluate(qrels, run, queries=None, *, metrics=None, ignore_identical_ids: bool = False,
-             k_values=_metrics.K_VALUES) -> dict:
+             k_values=_metrics.K_VALUES, level: int = 1, depth: int | None = None, complete: bool = True) -> dict:
     """Score a run as rule ``score_run`` does (trec_eval's measures through pytrec_eval).
 
     ``qrels``: {qid: {docid: grade}} or a path (``read_qrels``); ``run``: {qid: {docid: score}} or a TREC run
@@ -60,32 +62,35 @@ def evaluate(qrels, run, queries=None, *, metrics=None, ignore_identical_ids: bo
     (``ndcg_cut_10``, ``recall_100``, ``P_10``, ``map_cut_100``, ``recip_rank``), keyed by the names given;
     without it, the pipeline's (``ndcg_at_10``, ``map_at_10``, ``recall_at_100``, ``mrr``, ... for ``k_values``).
     ``ignore_identical_ids``: drop a retrieved document whose id is the query id (BEIR's option, R2MED's dense
-    code). Returns {"metrics": means over the judged queries, "per_query": {qid: {metric: value}}, "counts":
-    which queries were scored}. A judged query the run misses scores 0."""
-    qrels, run = _qrels(qrels), _run(run)
+    code). trec_eval's options: ``level`` (``-l``: grades below it are not relevant), ``depth`` (``-M``: each
+    query's first documents only), ``complete`` (``-c``, the default: every judged query counts, one the run misses
+    scoring 0; False: only the judged queries the run retrieved for, as trec_eval 9 without ``-c``, pytrec_eval and
+    ir_measures). Returns {"metrics": means over the judged queries, "per_query": {qid: {metric: value}}, "counts":
+    which queries were scored, "run_depth": the run's most documents for one query}."""
+    qrels = _qrels(qrels)
+    table = runs.as_table(run, duplicates=False)  # a path is read as columns, never as dicts; duplicates: in rank
     if not qrels:
         raise InputError("the judgments are empty: every metric would be undefined.", fix="pass the task's qrels.")
     if isinstance(metrics, str):
         metrics = [metrics]
-    dropped = None
-    if ignore_identical_ids:
-        run, dropped = runs.drop_identical_ids(run)
-    result = _metrics.evaluate(run, qrels, queries, k_values, measures=metrics)
-    if dropped is not None:
-        result["counts"]["identical_ids_dropped"] = dropped
-    return result
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise InputError(f"depth {depth!r} is not a whole number of 1 or more.", fix="pass depth=N, N >= 1 (-M N).")
+    if isinstance(level, bool) or not isinstance(level, int):
+        raise InputError(f"level {level!r} is not a whole number.", fix="pass level=N (-l N), e.g. 2.")
+    return _metrics.evaluate(table, qrels, queries, k_values, measures=metrics, level=level, depth=depth,
+                             complete=complete, ignore_identical_ids=ignore_identical_ids)
 
 
 def _named_runs(runs_) -> dict:
     """{name: run}: a mapping as given, or paths named after their files (``bm25.trec`` -> ``bm25``)."""
     if isinstance(runs_, dict):
-        return {str(name): _run(run) for name, run in runs_.items()}
+        return {str(name): runs.as_table(run) for name, run in runs_.items()}
     named = {}
     for path in runs_:
         name = Path(path).name.split(".")[0]
         if name in named:
             raise InputError(f"two runs are named {name!r}.", path=path, fix="pass {name: run} instead of a list.")
-        named[name] = read_run(path)
+        named[name] = runs.as_table(path)
     return named
 
 

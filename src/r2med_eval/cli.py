@@ -37,23 +37,67 @@ def _measures(names: list[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def cmd_eval(args) -> int:
+def _fields(path) -> int | None:
+    """The fields of the first line of a text file that is not blank or a comment (None: none, or unreadable)."""
+    try:
+        with open(path, "rb") as handle:
+            for _ in range(100):
+                raw = handle.readline(1 << 16)
+                if not raw:
+                    return None
+                parts = raw.split()
+                if parts and not parts[0].startswith(b"#"):
+                    return len(parts)
+    except OSError:
+        return None
+    return None
+
+
+def _swapped(qrels, run) -> None:
+    """Stop with a hint when the two files look like a run and qrels in the wrong order."""
+    from .scoring import binrun
+
+    if Path(qrels).is_file() and Path(run).is_file() and not binrun.is_binary(run) and (
+            binrun.is_binary(qrels) or (_fields(qrels) or 0) >= 6 and _fields(run) in (3, 4)):
+        raise InputError("the judgments argument looks like a run and the run like judgments.", path=qrels,
+                         fix="give the qrels first: r2med-eval eval QRELS RUN.")
+
+
+def _read_qrels(args):
     from . import api
 
+    return api.read_qrels(args.qrels, split=args.split, duplicates=args.duplicate_qrels,
+                          duplicate_fix="pass --duplicate-qrels max, first or last to merge them.")
+
+
+def cmd_eval(args) -> int:
+    from . import api
+    from .scoring import metrics
+
     names = _measures(args.metrics or list(DEFAULT_METRICS))
-    qrels = api.read_qrels(args.qrels, split=args.split, duplicates=args.duplicate_qrels)
-    result = api.evaluate(qrels, args.run, metrics=names, ignore_identical_ids=args.ignore_identical_ids)
+    chosen = metrics.chosen(names)
+    _swapped(args.qrels, args.run)
+    qrels = _read_qrels(args)
+    result = api.evaluate(qrels, args.run, metrics=chosen, ignore_identical_ids=args.ignore_identical_ids,
+                          level=args.level, depth=args.depth, complete=not args.retrieved_only)
+    keys = [m.name for m in chosen]
     if args.format == "json":
         out = {"qrels": args.qrels, "run": args.run, "metrics": result["metrics"], "counts": result["counts"]}
         if args.per_query:
             out["per_query"] = result["per_query"]
         print(json.dumps(out, indent=1))
         return 0
+    counts = {m.name for m in chosen if m.family in metrics.COUNT_FAMILIES}
+    silent = {m.name for m in chosen if m.family in metrics.PER_QUERY_SILENT}
+
+    def shown(name, value):
+        return str(int(round(value))) if name in counts else f"{value:.{args.decimals}f}"
+
     lines = []
     if args.per_query:
         for qid, row in result["per_query"].items():
-            lines += [f"{name}\t{qid}\t{row[name]:.{args.decimals}f}" for name in names]
-    lines += [f"{name}\tall\t{result['metrics'][name]:.{args.decimals}f}" for name in names]
+            lines += [f"{name}\t{qid}\t{shown(name, row[name])}" for name in keys if name not in silent]
+    lines += [f"{name}\tall\t{shown(name, result['metrics'][name])}" for name in keys]
     print("\n".join(lines))
     return 0
 
@@ -65,7 +109,7 @@ def cmd_compare(args) -> int:
     if args.names and len(args.names) != len(args.runs):
         raise InputError(f"--names gives {len(args.names)} names for {len(args.runs)} runs.", fix="one name per run.")
     runs = dict(zip(args.names, args.runs)) if args.names else list(args.runs)
-    rows = api.compare(runs, api.read_qrels(args.qrels, split=args.split, duplicates=args.duplicate_qrels),
+    rows = api.compare(runs, _read_qrels(args),
                        baseline=args.baseline, metric=args.metric, ignore_identical_ids=args.ignore_identical_ids,
                        permutations=args.permutations, resamples=args.bootstrap, seed=args.seed, alpha=args.alpha,
                        benchmark=args.benchmark, task=args.task)
@@ -78,10 +122,27 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def _check_output(path: str) -> None:
+    target = Path(path)
+    if target.is_dir():
+        raise InputError("the output is a folder.", path=target, fix="name a file, e.g. -o fused.trec (or "
+                                                                      "fused.run.npz for the binary format).")
+    if target.exists() and not target.is_file():
+        raise InputError("the output is not a regular file.", path=target, fix="name a file, e.g. -o fused.trec.")
+
+
 def cmd_fuse(args) -> int:
     from . import api
     from .scoring import runs
 
+    if args.weights is not None and len(args.weights) != len(args.runs):
+        raise InputError(f"--weights gives {len(args.weights)} weights for {len(args.runs)} runs.",
+                         fix="give one weight per run, in the order of the runs.")
+    if args.weights is not None and args.method == "rrf":
+        raise InputError("--weights applies to the linear methods (minmax, zscore), not to rrf.",
+                         fix="drop --weights, or pass --method minmax or zscore.")
+    if args.output != "-":
+        _check_output(args.output)
     fused = api.fuse(list(args.runs), args.method, k=args.k, weights=args.weights, depth=args.depth,
                      convention=args.convention)
     if args.output == "-":
@@ -95,6 +156,40 @@ def cmd_fuse(args) -> int:
         print(f"r2med-eval: fused {len(args.runs)} runs ({args.method}) into {args.output}: {len(fused)} queries, "
               f"{n} lines", file=sys.stderr)
     return 0
+
+
+def _count(text: str, low: int = 1) -> int:
+    """An argument that is a whole number of at least ``low``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"{value} is below {low}")
+    return value
+
+
+def _level(text: str) -> int:
+    return _count(text, 0)
+
+
+def _finite(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def _rrf_k(text: str) -> float:
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative (RRF adds k to each rank: 1 / (k + rank))")
+    return int(value) if value == int(value) else value
 
 
 def checkout() -> Path | None:
@@ -181,10 +276,10 @@ def parser() -> argparse.ArgumentParser:
     from . import __version__
     from .scoring.fusion import METHODS
 
-    top = argparse.ArgumentParser(prog="r2med-eval", description="Medical retrieval evaluation: score, compare and "
-                                  "fuse TREC runs as the r2med-eval pipeline does, or run the pipeline.")
+    top = _Parser(prog="r2med-eval", description="Medical retrieval evaluation: score, compare and "
+                  "fuse TREC runs as the r2med-eval pipeline does, or run the pipeline.")
     top.add_argument("--version", action="version", version=f"r2med-eval {__version__}")
-    sub = top.add_subparsers(dest="command", required=True)
+    sub = top.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def qrels_options(p):
         p.add_argument("qrels", help="judgments: TREC qrels, BEIR qrels/<split>.tsv, R2MED qrels.jsonl, or a task "
@@ -196,17 +291,31 @@ def parser() -> argparse.ArgumentParser:
                        help="drop retrieved documents whose id is the query id (BEIR's option)")
 
     p = sub.add_parser("eval", help="score a run (trec_eval's measures)",
-                       description="Score a TREC run: one line per measure, `metric<TAB>query<TAB>value` as "
-                                   "trec_eval prints (query `all` for the mean over the judged queries), or JSON.")
+                       description="Score a run: one line per measure, `metric<TAB>query<TAB>value` as "
+                                   "trec_eval prints (query `all` for the mean over the judged queries), or JSON. "
+                                   "The run is read as trec_eval 10.0 reads it (comment lines, fields after the "
+                                   "sixth ignored), with the pipeline's checks (finite scores in trec_eval's "
+                                   "number syntax, no document twice for a query).")
     qrels_options(p)
-    p.add_argument("run", help="a TREC run file")
+    p.add_argument("run", help="a TREC run file (or a binary .run.npz run of the pipeline)")
     p.add_argument("-m", "--metrics", nargs="+", metavar="METRIC",
-                   help="ir_measures names (nDCG@10 R@100 P@10 AP@100 RR RR@10 Success@10 P(rel=2)@10) or "
-                        "trec_eval's (ndcg_cut_10 recall_100 P.5,10 map_cut_100 recip_rank map); default: "
+                   help="ir_measures names (nDCG@10 R@100 P@10 AP@100 RR RR@10 Success@10 P(rel=2)@10 Judged@10) "
+                        "or trec_eval's (ndcg_cut_10 recall_100 P.5,10 map_cut_100 recip_rank map num_ret num_rel "
+                        "num_rel_ret gm_map iprec_at_recall Rprec_mult official); default: "
                         + " ".join(DEFAULT_METRICS))
     p.add_argument("-q", "--per-query", action="store_true", help="per-query values too (trec_eval -q)")
+    p.add_argument("-c", "--complete", action="store_true",
+                   help="average over every judged query, one the run misses scoring 0 (trec_eval -c; the default, "
+                        "as the pipeline)")
+    p.add_argument("--retrieved-only", action="store_true",
+                   help="average over the judged queries the run retrieved for instead (trec_eval 9 without -c, "
+                        "pytrec_eval, ir_measures)")
+    p.add_argument("-l", "--level", type=_level, default=1, metavar="N",
+                   help="relevance level: grades below N count as not relevant (trec_eval -l; default 1)")
+    p.add_argument("-M", "--depth", type=_count, metavar="N",
+                   help="only the first N documents of each query, in trec_eval's order (trec_eval -M)")
     p.add_argument("--format", choices=["trec", "json"], default="trec")
-    p.add_argument("--decimals", type=int, default=4, help="decimals of the trec format (default 4, as trec_eval)")
+    p.add_argument("--decimals", type=_level, default=4, help="decimals of the trec format (default 4, as trec_eval)")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("compare", help="significance table against a baseline",
@@ -217,10 +326,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", required=True, help="the run the others are tested against")
     p.add_argument("--names", nargs="+", help="the runs' names, in order")
     p.add_argument("-m", "--metric", default="ndcg_at_10", help="the measure (default ndcg_at_10, i.e. nDCG@10)")
-    p.add_argument("--permutations", type=int, default=10000, help="randomization test sign flips (default 10000)")
-    p.add_argument("--bootstrap", type=int, default=10000, help="bootstrap resamples (default 10000)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--permutations", type=_count, default=10000,
+                   help="randomization test sign flips (default 10000)")
+    p.add_argument("--bootstrap", type=_count, default=10000, help="bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=_level, default=0)
+    p.add_argument("--alpha", type=_alpha, default=0.05)
     p.add_argument("--benchmark", default="", help="the benchmark column of the table")
     p.add_argument("--task", default="", help="the task column of the table")
     p.add_argument("--format", choices=["md", "csv", "json"], default="md")
@@ -228,16 +338,17 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("fuse", help="fuse runs (RRF or linear)", description="Fuse TREC runs as the pipeline's "
                        "fuse_runs rule does.")
-    p.add_argument("runs", nargs="+", help="TREC run files, in the order they are summed")
+    p.add_argument("runs", nargs="+", help="run files (TREC, or the pipeline's .run.npz), in the order they are summed")
     p.add_argument("--method", choices=list(METHODS), default="rrf")
-    p.add_argument("--k", type=int, default=60, help="RRF constant (default 60)")
-    p.add_argument("--weights", type=float, nargs="+", help="linear fusion weights (default equal)")
-    p.add_argument("--depth", type=int, help="use only each run's top DEPTH")
+    p.add_argument("--k", type=_rrf_k, default=60, help="RRF constant, 0 or more (default 60)")
+    p.add_argument("--weights", type=_finite, nargs="+", help="linear fusion weights, one per run (default equal)")
+    p.add_argument("--depth", type=_count, help="use only each run's top DEPTH (1 or more)")
     p.add_argument("--convention", choices=["floor", "ranx"], default="floor",
                    help="minmax/zscore: floor (a missing document gets the run's lowest normalised score; default) or "
                         "ranx (0, the mean for zscore, as ranx's min-max/zmuv norms with wsum)")
     p.add_argument("--tag", default="fused", help="the run tag (last column)")
-    p.add_argument("-o", "--output", default="-", help="the fused TREC run (default: standard output)")
+    p.add_argument("-o", "--output", default="-", help="the fused run: TREC text, or the binary format for a name "
+                                                       "ending in .run.npz (default: TREC on standard output)")
     p.set_defaults(func=cmd_fuse)
 
     p = sub.add_parser("run", help="run the workflow (snakemake)",
@@ -246,7 +357,7 @@ def parser() -> argparse.ArgumentParser:
                                    "(profiles/slurm), from any directory (the checkout is the working directory). "
                                    "Other arguments (targets, --configfile, --config, -n, ...) are passed to "
                                    "Snakemake.")
-    p.add_argument("--cores", type=int, default=os.cpu_count() or 1, help="local cores (default: all)")
+    p.add_argument("--cores", type=_count, default=os.cpu_count() or 1, help="local cores (default: all)")
     p.add_argument("--slurm", action="store_true", help="submit the jobs to SLURM with profiles/slurm")
     p.add_argument("--verbose", action="store_true",
                    help="Snakemake's full output on the terminal (default: a line per finished job with an ETA; the "
@@ -264,18 +375,42 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _alpha(text: str) -> float:
+    value = _finite(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one ``r2med-eval:`` line (the usage is in ``--help``), exit status 2."""
+
+    def error(self, message):
+        command = self.prog.removeprefix("r2med-eval").strip()
+        sys.stderr.write(f"r2med-eval: {command + ': ' if command else ''}{message}. Fix: see {self.prog} --help.\n")
+        sys.exit(2)
+
+
 def main(argv=None) -> int:
     args, extra = parser().parse_known_args(argv)
     if extra and args.command != "run":
-        parser().parse_args(argv)  # unknown options of the other commands: argparse's own message and exit 2
+        parser().parse_args(argv)  # unknown options of the other commands: one line, exit 2
     try:
         return args.func(args, extra) if args.command == "run" else args.func(args)
     except InputError as exc:
         print(f"r2med-eval: {exc}", file=sys.stderr)
         return 1
+    except MemoryError:
+        print("r2med-eval: out of memory reading the input. Fix: check that the files are a run and judgments.",
+              file=sys.stderr)
+        return 1
     except BrokenPipeError:  # the reader went away (| head): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a file that vanished or cannot be written after the checks
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"r2med-eval: {where}{exc.strerror or exc}. Fix: check the path and its permissions.", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

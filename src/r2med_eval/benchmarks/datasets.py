@@ -141,13 +141,20 @@ GRADE_RANGE = (-(2 ** 31), 2 ** 31 - 1)  # trec_eval (pytrec_eval) reads a grade
 
 def _grade(value, path, lineno) -> int:
     """A relevance grade: an integer (``2``, ``"2"``, ``2.0``) within a C int; anything else stops with the
-    file and line (NaN, Infinity and 1e20 included)."""
+    file and line (NaN, Infinity and 1e20 included; so are Python-only spellings, ``1_0`` and non-ASCII digits,
+    which trec_eval's ``atol`` reads as another number)."""
+    written = value
+    if isinstance(value, str):
+        if value.isascii() and value.isdigit() and len(value) < 10:  # the usual grade, 0 to 3: no float needed
+            return int(value)
+        if not value.isascii() or "_" in value:
+            value = None  # refused below, with the value as written in the message
     try:
         as_float = float(value)
     except (TypeError, ValueError, OverflowError):
         as_float = None
     if as_float is None or isinstance(value, bool) or not math.isfinite(as_float) or as_float != int(as_float):
-        raise InputError(f"relevance grade {value!r} is not an integer.", path=path, line=lineno,
+        raise InputError(f"relevance grade {written!r} is not an integer.", path=path, line=lineno,
                          fix="write relevance grades as integers (0 = not relevant).")
     grade = int(as_float) if not isinstance(value, int) else value
     if not GRADE_RANGE[0] <= grade <= GRADE_RANGE[1]:
@@ -160,16 +167,18 @@ def _grade(value, path, lineno) -> int:
 DUPLICATE_POLICIES = ("error", "max", "first", "last")
 
 
-def _add_judgment(qrels, seen, qid, did, grade, path, lineno, duplicates: str, dup_counter: list):
+DUPLICATE_FIX = ("keep one judgment per query-document pair, or set duplicate_qrels: max|first|last for this "
+                 "benchmark in config.yaml.")
+
+
+def _add_judgment(qrels, seen, qid, did, grade, path, lineno, duplicates: str, dup_counter: list,
+                  fix: str = DUPLICATE_FIX):
     judged = qrels.setdefault(qid, {})
     if (qid, did) in seen:
         if duplicates == "error":
             raise InputError(
                 f"duplicate judgment for query {qid!r} and document {did!r} (first on line {seen[(qid, did)]}).",
-                path=path, line=lineno,
-                fix="keep one judgment per query-document pair, or set duplicate_qrels: max|first|last "
-                    "for this benchmark in config.yaml.",
-            )
+                path=path, line=lineno, fix=fix)
         dup_counter.append((qid, did, judged[did], grade))
         if duplicates == "max":
             grade = max(grade, judged[did])
@@ -200,30 +209,29 @@ def _read_qrels_beir(path, duplicates: str, dups: list) -> tuple[dict, dict]:
         raise InputError("qrels file not found.", path=path, fix="check the benchmark's path and split in config.yaml.")
     qrels: dict[str, dict[str, int]] = {}
     seen: dict = {}
-    with open(path, "rb") as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError:
-                raise InputError("bytes that are not UTF-8.", path=path, line=lineno,
-                                 fix="re-encode the file as UTF-8.") from None
-            if lineno == 1 and line.startswith("\ufeff"):  # a byte-order mark (Excel's "UTF-8 with BOM")
-                line = line[1:]
-            if not line.strip():
-                continue
-            parts = line.split("\t")
-            if lineno == 1 and parts[0] in ("query-id", "query_id", "qid"):
-                continue
-            if len(parts) != 3:
-                raise InputError(f"expected 3 tab-separated columns (query-id, corpus-id, score), found {len(parts)}.",
-                                 path=path, line=lineno,
-                                 fix="write one judgment per line as query-id<TAB>corpus-id<TAB>score.")
-            qid, did, grade = (p.strip() for p in parts)
-            for value, what in ((qid, "query"), (did, "document")):
-                if not value or any(ch.isspace() for ch in value):
-                    raise InputError(f"{what} id {value!r} is empty or contains white space.", path=path,
-                                     line=lineno, fix="use ids without spaces.")
-            _add_judgment(qrels, seen, qid, did, _grade(grade, path, lineno), path, lineno, duplicates, dups)
+    for lineno, raw in _raw_lines(path):
+        try:
+            line = raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            raise InputError("bytes that are not UTF-8.", path=path, line=lineno,
+                             fix="re-encode the file as UTF-8.") from None
+        if lineno == 1 and line.startswith("\ufeff"):  # a byte-order mark (Excel's "UTF-8 with BOM")
+            line = line[1:]
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if lineno == 1 and parts[0] in ("query-id", "query_id", "qid"):
+            continue
+        if len(parts) != 3:
+            raise InputError(f"expected 3 tab-separated columns (query-id, corpus-id, score), found {len(parts)}.",
+                             path=path, line=lineno,
+                             fix="write one judgment per line as query-id<TAB>corpus-id<TAB>score.")
+        qid, did, grade = (p.strip() for p in parts)
+        for value, what in ((qid, "query"), (did, "document")):
+            if not value or any(ch.isspace() for ch in value):
+                raise InputError(f"{what} id {value!r} is empty or contains white space.", path=path,
+                                 line=lineno, fix="use ids without spaces.")
+        _add_judgment(qrels, seen, qid, did, _grade(grade, path, lineno), path, lineno, duplicates, dups)
     return qrels, seen
 
 
@@ -370,7 +378,7 @@ def read_qrels(path) -> dict[str, dict[str, int]]:
 def _read_qrels_trec(path, duplicates: str, dups: list) -> tuple[dict, dict]:
     qrels: dict[str, dict[str, int]] = {}
     seen: dict = {}
-    for lineno, parts in _split_lines(path):
+    for lineno, parts in _split_lines(path, comments=True):
         if len(parts) != 4:
             raise InputError(f"expected 4 columns (qid iter docid grade), found {len(parts)}.", path=path,
                              line=lineno, fix="write TREC qrels lines.")
@@ -379,24 +387,47 @@ def _read_qrels_trec(path, duplicates: str, dups: list) -> tuple[dict, dict]:
     return qrels, seen
 
 
-def _split_lines(path):
+MAX_QRELS_LINE = 1 << 16  # bytes
+
+
+def _raw_lines(path):
+    """(line number, bytes) of each line; a line over ``MAX_QRELS_LINE`` bytes stops (a binary file read whole
+    as one line would take its size in memory)."""
     with open(path, "rb") as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InputError("bytes that are not UTF-8.", path=path, line=lineno,
-                                 fix="re-encode the file as UTF-8.") from None
-            if line.split():
-                yield lineno, line.lstrip("\ufeff").split()
+        lineno = 0
+        while raw := handle.readline(MAX_QRELS_LINE + 1):
+            lineno += 1
+            if len(raw) > MAX_QRELS_LINE and not raw.endswith(b"\n"):
+                raise InputError(f"a line longer than {MAX_QRELS_LINE:,} bytes (a binary file, or no line breaks?).",
+                                 path=path, line=lineno, fix="write one judgment per line.")
+            yield lineno, raw
 
 
-def read_any_qrels(path, split: str = "test", duplicates: str = "error") -> dict[str, dict[str, int]]:
+def _split_lines(path, comments: bool = False):
+    """(line number, fields) of each line that is not blank; ``comments``: lines whose first field starts with ``#``
+    skipped too (trec_eval 10.0's comment lines in TREC qrels). A line over ``MAX_QRELS_LINE`` bytes stops."""
+    for lineno, raw in _raw_lines(path):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError("bytes that are not UTF-8.", path=path, line=lineno,
+                             fix="re-encode the file as UTF-8.") from None
+        parts = line.lstrip("\ufeff").split() if lineno == 1 else line.split()
+        if parts and not (comments and parts[0].startswith("#")):
+            yield lineno, parts
+
+
+def read_any_qrels(path, split: str = "test", duplicates: str = "error",
+                   duplicate_fix: str | None = None) -> dict[str, dict[str, int]]:
     """Judgments in any layout the pipeline reads, told apart by their content: R2MED's ``qrels.jsonl``
     ({q_id, p_id, score}), BEIR's ``qrels/<split>.tsv`` (``query-id<TAB>corpus-id<TAB>score``, header optional)
-    and TREC qrels (``qid iter docid grade``, the pipeline's ``results/data/.../qrels.tsv``); a folder in R2MED's
-    or BEIR's layout (or the pipeline's task folder) is read for its qrels file. Validated as ``prepare_task``
-    does (integer grades; duplicates by ``duplicates``: error, max, first or last)."""
+    and TREC qrels (``qid iter docid grade``, the pipeline's ``results/data/.../qrels.tsv``; lines whose first
+    field starts with ``#`` are comments, as in trec_eval 10.0); a folder in R2MED's or BEIR's layout (or the
+    pipeline's task folder) is read for its qrels file. Validated as ``prepare_task`` does (integer grades;
+    duplicates by ``duplicates``: error, max, first or last; ``duplicate_fix``: the fix a duplicate's message
+    names instead of the configuration's)."""
+    from ..scoring.runfile import regular_file
+
     path = Path(path)
     if path.is_dir():
         found = [p for p in (path / "qrels.jsonl", path / "qrels" / f"{split}.tsv", path / "qrels.tsv") if p.is_file()]
@@ -404,18 +435,22 @@ def read_any_qrels(path, split: str = "test", duplicates: str = "error") -> dict
             raise InputError(f"the folder holds no judgments (qrels.jsonl, qrels/{split}.tsv or qrels.tsv).",
                              path=path, fix="name the qrels file, or a task folder in R2MED's or BEIR's layout.")
         path = found[0]
-    if not path.is_file():
-        raise InputError("qrels file not found.", path=path, fix="check the path.")
+    regular_file(path, "qrels file")
     if duplicates not in DUPLICATE_POLICIES:
         raise ValueError(f"duplicates must be one of {DUPLICATE_POLICIES}")
     dups: list = []
-    first = next(_split_lines(path), (None, []))[1]
-    if path.suffix == ".jsonl" or (first and first[0].startswith("{")):
-        qrels = _read_qrels_r2med(path, duplicates, dups)[0]
-    elif len(first) == 4:
-        qrels = _read_qrels_trec(path, duplicates, dups)[0]
-    else:
-        qrels = _read_qrels_beir(path, duplicates, dups)[0]
+    first = next(_split_lines(path, comments=True), (None, []))[1]
+    try:
+        if path.suffix == ".jsonl" or (first and first[0].startswith("{")):
+            qrels = _read_qrels_r2med(path, duplicates, dups)[0]
+        elif len(first) == 4:
+            qrels = _read_qrels_trec(path, duplicates, dups)[0]
+        else:
+            qrels = _read_qrels_beir(path, duplicates, dups)[0]
+    except InputError as exc:
+        if duplicate_fix and exc.fix == DUPLICATE_FIX:
+            raise InputError(exc.problem, path=exc.path, line=exc.line, fix=duplicate_fix) from None
+        raise
     if dups:
         log.info("%s: %d duplicate judgments merged (%s)", path, len(dups), duplicates)
     return qrels

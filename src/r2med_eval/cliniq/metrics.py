@@ -382,32 +382,29 @@ def ranked_from_dict(run: dict, chunk_ids: list[str], tie_order: str = "corpus")
 
 
 def read_ranked_run(path, chunk_ids: list[str], tie_order: str = "corpus") -> RankedRun:
-    """A TREC run file read with pyarrow into a :class:`RankedRun`, equal to
-    ``ranked_from_dict(runs.read_run(path), chunk_ids, tie_order)`` (equal scores in the file's line order, in
-    corpus order, or by id). Files pyarrow's reader does not take (other
-    white space than single spaces, a bad line) or with a document twice for a query go through
-    :func:`runs.read_run`, which names the file and line of the problem."""
+    """A run file (TREC text or binary, ``scoring.runfile.read``) as a :class:`RankedRun`, equal to
+    ``ranked_from_dict(runs.read_run(path), chunk_ids, tie_order)`` (equal scores in the file's order, in corpus
+    order, or by id). A bad file stops with the reader's message naming the file and line."""
     import numpy as np
 
-    from ..scoring.runs import read_run, read_run_columns
+    from ..scoring import binrun, runfile
 
     _check_tie_order(tie_order)
     phase("reading the run")
-    cols = read_run_columns(path)
-    if cols is None:  # a file pyarrow does not take, or a document twice: read_run reads it or names the line
-        return ranked_from_dict(read_run(path), chunk_ids, tie_order)
+    cols = runfile.read(path)
     n = len(cols)
     if n == 0:
         return RankedRun([], np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), list(chunk_ids))
-    q_names, q_code, d_names, score = cols.qids, cols.q, cols.docs, cols.score
+    d_names, d_code = cols.codes()
+    q_names, q_code, score = cols.qids, cols.q, cols.score
     vocab = list(chunk_ids)
     index = {c: i for i, c in enumerate(vocab)}
     for d in d_names:
         if d not in index:
             index[d] = len(vocab)
             vocab.append(d)
-    doc = np.asarray([index[d] for d in d_names], dtype=np.int32)[cols.d]
-    del cols
+    doc = np.asarray([index[d] for d in d_names], dtype=np.int32)[d_code]
+    del cols, d_code
     # ranking order: query (by id), score descending, then the tie key; skip the sort when the file has it
     q_rank = np.empty(len(q_names), dtype=np.int32)
     q_rank[np.argsort(np.asarray(q_names, dtype=object), kind="stable")] = np.arange(len(q_names))
@@ -433,8 +430,11 @@ def read_ranked_run(path, chunk_ids: list[str], tie_order: str = "corpus") -> Ra
         s0, s1 = score[:-1], score[1:]
         in_order = not bool(((dq == 0) & ((s1 > s0) | ((s1 == s0) & (dr[1:] <= dr[:-1])))).any())
     del dq
-    if not in_order:
-        order = np.lexsort((dr, -score, qr))
+    if not in_order:  # a total order (no document twice for a query): pyarrow's sort, as numpy's lexsort would
+        import pyarrow.compute as pc
+
+        order = binrun.numpy_of(pc.sort_indices(binrun.table_of({"q": qr, "s": score, "t": dr}), sort_keys=[
+            ("q", "ascending"), ("s", "descending"), ("t", "ascending")]))
         qr, doc = qr[order], doc[order]
     del score, dr
     starts = np.flatnonzero(np.r_[True, qr[1:] != qr[:-1]])

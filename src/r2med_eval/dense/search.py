@@ -143,8 +143,8 @@ def search(corpus_emb: np.ndarray, doc_ids: list[str], query_emb: np.ndarray, qu
     run: dict[str, dict[str, float]] = {}
     for qi, qid in enumerate(query_ids):
         pairs = [(doc_ids[j], round(float(s), 6)) for s, j in zip(scores[qi], idx[qi]) if j >= 0]
-        pairs.sort(key=lambda x: (-x[1], x[0]))
-        run[qid] = dict(pairs[:k])
+        pairs.sort(key=lambda x: (-x[1], x[0]))  # which equal scores make the cut at k: the smaller ids (the run file
+        run[qid] = dict(pairs[:k])               # then lists the chosen ones in trec_eval's order)
     log.info("searched %d queries over %d documents: %s", len(query_ids), len(doc_ids), info)
     return run, info
 
@@ -175,25 +175,39 @@ def numpy_sort_info() -> dict:
     return info
 
 
-def evalpy_search(corpus_emb: np.ndarray, doc_ids: list[str], query_emb: np.ndarray, query_ids: list[str],
-                  k: int) -> tuple[dict, dict]:
+def evalpy_rank(corpus_emb: np.ndarray, doc_ids: list[str], query_emb: np.ndarray, query_ids: list[str],
+                k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     """Each query's top ``k`` as CliniQ's ``eval.py`` ranks the corpus: ``similarities =
     cosine_similarity([q_emb], corpus_embeds)[0]`` (scikit-learn: both sides L2-normalised as ``sklearn_normalize``
     does, then ``X @ Y.T``; float32 when both are float32, else float64), ranked by ``np.argsort(-similarities)``
-    with numpy's default sort kind, which does not keep equal values in corpus order. Returns (run, info); each
-    query's dict is in that order, which ``runs.write_run(keep_order=True)`` writes as it is."""
+    with numpy's default sort kind, which does not keep equal values in corpus order. Returns (offsets, each
+    entry's row in ``doc_ids``, its similarity, info) with each query's entries in that order: a full-depth run as
+    arrays (``runs.write_arrays(..., keep_order=True)`` writes it as it is), never as a dict per query."""
     start = time.perf_counter()
     dtype = np.float32 if corpus_emb.dtype == np.float32 and query_emb.dtype == np.float32 else np.float64
     corpus = sklearn_normalize(np.asarray(corpus_emb, dtype=dtype))
     queries = np.asarray(query_emb, dtype=dtype)
     k = min(int(k), len(doc_ids))
-    run: dict[str, dict[str, float]] = {}
-    for qi, qid in enumerate(query_ids):
+    docs = np.empty(len(query_ids) * k, dtype=np.int32)
+    scores = np.empty(len(query_ids) * k, dtype=dtype)
+    for qi in range(len(query_ids)):
         sims = (sklearn_normalize(queries[qi:qi + 1]) @ corpus.T)[0]
         order = np.argsort(-sims)[:k]
-        run[qid] = {doc_ids[j]: float(s) for j, s in zip(order.tolist(), sims[order].tolist())}
+        docs[qi * k:(qi + 1) * k], scores[qi * k:(qi + 1) * k] = order, sims[order]
+    offsets = np.arange(len(query_ids) + 1, dtype=np.int64) * k
     info = {"kind": "evalpy", "search_seconds": round(time.perf_counter() - start, 4), "queries": len(query_ids),
             "documents": len(doc_ids), "dtype": np.dtype(dtype).name, **numpy_sort_info()}
     log.info("ranked %d queries over %d documents as CliniQ's eval.py does (cosine, np.argsort): %s",
              len(query_ids), len(doc_ids), info)
+    return offsets, docs, scores, info
+
+
+def evalpy_search(corpus_emb: np.ndarray, doc_ids: list[str], query_emb: np.ndarray, query_ids: list[str],
+                  k: int) -> tuple[dict, dict]:
+    """:func:`evalpy_rank` as (run, info): each query's dict in eval.py's order, which ``runs.write_run(
+    keep_order=True)`` writes as it is."""
+    offsets, docs, scores, info = evalpy_rank(corpus_emb, doc_ids, query_emb, query_ids, k)
+    bounds = offsets.tolist()
+    run = {qid: {doc_ids[j]: float(x) for j, x in zip(docs[lo:hi].tolist(), scores[lo:hi].tolist())}
+           for qid, lo, hi in zip(query_ids, bounds[:-1], bounds[1:])}
     return run, info

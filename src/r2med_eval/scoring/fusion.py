@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import math
 
+from ..errors import InputError
 from .runs import ranked
 
 
 def rrf(runs: list[dict], k: int = 60, depth: int | None = None) -> dict:
     """Reciprocal rank fusion (Cormack et al. 2009): score(d) = sum over runs of 1 / (k + rank(d)).
 
-    Ranks are 1-based and taken from each run's own order (score descending, ties by doc id)."""
+    Ranks are 1-based and taken from each run's own order (score descending, ties by doc id descending: trec_eval's)."""
     fused: dict[str, dict[str, float]] = {}
     for run in runs:
         for qid, docs in run.items():
@@ -95,11 +96,27 @@ def fuse(runs: list[dict], method: str = "rrf", k: int = 60, weights: list[float
     """The fused run of rule ``fuse_runs``: ``rrf`` (constant ``k``), or ``minmax`` / ``zscore`` linear fusion with
     ``weights`` (equal by default) under ``convention`` (``CONVENTIONS``); ``depth``: only the top ``depth`` of each
     run."""
+    check_options(method, len(runs), k, weights, depth)
     if method == "rrf":
-        return rrf(runs, k=int(k), depth=depth)
-    if method not in METHODS:
-        raise ValueError(f"unknown fusion method {method!r} (one of {', '.join(METHODS)})")
+        return rrf(runs, k=k, depth=depth)
     weights = list(weights) if weights else [1.0] * len(runs)
-    if len(weights) != len(runs):
-        raise ValueError(f"{len(weights)} weights for {len(runs)} runs")
     return linear(runs, weights, how=method, depth=depth, convention=convention)
+
+
+def check_options(method: str, n_runs: int, k=60, weights=None, depth=None) -> None:
+    """Stop with one InputError on options no fusion can use: an unknown method, a negative or non-finite RRF
+    constant, weights that are not one finite number per run, a depth below 1."""
+    def number(x) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+    if method not in METHODS:
+        raise InputError(f"unknown fusion method {method!r}.", fix=f"use one of {', '.join(METHODS)}.")
+    if method == "rrf" and not (number(k) and k >= 0):
+        raise InputError(f"the RRF constant k={k!r} is not a finite number of 0 or more.", fix="use k=60 (RRF's).")
+    if weights is not None:
+        weights = list(weights)
+        if len(weights) != n_runs or not all(number(w) for w in weights):
+            raise InputError(f"weights {weights!r} are not one finite number for each of the {n_runs} runs.",
+                             fix="give one finite weight per run, in the order of the runs.")
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise InputError(f"depth {depth!r} is not a whole number of 1 or more.", fix="use each run's top N, N >= 1.")

@@ -33,6 +33,25 @@ def retrieve_bm25_lucene(sm) -> None:
     log.info("wrote %d lines for %d queries to %s", lines, len(run), sm.output.run)
 
 
+def export_trec_run(sm) -> None:
+    """On request: a binary run's top ``depth`` documents of each query as TREC text for other tools, in the run's
+    order (trec_eval's, or the given order of a ranking made elsewhere), the scores to 9 decimals."""
+    from ..scoring import runfile, runs
+
+    table = runfile.read(sm.input.run)
+    depth = int(sm.wildcards.depth)
+    docs, d = table.codes()
+
+    def tops():
+        for i, at in runfile.query_blocks(table.q, len(table.qids)):
+            top = range(at.start, min(at.stop, at.start + depth)) if isinstance(at, slice) else at[:depth]
+            yield table.qids[i], dict(zip([docs[x] for x in d[top].tolist()], table.score[top].tolist()))
+
+    lines = runs.write_run_stream(tops(), sm.output.run, tag=table.tag or sm.wildcards.model, decimals=9,
+                                  keep_order=table.order == "given")
+    log.info("wrote the top %d of %s: %d lines for %d queries", depth, sm.input.run, lines, len(table.qids))
+
+
 def retrieve_dense(sm) -> None:
     import numpy as np
 
@@ -50,8 +69,15 @@ def retrieve_dense(sm) -> None:
     if spec["top_k"] is None:
         log.info("ranking the whole corpus (%d documents) for every query", len(doc_ids))
     if spec.get("ranking") == "evalpy":  # a CliniQ benchmark: eval.py's cosine and np.argsort order, kept as it is
-        run, info = dense_search.evalpy_search(corpus_emb, doc_ids, query_emb, query_ids, top_k)
-        runs.write_run(run, sm.output.run, tag=sm.wildcards.model, query_order=sorted(run), keep_order=True)
+        offsets, docs, scores, info = dense_search.evalpy_rank(corpus_emb, doc_ids, query_emb, query_ids, top_k)
+        order = sorted(range(len(query_ids)), key=query_ids.__getitem__)
+        starts, ends = offsets[:-1][order], offsets[1:][order]
+        rows = np.concatenate([np.arange(a, b) for a, b in zip(starts.tolist(), ends.tolist())]) if order \
+            else np.zeros(0, dtype=np.int64)
+        lines = runs.write_arrays(sm.output.run, [query_ids[i] for i in order],
+                                  np.r_[0, np.cumsum(ends - starts)], docs[rows], doc_ids, scores[rows],
+                                  tag=sm.wildcards.model, keep_order=True)
+        log.info("wrote %d entries for %d queries to %s", lines, len(query_ids), sm.output.run)
     else:
         run, info = dense_search.search(corpus_emb, doc_ids, query_emb, query_ids, top_k, spec["index"],
                                         threads=sm.threads)

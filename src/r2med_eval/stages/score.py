@@ -12,23 +12,18 @@ def score_run(sm) -> None:
     from .. import io
     from ..benchmarks import datasets
     from ..errors import InputError
-    from ..scoring import metrics, runs
+    from ..scoring import metrics, runfile
 
     qrels = datasets.read_qrels(sm.input.qrels)
     queries = datasets.read_queries(sm.input.queries)
-    # the measures read each query's top 100 and, for MRR, down to its first relevant document: only that is kept
-    # (a full-depth CliniQ run is 20 M lines), the values are those of the whole run (tests/test_run_prefixes.py)
-    k, rel = metrics.prefix_read(metrics.pipeline_measures())
-    relevant = {q: {d for d, g in docs.items() if g >= rel} for q, docs in qrels.items()} if rel is not None else None
     ignore = sm.params.spec["ignore_identical_ids"]
-    run, depth, identical = runs.read_run_prefixes(sm.input.run, k, relevant, queries=set(qrels),
-                                                   ignore_identical_ids=ignore)
-    if ignore:
-        log.info("ignore_identical_ids: dropped %d retrieved documents whose id equals the query id", identical)
-    else:
-        identical = None
-    result = metrics.evaluate(run, qrels, queries)
+    # the whole run as columns (a full-depth CliniQ run is 20 M entries), scored for every query at once
+    table = runfile.read(sm.input.run, duplicates=False)
+    result = metrics.score(table, qrels, metrics.pipeline_measures(), queries=queries, ignore_identical_ids=ignore)
     c = result["counts"]
+    if ignore:
+        log.info("ignore_identical_ids: dropped %d retrieved documents whose id equals the query id",
+                 c["identical_ids_dropped"])
     if not c["judged_queries_scored"]:
         raise InputError("no query of the task is judged: every metric would be undefined (NaN).",
                          path=sm.input.qrels, fix="use the qrels of this task's queries, or remove the task from "
@@ -36,20 +31,19 @@ def score_run(sm) -> None:
     if c["judged_queries_without_relevant"] >= c["judged_queries_scored"]:
         log.warning("no judged query has a relevant document: every measure is 0 for every run, so the leaderboards "
                     "show n/a for this task")
-    if identical is not None:
-        c["identical_ids_dropped"] = identical
     log.info("scored %d judged queries; %d unjudged queries excluded (%s); %d judged queries with an empty "
              "run scored 0; %d judged queries have no relevant document", c["judged_queries_scored"],
              c["unjudged_queries_excluded"], ", ".join(c["unjudged_query_ids"]) or "-",
              c["judged_queries_with_empty_run"], c["judged_queries_without_relevant"])
-    names = metrics.metric_names()
+    names = metrics.metric_names() + [metrics.JUDGED]
     io.write_json(sm.output.metrics, {
         "benchmark": sm.wildcards.benchmark, "task": sm.wildcards.task, "model": sm.wildcards.model,
-        "run": str(sm.input.run), "run_depth": depth,
+        "run": str(sm.input.run), "run_depth": result["run_depth"],
         "metrics": {m: round(result["metrics"][m], 6) for m in names}, "counts": c,
     })
     io.write_text(sm.output.per_query, metrics.per_query_tsv(result["per_query"], names))
-    log.info("ndcg_at_10 = %.5f", result["metrics"]["ndcg_at_10"])
+    log.info("ndcg_at_10 = %.5f; judged_at_10 = %.4f", result["metrics"]["ndcg_at_10"],
+             result["metrics"][metrics.JUDGED])
 
 
 def score_cliniq(sm) -> None:

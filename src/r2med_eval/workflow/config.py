@@ -248,9 +248,11 @@ def metric_name(name, key: str = "leaderboard.metric", config_file: str = "confi
     except InputError:
         raise ConfigError(f"{key} {shown(name)} is not a computed metric{_hint(str(name), names)} {computed}.",
                           path=config_file, fix="name one of the computed metrics.") from None
+    def same(m):  # a relevance level not given is the default, 1
+        return m.trec, 1 if m.rel is None else m.rel, m.depth
+
     for ours in names:
-        m = measure(ours)
-        if (m.trec, m.rel, m.depth) == (wanted.trec, wanted.rel, wanted.depth):
+        if same(measure(ours)) == same(wanted):
             return ours
     raise ConfigError(f"{key} {shown(name)} is a measure score_run does not compute {computed}.", path=config_file,
                       fix="name one of the computed metrics, or score it with r2med-eval eval (docs/api.md).")

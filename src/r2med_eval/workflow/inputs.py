@@ -55,6 +55,7 @@ from .paths import (
     QUERY_TYPES,
     R2MED_VS_PAPER,
     RUN,
+    RUN_BINARY,
     RUN_LINEAGE,
     SIGNIFICANCE,
     STATS,
@@ -112,7 +113,7 @@ class Inputs:
         settings = self.reg.llm(wildcards.llm)["generate"]
         out = {"queries": fill(QUERIES, **w)}
         if wildcards.method == "lamer":
-            out.update(corpus=fill(CORPUS, **w), run=fill(RUN, **w, model=settings["lamer_retriever"]))
+            out.update(corpus=fill(CORPUS, **w), run=self._run(**w, model=settings["lamer_retriever"]))
         if wildcards.method == "query2doc" and settings.get("examples"):
             out["examples"] = settings["examples"]
         return out
@@ -229,8 +230,7 @@ class Inputs:
         """The run to re-score and the task; a dense re-scorer also reuses its cached embeddings."""
         job = self.reg.derived[wildcards.model]
         w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
-        inputs = {"run": fill(RUN, **w, model=job["run"]), "queries": fill(QUERIES, **w),
-                  "corpus": fill(CORPUS, **w)}
+        inputs = {"run": self._run(**w, model=job["run"]), "queries": fill(QUERIES, **w), "corpus": fill(CORPUS, **w)}
         if self.cfg["models"][job["reranker"]]["type"] in ENCODER_TYPES:
             inputs.update(self._embeddings(wildcards.benchmark, wildcards.task, job["reranker"]))
         inputs.update(self.weights(job["reranker"]))
@@ -240,7 +240,7 @@ class Inputs:
         """The run to rerank and the task; a pointwise reranker's prompt template."""
         job = self.reg.derived[wildcards.model]
         w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
-        inputs = {"run": fill(RUN, **w, model=job["run"]), "queries": fill(QUERIES, **w), "corpus": fill(CORPUS, **w)}
+        inputs = {"run": self._run(**w, model=job["run"]), "queries": fill(QUERIES, **w), "corpus": fill(CORPUS, **w)}
         spec = self.cfg["models"][job["reranker"]]
         if spec["type"] == "llm_pointwise":
             inputs["prompt"] = prompt_file(spec)
@@ -248,7 +248,11 @@ class Inputs:
 
     def fuse_runs(self, wildcards) -> list[str]:
         job = self.reg.derived[wildcards.model]
-        return [fill(RUN, benchmark=wildcards.benchmark, task=wildcards.task, model=r) for r in job_inputs(job)]
+        return [self._run(wildcards.benchmark, wildcards.task, r) for r in job_inputs(job)]
+
+    def _run(self, benchmark: str, task: str, model: str) -> str:
+        """A run's file: binary on a CliniQ benchmark (full depth), TREC text elsewhere."""
+        return fill(RUN_BINARY if self.reg.is_cliniq(benchmark) else RUN, benchmark=benchmark, task=task, model=model)
 
     # report
     def _per_run(self, pattern: str, benchmark: str | None = None) -> list[str]:
@@ -333,7 +337,7 @@ class Inputs:
         w = {"benchmark": b, "task": self.reg.cliniq_task(b)}
         models = self.reg.runs_of(b)
         return {"metrics": [fill(CLINIQ_METRICS, **w, model=m) for m in models],
-                "runs": [fill(RUN, **w, model=m) for m in models],
+                "runs": [self._run(**w, model=m) for m in models],
                 "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w),
                 "ids": fill(CHUNK_IDS, **w)}
 
@@ -343,7 +347,7 @@ class Inputs:
 
     def _completion_runs(self, benchmark: str) -> list[str]:
         w = self._completion_task(benchmark)
-        return [fill(RUN, **w, model=m) for m in self.reg.completion_runs()]
+        return [self._run(**w, model=m) for m in self.reg.completion_runs()]
 
     def _completion_design(self, benchmark: str) -> dict:
         return {"sample": fill(COMPLETION_SAMPLE, benchmark=benchmark),
@@ -363,7 +367,7 @@ class Inputs:
                                                                                  for t in TYPES],
                "cliniq_qrels": fill(CLINIQ_QRELS, **w), "query_types": fill(QUERY_TYPES, **w),
                "ids": fill(CHUNK_IDS, **w),
-               "runs": [fill(RUN, **w, model=m) for m in self.reg.completion_pool_runs()]}
+               "runs": [self._run(**w, model=m) for m in self.reg.completion_pool_runs()]}
         if self.reg.completion_coded_from() == "codes":  # MIMIC's code tables, in cliniq.codes.TABLES order
             out["code_tables"] = [str(p) for p in self.reg.completion_code_tables().values()]
         return out
@@ -413,7 +417,7 @@ class Inputs:
 
     def claims_cliniq_run(self, wildcards) -> dict:
         w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
-        return {"run": fill(RUN, **w, model=wildcards.model), "cliniq_qrels": fill(CLINIQ_QRELS, **w),
+        return {"run": self._run(**w, model=wildcards.model), "cliniq_qrels": fill(CLINIQ_QRELS, **w),
                 "query_types": fill(QUERY_TYPES, **w), "ids": fill(CHUNK_IDS, **w)}
 
     def claims(self, wildcards) -> dict:

@@ -63,6 +63,10 @@ EMB_VARIANT = EMB + "/variants/{method}--{llm}.npy"
 EMB_VARIANT_IDS = EMB + "/variants/{method}--{llm}_ids.txt"
 
 RUN = "results/runs/{benchmark}/{task}/{model}.trec"
+# a CliniQ benchmark's runs (full depth: 20.6 M entries) in the binary format of scoring.binrun, and on request the
+# TREC file of such a run's top {depth} for other tools (rule export_trec_run)
+RUN_BINARY = "results/runs/{benchmark}/{task}/{model}.run.npz"
+RUN_TREC_TOP = "results/runs/{benchmark}/{task}/{model}.top{depth}.trec"
 RUN_SEARCH_INFO = "results/runs/{benchmark}/{task}/{model}.search.json"
 RUN_BM25_PAPER_INFO = "results/runs/{benchmark}/{task}/{model}.bm25_paper.json"
 RUN_IMPORT_INFO = "results/runs/{benchmark}/{task}/{model}.import.json"  # a type: run model's source and checksums
@@ -131,6 +135,7 @@ JOB_KEYS = {
     "retrieve_dense": "{benchmark}/{task}/{model}",
     "retrieve_bm25_paper": "{benchmark}/{task}/{model}",
     "import_run": "{benchmark}/{task}/{model}",
+    "export_trec_run": "{benchmark}/{task}/{model}.top{depth}",
     "rerank_run": "{benchmark}/{task}/{model}",
     "llm_rerank_run": "{benchmark}/{task}/{model}",
     "fuse_runs": "{benchmark}/{task}/{model}",
