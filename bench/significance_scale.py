@@ -21,7 +21,7 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]
 from conftest import full_matrix_runs  # noqa: E402
 
 from r2med_eval.benchmarks.r2med import PAPER_STATS  # noqa: E402
-from r2med_eval.scoring import significance as sig  # noqa: E402
+from r2med_eval.report import significance as sig  # noqa: E402
 
 
 def main() -> int:

@@ -211,7 +211,7 @@ def test_compare_fuse_and_the_cli_give_the_pipelines_files(tmp_path):
     """compare() and `r2med-eval compare` equal the significance stage's table; fuse() and `r2med-eval fuse` the
     fuse_runs stage's run file, byte for byte; `r2med-eval eval` the score_run stage's metrics."""
     import r2med_eval
-    from r2med_eval.scoring import significance
+    from r2med_eval.report import significance
 
     _pipeline_files(tmp_path)
     qrels = tmp_path / "task" / "qrels.tsv"

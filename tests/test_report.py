@@ -13,9 +13,9 @@ from conftest import R2MED_TASK_NAMES, REPO, full_matrix_runs, full_matrix_table
 
 from r2med_eval.cliniq import plots as cliniq_plots
 from r2med_eval.errors import ConfigError, InputError
-from r2med_eval.report import figure, leaderboard, palette, plots, provenance
+from r2med_eval.report import figure, leaderboard, palette, plots, provenance, significance
 from r2med_eval.report import html as htmlreport
-from r2med_eval.scoring import metrics, significance, stats
+from r2med_eval.scoring import metrics, stats
 from r2med_eval.workflow import config, inputs
 from r2med_eval.workflow.registry import Registry
 

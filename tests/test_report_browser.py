@@ -11,8 +11,7 @@ from html.parser import HTMLParser
 import pytest
 
 from r2med_eval.cliniq import plots as cliniq_plots
-from r2med_eval.report import figure, leaderboard, plots
-from r2med_eval.scoring import significance
+from r2med_eval.report import figure, leaderboard, plots, significance
 
 MODELS = {"bm25": (0.31, 0.52), "minilm": (0.44, 0.21), "bm25--minilm@100": (0.40, 0.50),
           "rrf-bm25-minilm": (0.45, 0.55), "minilm+hyde-handwritten": (0.29, None)}

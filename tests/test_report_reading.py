@@ -22,8 +22,8 @@ from conftest import REPO
 from r2med_eval import cli, progress
 from r2med_eval.cliniq import completion_report as rep
 from r2med_eval.errors import ConfigError
-from r2med_eval.report import leaderboard
-from r2med_eval.scoring import fusion, significance, stats
+from r2med_eval.report import leaderboard, significance
+from r2med_eval.scoring import fusion, stats
 from r2med_eval.workflow import config, earlier, inputs
 from r2med_eval.workflow.params import Params
 from r2med_eval.workflow.registry import Registry

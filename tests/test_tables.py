@@ -14,8 +14,7 @@ from markdown_it import MarkdownIt
 from r2med_eval.cliniq import files as cliniq_files
 from r2med_eval.cliniq import plots as cliniq_plots
 from r2med_eval.cliniq import tables as cliniq_tables
-from r2med_eval.report import figure, leaderboard, palette, plots, r2med_paper, tables
-from r2med_eval.scoring import significance
+from r2med_eval.report import figure, leaderboard, palette, plots, r2med_paper, significance, tables
 
 # two benchmarks, r2med with two tasks; hyde runs on r2med only, "half" on one r2med task only
 VALUES = {("r2med", "a", "bm25"): 0.30, ("r2med", "b", "bm25"): 0.50, ("cliniq", "c", "bm25"): 0.60,

@@ -56,7 +56,7 @@ MOVED = {
     "r2med_paper": "report.r2med_paper",
     "rerank_merge": "rerank.merge",
     "runs": "scoring.runs",
-    "significance": "scoring.significance",
+    "significance": "report.significance",
     "stats": "scoring.stats",
     "tables": "report.tables",
 }

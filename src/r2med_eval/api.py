@@ -103,7 +103,7 @@ def compare(runs, qrels, *, baseline: str, metric: str = "ndcg_at_10", ignore_id
     ``score_run`` stores them). ``runs``: {name: run or path}, or a list of paths named after their files;
     ``metric``: any name ``evaluate`` takes. Rows as ``results/significance.csv`` (``significance.FIELDS``);
     ``significance.to_csv`` / ``to_markdown`` write them."""
-    from .scoring import significance
+    from .report import significance
 
     named = _named_runs(runs)
     if baseline not in named:

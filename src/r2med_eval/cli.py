@@ -104,7 +104,7 @@ def cmd_eval(args) -> int:
 
 def cmd_compare(args) -> int:
     from . import api
-    from .scoring import significance
+    from .report import significance
 
     if args.names and len(args.names) != len(args.runs):
         raise InputError(f"--names gives {len(args.names)} names for {len(args.runs)} runs.", fix="one name per run.")

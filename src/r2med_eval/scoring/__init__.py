@@ -1,4 +1,6 @@
-"""Runs and their scores: TREC run files (``runs``), trec_eval's measures under R2MED's names (``metrics``),
-a benchmark's metric files in one table (``metric_table``), rank fusion (``fusion``) and significance tests over
-queries (``stats``, ``significance``).
+"""Runs and their scores: run files read and written (``runfile``: the one reader, TREC text as trec_eval reads
+it and the binary format of ``binrun``; ``runs``: runs in memory, trec_eval's tie order, writers), trec_eval's
+measures over all queries at once (``trec``) under R2MED's and ir_measures' names (``metrics``), a benchmark's
+metric files in one table (``metric_table``), rank fusion (``fusion``) and the paired tests over queries
+(``stats``). The significance table built from them is ``report.significance``.
 """

@@ -11,7 +11,7 @@ log = logging.getLogger("r2med_eval")
 
 def significance(sm) -> None:
     from .. import io
-    from ..scoring import significance as sig
+    from ..report import significance as sig
     from ..workflow import paths
 
     rep = sm.params.spec
@@ -41,7 +41,7 @@ def leaderboard(sm) -> None:
     """The combined leaderboard: the selected benchmarks from this run's metrics; a benchmark only an earlier run
     scored (its collected metrics on disk, ``workflow.inputs.earlier_benchmarks``) as that run left it."""
     from ..report import leaderboard as lb
-    from ..scoring import significance as sig
+    from ..report import significance as sig
     from ..workflow import paths
 
     rep = sm.params.spec
@@ -81,7 +81,7 @@ def leaderboard(sm) -> None:
 
 def leaderboard_benchmark(sm) -> None:
     from ..report import leaderboard as lb
-    from ..scoring import significance as sig
+    from ..report import significance as sig
 
     rep = sm.params.spec
     rows = sig.read_csv(sm.input.significance)
@@ -113,7 +113,7 @@ def _figure_inputs(sm):
     """The collected metrics, the palette and the bootstrap intervals of a benchmark's plot rule."""
     from ..report import leaderboard as lb
     from ..report import palette
-    from ..scoring import significance as sig
+    from ..report import significance as sig
 
     bench = sm.wildcards.benchmark
     table = lb.collect(list(sm.input.metrics), sm.params.spec["metric"])
@@ -147,7 +147,7 @@ def plot_rerank_depth(sm) -> None:
 
 def plot_scatter(sm) -> None:
     from ..report import plots
-    from ..scoring import significance as sig
+    from ..report import significance as sig
     from ..workflow import paths
 
     pair = sm.params.spec
@@ -350,7 +350,7 @@ def claims(sm) -> None:
     from ..claims import cliniq_queries, overlap, render
     from ..claims.assess import assess
     from ..io import read_json, write_json, write_text
-    from ..scoring.significance import read_per_query
+    from ..report.significance import read_per_query
     from ..workflow import paths
 
     spec = sm.params.spec

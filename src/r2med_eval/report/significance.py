@@ -19,8 +19,8 @@ import math
 from pathlib import Path
 
 from ..errors import InputError
-from ..report.tables import md_escape, metric_label
-from . import stats
+from ..scoring import stats
+from .tables import md_escape, metric_label
 
 log = logging.getLogger(__name__)
 
