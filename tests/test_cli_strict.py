@@ -169,3 +169,16 @@ def test_c_l_and_m_options_change_what_they_change(task, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert "num_ret\tq1\t2" in lines and "num_ret\tall\t3" in lines  # counts as integers, as trec_eval prints
     assert not [x for x in lines if x.startswith("gm_map\tq")]  # trec_eval prints gm_map on the all line only
+
+
+def test_measures_may_come_before_the_files(task, capsys, monkeypatch):
+    """``eval -m Judged@10 qrels run`` (trec_eval's users put the options first): the files after the measures are
+    the files, not more measures; the figures equal those of the files-first order."""
+    monkeypatch.chdir(task)
+    assert cli.main(["eval", "-m", "Judged@10", "P@10", "qrels.txt", "run.trec", "-q"]) == 0
+    first = capsys.readouterr().out
+    assert cli.main(["eval", "qrels.txt", "run.trec", "-q", "-m", "Judged@10", "P@10"]) == 0
+    assert capsys.readouterr().out == first and "Judged@10\tall\t1.0000" in first
+    with pytest.raises(SystemExit) as stop:  # one file: the run is missing, said as such
+        cli.main(["eval", "-m", "Judged@10", "qrels.txt"])
+    assert stop.value.code == 2 and "the following arguments are required: run" in capsys.readouterr().err

@@ -391,7 +391,30 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def _metrics_last(argv: list[str]) -> list[str]:
+    """``eval -m nDCG@10 R@100 qrels run`` (the options first, as trec_eval's users write them): ``-m`` takes one or
+    more measures, so the files after them would be read as measures too. The values after ``-m`` that name existing
+    files end its list: they are moved before it."""
+    if not argv or argv[0] != "eval":
+        return argv
+    out, i = list(argv), 0
+    while i < len(out):
+        if out[i] in ("-m", "--metrics"):
+            j = i + 1
+            while j < len(out) and not out[j].startswith("-") and not os.path.exists(out[j]):
+                j += 1
+            k = j
+            while k < len(out) and not out[k].startswith("-") and os.path.exists(out[k]):
+                k += 1
+            if k > j:
+                out = out[:i] + out[j:k] + out[i:j] + out[k:]
+                i += k - j
+        i += 1
+    return out
+
+
 def main(argv=None) -> int:
+    argv = _metrics_last(list(sys.argv[1:] if argv is None else argv))
     args, extra = parser().parse_known_args(argv)
     if extra and args.command != "run":
         parser().parse_args(argv)  # unknown options of the other commands: one line, exit 2
