@@ -10,9 +10,9 @@
 
 Prints one JSON object (seconds, chunk count, peak RSS).
 
-3. With ``--claims``, the claims' per-query figures of the same run (rule ``claims_cliniq_run``:
-   ``read_ranked_run`` + ``claims.cliniq_queries.per_query``) timed beside the scorer's ``read_ranked_run`` +
-   ``evaluate_ranked`` (rule ``score_cliniq``), in this process, one after the other, ``--repeats`` times (medians).
+3. With ``--claims``, the two parts of rule ``score_cliniq`` on the same ranking (``read_ranked_run`` once):
+   its figures (``evaluate_ranked``) and the per-query figures by match type the claims read
+   (``cliniq.per_query.per_query``), in this process, one after the other, ``--repeats`` times (medians).
 
 4. With ``--anchor <commit>`` (and ``--repeats``), scoring is also timed as whole child processes, paired:
    ``score@<anchor>`` (the anchor's ``src/`` from ``git archive``: ``runs.read_run`` + ``cliniq.evaluate``,
@@ -185,27 +185,22 @@ def main() -> None:
 
 
 def claims_timing(run_path: Path, rows, qtypes, chunk_ids, repeats: int) -> None:
-    """Seconds of score_cliniq's work and of claims_cliniq_run's on the same run, alternating (medians)."""
+    """Seconds of score_cliniq's two parts on one ranking: its figures and the claims' per-query figures (medians)."""
     from statistics import median
 
-    from r2med_eval.claims import cliniq_queries
+    from r2med_eval.cliniq import per_query
 
-    def score():
-        cliniq.evaluate_ranked(cliniq.read_ranked_run(run_path, chunk_ids, "corpus"), rows, qtypes, chunk_ids)
-
-    def claims():
-        cliniq_queries.per_query(cliniq.read_ranked_run(run_path, chunk_ids, "corpus"), rows, qtypes, chunk_ids)
-
-    times: dict[str, list[float]] = {"score_cliniq": [], "claims_cliniq_run": []}
+    ranked = cliniq.read_ranked_run(run_path, chunk_ids, "corpus")
+    times: dict[str, list[float]] = {"figures": [], "per_query": []}
     for _ in range(repeats):
-        for name, job in (("score_cliniq", score), ("claims_cliniq_run", claims)):
+        for name, job in (("figures", lambda: cliniq.evaluate_ranked(ranked, rows, qtypes, chunk_ids)),
+                          ("per_query", lambda: per_query.per_query(ranked, rows, qtypes, chunk_ids))):
             start = time.perf_counter()
             job()
             times[name].append(time.perf_counter() - start)
     print(json.dumps({f"{k}_seconds_median": round(median(v), 3) for k, v in times.items()}
-                     | {"claims_over_score": round(median(times["claims_cliniq_run"]) / median(times["score_cliniq"]),
-                                                   2), "repeats": repeats, "peak_rss_mb": round(peak_rss_mb(), 1)},
-                     indent=2), flush=True)
+                     | {"per_query_over_figures": round(median(times["per_query"]) / median(times["figures"]), 2),
+                        "repeats": repeats, "peak_rss_mb": round(peak_rss_mb(), 1)}, indent=2), flush=True)
 
 
 SCORE = r"""

@@ -339,26 +339,6 @@ rule claims_overlap:
         "../scripts/claims_overlap.py"
 
 
-rule claims_cliniq_run:
-    input:
-        unpack(W.inputs.claims_cliniq_run),
-    output:
-        paths.CLAIMS_CLINIQ,
-    log:
-        paths.log_file("claims_cliniq_run"),
-    benchmark:
-        paths.benchmark_file("claims_cliniq_run")
-    wildcard_constraints:
-        benchmark=W.constraint("cliniq_benchmark"),
-    localrule: True
-    conda:
-        "../envs/core.yaml"
-    params:
-        spec=W.params.of("claims_cliniq_run"),
-    script:
-        "../scripts/claims_cliniq_run.py"
-
-
 rule claims:
     input:
         unpack(W.inputs.claims),

@@ -60,6 +60,7 @@ rule score_cliniq:
         ids=paths.CHUNK_IDS,
     output:
         metrics=paths.CLINIQ_METRICS,
+        per_query=paths.CLINIQ_PER_QUERY,
     log:
         paths.log_file("score_cliniq"),
     benchmark:

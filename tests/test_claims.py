@@ -17,11 +17,12 @@ import pytest
 import yaml
 from conftest import REPO, snakemake, workflow_dir
 
-from r2med_eval.claims import cliniq_queries, evidence, overlap, roles
+from r2med_eval.claims import evidence, overlap, roles
 from r2med_eval.claims.assess import assess
 from r2med_eval.claims.catalogue import CLAIMS, RULES, VERDICTS
 from r2med_eval.claims.cliniq_claims import completion_verdict
 from r2med_eval.claims.render import latex, markdown
+from r2med_eval.cliniq import per_query as cliniq_queries
 from r2med_eval.scoring import stats
 from r2med_eval.workflow import config, paths
 from r2med_eval.workflow.control import Workflow
@@ -412,7 +413,7 @@ def test_the_stage_writes_every_claim_and_the_index_shows_them(tmp_path, monkeyp
                                               for (_, q), v in zip(ks, np.random.default_rng(9).uniform(0, 1, N))]))
     for path in sm.input.cliniq:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        rows = typed(len(paths.parse(paths.CLAIMS_CLINIQ, path)["model"]))
+        rows = typed(len(paths.parse(paths.CLINIQ_PER_QUERY, path)["model"]))
         Path(path).write_text(cliniq_queries.to_tsv([{"query_id": q, "query_type": "disease", **row,
                                                       **{f"single_{g}": None for g in cliniq_queries.GROUPS
                                                          if g != "all"},

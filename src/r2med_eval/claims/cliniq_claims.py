@@ -1,5 +1,6 @@
-"""CliniQ's six claims as parts and tests over each run's per-query figures (rule ``claims_cliniq_run``: multi-patient
-nDCG@10 overall and per match type, single-patient nDCG overall and per match type) and the judgment completion's
+"""CliniQ's six claims as parts and tests over each run's per-query figures (``cliniq.per_query``, written by rule
+``score_cliniq``: multi-patient nDCG@10 overall and per match type, single-patient nDCG overall and per match type)
+and the judgment completion's
 verdict. ``data``: ``{"values": {run: {(task, query): {column: value}}}, "verdict": dict | None}``."""
 
 from __future__ import annotations

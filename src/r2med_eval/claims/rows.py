@@ -1,5 +1,5 @@
-"""The claims' per-query TSV files (rules ``claims_overlap`` and ``claims_cliniq_run``): a header and one row per
-query, a float with 6 decimals, an undefined value (None) as an empty cell."""
+"""The claims' per-query TSV file (rule ``claims_overlap``): a header and one row per query, a float with 6
+decimals, an undefined value (None) as an empty cell."""
 
 from __future__ import annotations
 

@@ -304,22 +304,6 @@ def claims_overlap(sm) -> None:
              counts["no_relevant_in_corpus"], counts["not_analysed"], counts["relevant_outside_corpus"])
 
 
-def claims_cliniq_run(sm) -> None:
-    """A CliniQ run's per-query figures by match type (multi-patient nDCG@10, single-patient nDCG), as the scorer
-    computes them."""
-    from ..claims import cliniq_queries
-    from ..cliniq import metrics as cliniq
-    from ..cliniq.files import read_cliniq_qrels, read_query_types
-    from ..io import read_lines, write_text
-
-    rows, _ = read_cliniq_qrels(sm.input.cliniq_qrels)
-    ids = read_lines(sm.input.ids)
-    ranked = cliniq.read_ranked_run(sm.input.run, ids, sm.params.spec["tie_order"])
-    out = cliniq_queries.per_query(ranked, rows, read_query_types(sm.input.query_types), ids)
-    write_text(sm.output[0], cliniq_queries.to_tsv(out))
-    log.info("%d judged queries of %s", len(out), sm.wildcards.model)
-
-
 def _check_lineage(files, benchmarks: dict) -> None:
     """Each reranked or fused run a claim compares was made as the registry says (its lineage.json)."""
     from ..errors import InputError
@@ -347,8 +331,9 @@ def _check_lineage(files, benchmarks: dict) -> None:
 def claims(sm) -> None:
     """Every claim about every benchmark it applies to: verdict and evidence (``claims.assess``), as
     ``results/claims.json``, ``results/claims.md`` and ``results/tables/claims.tex``."""
-    from ..claims import cliniq_queries, overlap, render
+    from ..claims import overlap, render
     from ..claims.assess import assess
+    from ..cliniq import per_query
     from ..io import read_json, write_json, write_text
     from ..report.significance import read_per_query
     from ..workflow import paths
@@ -364,9 +349,9 @@ def claims(sm) -> None:
         w = paths.parse(paths.CLAIMS_OVERLAP, path)
         data[w["benchmark"]]["overlap"].update({(w["task"], q): v for q, v in overlap.read_tsv(path).items()})
     for path in sm.input.cliniq:
-        w = paths.parse(paths.CLAIMS_CLINIQ, path)
+        w = paths.parse(paths.CLINIQ_PER_QUERY, path)
         values = data[w["benchmark"]]["values"].setdefault(w["model"], {})
-        values.update({(w["task"], q): row for q, row in cliniq_queries.read_tsv(path).items()})
+        values.update({(w["task"], q): row for q, row in per_query.read_tsv(path).items()})
     for path in sm.input.verdicts:
         data[paths.parse(paths.COMPLETION_FILE, path)["benchmark"]]["verdict"] = read_json(path)
     _check_lineage(sm.input.lineage, benchmarks)

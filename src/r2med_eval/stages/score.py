@@ -48,8 +48,9 @@ def score_run(sm) -> None:
 
 def score_cliniq(sm) -> None:
     from ..cliniq import metrics as cliniq
+    from ..cliniq import per_query
     from ..cliniq.files import clean_json, read_cliniq_qrels, read_query_types
-    from ..io import read_lines, write_json
+    from ..io import read_lines, write_json, write_text
 
     rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)
     qtypes = read_query_types(sm.input.query_types)
@@ -70,6 +71,8 @@ def score_cliniq(sm) -> None:
     out = {"benchmark": sm.wildcards.benchmark, "task": sm.wildcards.task, "model": sm.wildcards.model,
            "run": str(sm.input.run), "run_depth": depth, "corpus_chunks": len(ids), "tie_order": tie_order, **result}
     write_json(sm.output.metrics, clean_json(out))
+    # per judged query, by match type (the CliniQ claims' evidence), from the same ranking
+    write_text(sm.output.per_query, per_query.to_tsv(per_query.per_query(ranked, rows, qtypes, ids)))
     m, s = result["multi"]["all"], result["single"]["all"]
     log.info("multi-patient (%d queries): MRR %.4f nDCG@10 %.4f (CliniQ-compatible %.4f) R@100 %.4f; "
              "single-patient (%d notes): MRR %.4f nDCG %.4f MAP %.4f; judged@10 %.4f; counts %s", m["n"], m["mrr"],

@@ -60,34 +60,41 @@ class Workflow:
     # ------------------------------------------------------------ wildcard constraints
 
     def constraint(self, kind: str) -> str:
-        """The regex of a wildcard: exactly the names this configuration runs."""
+        """The regex of a wildcard: exactly the names this configuration runs (each kind computed once: the rules
+        files ask for the same few kinds some sixty times while Snakemake parses them)."""
+        cache = self.__dict__.setdefault("_constraints", {})
+        if kind not in cache:
+            cache[kind] = paths.alternatives(self._constraint_names(kind))
+        return cache[kind]
+
+    def _constraint_names(self, kind: str) -> list[str]:
         reg = self.registry
         names = {
-            "benchmark": reg.benchmarks,
-            "task": [t for _, t in reg.tasks],
-            "model": reg.all_runs + reg.encoders(),
-            "encoder": reg.encoders(),
-            "whole_encoder": [m for m in reg.encoders() if reg.cfg["models"][m]["shards"] == 1],
-            "sharded_encoder": [m for m in reg.encoders() if reg.cfg["models"][m]["shards"] > 1],
-            "hub_model": reg.hub_models(),
-            "bm25_lucene": reg.retriever_runs("bm25_lucene"),
-            "bm25_paper": reg.retriever_runs("bm25_paper"),
-            "run": reg.retriever_runs("run"),
-            "dense": reg.retriever_runs(*registry.ENCODER_TYPES),
-            "rerank": [n for n in reg.rerank_jobs if not reg.llm_reranked(n)],
-            "llm_rerank": [n for n in reg.rerank_jobs if reg.llm_reranked(n)],
-            "fusion": list(reg.fusion_jobs),
-            "cliniq_benchmark": reg.cliniq_benchmarks,
-            "completion_benchmark": reg.completion_benchmark(),
-            "generic_benchmark": [b for b in reg.benchmarks if not reg.is_cliniq(b)],
-            "r2med_benchmark": [b for b, e in reg.claims().items() if e["kind"] == "r2med"],
-            "private_benchmark": [b for b in reg.benchmarks if reg.is_private(b)],
-            "public_benchmark": [b for b in reg.benchmarks if not reg.is_private(b)],
-            "source_benchmark": [b for b, _ in reg.source_tasks()],
-            "source_task": [t for _, t in reg.source_tasks()],
-            "anndir": list(self.inputs.cliniq_download_dirs()),
-        }[kind]
-        return paths.alternatives(names)
+            "benchmark": lambda: reg.benchmarks,
+            "task": lambda: [t for _, t in reg.tasks],
+            "model": lambda: reg.all_runs + reg.encoders(),
+            "encoder": lambda: reg.encoders(),
+            "whole_encoder": lambda: [m for m in reg.encoders() if reg.cfg["models"][m]["shards"] == 1],
+            "sharded_encoder": lambda: [m for m in reg.encoders() if reg.cfg["models"][m]["shards"] > 1],
+            "hub_model": lambda: reg.hub_models(),
+            "bm25_lucene": lambda: reg.retriever_runs("bm25_lucene"),
+            "bm25_paper": lambda: reg.retriever_runs("bm25_paper"),
+            "run": lambda: reg.retriever_runs("run"),
+            "dense": lambda: reg.retriever_runs(*registry.ENCODER_TYPES),
+            "rerank": lambda: [n for n in reg.rerank_jobs if not reg.llm_reranked(n)],
+            "llm_rerank": lambda: [n for n in reg.rerank_jobs if reg.llm_reranked(n)],
+            "fusion": lambda: list(reg.fusion_jobs),
+            "cliniq_benchmark": lambda: reg.cliniq_benchmarks,
+            "completion_benchmark": lambda: reg.completion_benchmark(),
+            "generic_benchmark": lambda: [b for b in reg.benchmarks if not reg.is_cliniq(b)],
+            "r2med_benchmark": lambda: [b for b, e in reg.claims().items() if e["kind"] == "r2med"],
+            "private_benchmark": lambda: [b for b in reg.benchmarks if reg.is_private(b)],
+            "public_benchmark": lambda: [b for b in reg.benchmarks if not reg.is_private(b)],
+            "source_benchmark": lambda: [b for b, _ in reg.source_tasks()],
+            "source_task": lambda: [t for _, t in reg.source_tasks()],
+            "anndir": lambda: list(self.inputs.cliniq_download_dirs()),
+        }
+        return names[kind]()
 
     @staticmethod
     def gar_methods() -> str:

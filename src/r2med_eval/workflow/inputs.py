@@ -11,10 +11,10 @@ from .paths import (
     BM25_PAPER_TOKENS,
     CHUNK_IDS,
     CLAIMS,
-    CLAIMS_CLINIQ,
     CLAIMS_OVERLAP,
     CLINIQ_CHUNKS,
     CLINIQ_METRICS,
+    CLINIQ_PER_QUERY,
     CLINIQ_POOL,
     CLINIQ_QRELS,
     CLINIQ_TABLE,
@@ -415,11 +415,6 @@ class Inputs:
         return {"tokens": fill(BM25_PAPER_TOKENS, **w), "query_tokens": fill(BM25_PAPER_QUERY_TOKENS, **w),
                 "qrels": fill(QRELS, **w)}
 
-    def claims_cliniq_run(self, wildcards) -> dict:
-        w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
-        return {"run": self._run(**w, model=wildcards.model), "cliniq_qrels": fill(CLINIQ_QRELS, **w),
-                "query_types": fill(QUERY_TYPES, **w), "ids": fill(CHUNK_IDS, **w)}
-
     def claims(self, wildcards) -> dict:
         """What the claims read: the per-query files of the runs they compare (CliniQ: their per-query figures by
         match type), the lexical overlap of every R2MED-layout task, the lineage of the reranked and fused runs they
@@ -435,7 +430,7 @@ class Inputs:
             for t in entry["tasks"]:
                 w = {"benchmark": b, "task": t}
                 if entry["kind"] == "cliniq":
-                    out["cliniq"] += [fill(CLAIMS_CLINIQ, **w, model=r) for r in runs]
+                    out["cliniq"] += [fill(CLINIQ_PER_QUERY, **w, model=r) for r in runs]
                 else:
                     out["per_query"] += [fill(PER_QUERY, **w, model=r) for r in runs]
                     out["overlap"].append(fill(CLAIMS_OVERLAP, **w))

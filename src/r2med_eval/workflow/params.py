@@ -451,10 +451,6 @@ class Params:
         return {"models": models, "depth": self.cfg["benchmarks"][wildcards.benchmark]["pool_depth"],
                 "tie_orders": self._tie_orders(wildcards.benchmark, models)}
 
-    def claims_cliniq_run(self, wildcards) -> dict:
-        """The run ranked as score_cliniq ranks it."""
-        return {"tie_order": self.reg.cliniq_tie_order(wildcards.benchmark, wildcards.model)}
-
     def claims(self, wildcards) -> dict:
         """The decision rules, the resampling of the tests, and per benchmark the roles each claim gives its runs
         (from the registry's tags: family, domain, size, an LLM's kind, rerank depths, fusion inputs) and the figures

@@ -77,6 +77,7 @@ METRICS = "results/metrics/{benchmark}/{task}/{model}.json"
 METRICS_TABLE = "results/metrics/{benchmark}.jsonl"  # a benchmark's metric JSONs in one file (r2med_eval.metric_table)
 PER_QUERY = "results/per_query/{benchmark}/{task}/{model}.tsv"
 CLINIQ_METRICS = "results/cliniq/{benchmark}/{task}/{model}.json"
+CLINIQ_PER_QUERY = "results/cliniq/{benchmark}/{task}/{model}.by_match_type.tsv"  # per query, cliniq.per_query
 CLINIQ_TABLE = "results/cliniq/{benchmark}/by_{grouping}.{ext}"
 CLINIQ_POOL = "results/cliniq/{benchmark}/pool.tsv"
 # CliniQ's judgment completion (cliniq_completion): the design, the judge's labels and counts, the tables (ids and
@@ -104,7 +105,6 @@ INDEX_PAGE = "results/index.html"
 # the papers' claims tested on the runs (docs/report.md#claims): per-query lexical overlap of an R2MED-layout task and
 # CliniQ's per-query figures by match type of a run (ids and numbers only), then the verdicts (CLAIMS: json, md)
 CLAIMS_OVERLAP = "results/claims/{benchmark}/{task}/overlap.tsv"
-CLAIMS_CLINIQ = "results/claims/{benchmark}/{task}/by_match_type/{model}.tsv"
 CLAIMS = "results/claims.{ext}"
 MTEB_EXPORT = "results/mteb"  # MTEB's results layout (results/<model>/<revision>/<task>.json) of the R2MED tasks
 
@@ -159,7 +159,6 @@ JOB_KEYS = {
     "cliniq_completion_rescore": "{benchmark}",
     "plot_cliniq_completion": "{benchmark}",
     "claims_overlap": "{benchmark}/{task}",
-    "claims_cliniq_run": "{benchmark}/{task}/{model}",
     "claims": "claims",
     "report_index": "index",
     "mteb_export": "mteb_export",

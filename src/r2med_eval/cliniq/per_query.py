@@ -1,11 +1,11 @@
-"""CliniQ's per-query figures by match type, for the CliniQ claims: one row per judged query of one run with its
-multi-patient nDCG@10 (trec_eval's, binary gains) over all its relevant chunks and per match type, and its
-single-patient nDCG (eval.py's, over a note's chunks) averaged over the query's scored notes, overall and per match
-type, with the number of notes. The figures are the scorer's own (``cliniq.metrics``: ``multi_by_match_type``,
-``single_patient`` on the run ranked as ``read_ranked_run`` ranks it), so the mean of a multi-patient column over
-its queries is ``score_cliniq``'s ``by_match_type`` figure and the note-weighted mean of a single-patient column is
-its single-patient one (tests/test_claims.py). Ids and numbers only.
-"""
+"""CliniQ's per-query figures by match type (rule ``score_cliniq`` writes them; the CliniQ claims read them): one
+row per judged query of one run with its multi-patient nDCG@10 (trec_eval's, binary gains) over all its relevant
+chunks and per match type, and its single-patient nDCG (eval.py's, over a note's chunks) averaged over the query's
+scored notes, overall and per match type, with the number of notes. The figures are the scorer's own
+(``metrics``: ``multi_by_match_type``, ``single_patient`` on the run ranked as ``read_ranked_run`` ranks it), so
+the mean of a multi-patient column over its queries is ``score_cliniq``'s ``by_match_type`` figure and the
+note-weighted mean of a single-patient column is its single-patient one (tests/test_claims.py). Ids and numbers
+only."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from ..cliniq.corpus import MATCH_TYPES
-from ..cliniq.metrics import multi_by_match_type, ndcg_standard, note_of, single_patient
-from .rows import tsv
+from .corpus import MATCH_TYPES
+from .metrics import multi_by_match_type, ndcg_standard, note_of, single_patient
 
 GROUPS = ("all",) + MATCH_TYPES
 HEADER = ("query_id", "query_type") + tuple(f"multi_{g}" for g in GROUPS) + tuple(
@@ -62,7 +61,11 @@ def per_query(ranked, rows, query_types: dict[str, str], chunk_ids: list[str]) -
 
 
 def to_tsv(rows: list[dict]) -> str:
-    return tsv(HEADER, rows)
+    """A header and one row per query; a float with 6 decimals, an undefined value (None) as an empty cell."""
+    def cell(v):
+        return "" if v is None else (f"{v:.6f}" if isinstance(v, float) else str(v))
+
+    return "\n".join(["\t".join(HEADER)] + ["\t".join(cell(r[h]) for h in HEADER) for r in rows]) + "\n"
 
 
 def read_tsv(path) -> dict[str, dict]:
@@ -72,14 +75,14 @@ def read_tsv(path) -> dict[str, dict]:
     with open(path, encoding="utf-8") as handle:
         header = tuple(handle.readline().rstrip("\n").split("\t"))
         if header != HEADER:
-            raise InputError("not a CliniQ per-query file of the claims (its header differs).", path=path, line=1,
-                             fix="rerun rule claims_cliniq_run (delete the file).")
+            raise InputError("not a CliniQ per-query file (its header differs).", path=path, line=1,
+                             fix="rerun rule score_cliniq (delete the file).")
         out = {}
         for lineno, line in enumerate(handle, start=2):
             parts = line.rstrip("\n").split("\t")
             if len(parts) != len(HEADER):
                 raise InputError(f"expected {len(HEADER)} columns, found {len(parts)}.", path=path, line=lineno,
-                                 fix="rerun rule claims_cliniq_run (delete the file).")
+                                 fix="rerun rule score_cliniq (delete the file).")
             out[parts[0]] = {h: (float(v) if v else None) for h, v in zip(HEADER[2:], parts[2:])
                              if not h.endswith("_notes")}
     return out
