@@ -186,16 +186,20 @@ def test_a_dense_cliniq_run_written_binary_scores_as_its_trec_file(tmp_path):
     (tmp_path / "types.tsv").write_text("".join(f"q{i}\tdrug\n" for i in range(12)))
     (tmp_path / "chunk_ids.txt").write_text("\n".join(CHUNKS) + "\n")
     wildcards = SimpleNamespace(benchmark="cliniq-demo", task="cliniq", model="minilm")
-    outs = []
+    outs, tables = [], []
     for path in (trec, binary):
         out = tmp_path / f"{path.name}.cliniq.json"
+        table = tmp_path / f"{path.name}.by_match_type.tsv"
         score_stage.score_cliniq(SimpleNamespace(
             input=SimpleNamespace(run=str(path), cliniq_qrels=str(tmp_path / "qrels.tsv"),
                                   query_types=str(tmp_path / "types.tsv"), ids=str(tmp_path / "chunk_ids.txt")),
-            output=SimpleNamespace(metrics=str(out)), wildcards=wildcards,
+            output=SimpleNamespace(metrics=str(out), per_query=str(table)), wildcards=wildcards,
             params=SimpleNamespace(spec=w.params.of("score_cliniq")(wildcards))))
         outs.append({k: v for k, v in json.loads(out.read_text()).items() if k != "run"})
+        tables.append(table.read_bytes())
     assert outs[0] == outs[1] and outs[0]["run_depth"] == len(CHUNKS)
+    # the claims' per-query figures: a header and a row per query, the same from either file
+    assert tables[0] == tables[1] and tables[0].count(b"\n") == 13
     qrels = {}
     for q, c, _ in rows:
         qrels.setdefault(q, {})[c] = 1

@@ -205,7 +205,8 @@ def score(tmp_path, w, wildcards, corpus_ids, rows, qtypes):
     sm = SimpleNamespace(
         input=SimpleNamespace(run=str(tmp_path / "run.trec"), cliniq_qrels=str(tmp_path / "qrels.tsv"),
                               query_types=str(tmp_path / "types.tsv"), ids=str(tmp_path / "chunk_ids.txt")),
-        output=SimpleNamespace(metrics=str(tmp_path / "out.json")), wildcards=wildcards,
+        output=SimpleNamespace(metrics=str(tmp_path / "out.json"), per_query=str(tmp_path / "by_match_type.tsv")),
+        wildcards=wildcards,
         params=SimpleNamespace(spec=w.params.of("score_cliniq")(wildcards)))
     score_stage.score_cliniq(sm)
     return json.loads((tmp_path / "out.json").read_text())
