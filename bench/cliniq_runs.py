@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -65,15 +62,11 @@ def prepare(out: Path, scale: float, seed: int = 0) -> dict:
 
 
 def timed(cmd, cwd=None) -> tuple[float, float]:
-    """(wall s, peak RSS MB of the largest process) of a whole process, from outside."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status):
-        raise SystemExit(f"{' '.join(map(str, cmd))} failed:\n{err.decode()[-3000:]}")
-    return wall, usage.ru_maxrss / 1024
+    """(wall s, peak RSS MB of the largest process) of a whole process, from outside (``_paired.timed``)."""
+    from _paired import timed as paired_timed
+
+    wall, rss, _ = paired_timed(cmd, cwd=cwd)
+    return wall, rss
 
 
 def main(argv=None) -> int:

@@ -216,6 +216,8 @@ def run_command(args, extra: list[str]) -> list[str]:
     own output), a dry run, or ``--logger`` of the user's."""
     import importlib.util
 
+    from . import progress
+
     if importlib.util.find_spec("snakemake") is None:
         raise InputError("Snakemake is not installed in this environment.",
                          fix="install the pinned requirements (make setup, or pip install -r requirements.lock).")
@@ -246,7 +248,7 @@ def run_command(args, extra: list[str]) -> list[str]:
                                                    "--report", "--lint", "--unlock", "--summary", "--detailed-summary",
                                                    "--list-rules", "--list", "-l", "--dag", "--rulegraph"))
     if quiet_terminal:
-        cmd += ["--logger=r2med-eval"]  # "=": the option takes several values
+        cmd += [f"--logger={progress.PLUGIN}"]  # "=": the option takes several values
     if verbose:
         cmd += ["--verbose"]
     cmd += extra

@@ -97,6 +97,15 @@ def write_jsonl(target, rows) -> int:
     return count
 
 
+def tsv_text(header, rows: list[dict]) -> str:
+    """A per-query TSV file's text: a header and one row per dict (its values under the header's names), a float
+    with 6 decimals, an undefined value (None) as an empty cell."""
+    def cell(v):
+        return "" if v is None else (f"{v:.6f}" if isinstance(v, float) else str(v))
+
+    return "\n".join(["\t".join(header)] + ["\t".join(cell(r[h]) for h in header) for r in rows]) + "\n"
+
+
 def read_json(path):
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
@@ -174,11 +183,6 @@ def open_private(path, top=None):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(fd, 0o600)
     return os.fdopen(fd, "w", encoding="utf-8", buffering=1)
-
-
-def protect_dir(folder) -> None:
-    """An output folder of MIMIC-derived data (index, embeddings): created owner-only (0700)."""
-    private_folder(folder)
 
 
 def protect_tree(root) -> None:

@@ -190,7 +190,7 @@ def job_label(rule: str, wildcards) -> str:
 # ---------------------------------------------------------------- the run's terminal (r2med-eval run)
 
 PLUGIN = "r2med-eval"  # Snakemake's --logger name of snakemake_logger_plugin_r2med_eval (src/), which feeds RunMonitor
-INDEX_PAGE = "results/index.html"
+INDEX_PAGE = "results/index.html"  # workflow.paths.INDEX_PAGE (progress sits below workflow: no import)
 PRIOR_FILES_PER_RULE = 200  # earlier benchmark files read per rule for the ETA
 
 
@@ -263,8 +263,7 @@ class RunMonitor:
 
     def job_started(self, jobid, rule: str, wildcards: dict | None, log=(), benchmark=None) -> None:
         self.started_any = True
-        values = [str(v) for v in (wildcards or {}).values()]
-        self.jobs[jobid] = {"rule": rule, "label": f"{rule} {'/'.join(values)}" if values else rule,
+        self.jobs[jobid] = {"rule": rule, "label": job_label(rule, (wildcards or {}).values()),
                             "log": [str(x) for x in log or ()], "benchmark": benchmark, "started": self.clock()}
 
     def job_finished(self, jobid) -> None:

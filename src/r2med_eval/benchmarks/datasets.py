@@ -189,7 +189,7 @@ def _add_judgment(qrels, seen, qid, did, grade, path, lineno, duplicates: str, d
     judged[did] = grade
 
 
-def _read_qrels_r2med(path, duplicates: str, dups: list) -> tuple[dict, dict]:
+def _read_qrels_r2med(path, duplicates: str, dups: list, fix: str = DUPLICATE_FIX) -> tuple[dict, dict]:
     qrels: dict[str, dict[str, int]] = {}
     seen: dict = {}
     for lineno, obj in iter_jsonl(path):
@@ -199,11 +199,11 @@ def _read_qrels_r2med(path, duplicates: str, dups: list) -> tuple[dict, dict]:
             raise InputError("judgment has no 'score' field.", path=path, line=lineno,
                              fix="add the relevance grade as 'score'.")
         _add_judgment(qrels, seen, qid, did, _grade(obj["score"], path, lineno), path, lineno,
-                      duplicates, dups)
+                      duplicates, dups, fix)
     return qrels, seen
 
 
-def _read_qrels_beir(path, duplicates: str, dups: list) -> tuple[dict, dict]:
+def _read_qrels_beir(path, duplicates: str, dups: list, fix: str = DUPLICATE_FIX) -> tuple[dict, dict]:
     path = Path(path)
     if not path.is_file():
         raise InputError("qrels file not found.", path=path, fix="check the benchmark's path and split in config.yaml.")
@@ -231,7 +231,7 @@ def _read_qrels_beir(path, duplicates: str, dups: list) -> tuple[dict, dict]:
             if not value or any(ch.isspace() for ch in value):
                 raise InputError(f"{what} id {value!r} is empty or contains white space.", path=path,
                                  line=lineno, fix="use ids without spaces.")
-        _add_judgment(qrels, seen, qid, did, _grade(grade, path, lineno), path, lineno, duplicates, dups)
+        _add_judgment(qrels, seen, qid, did, _grade(grade, path, lineno), path, lineno, duplicates, dups, fix)
     return qrels, seen
 
 
@@ -375,7 +375,7 @@ def read_qrels(path) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def _read_qrels_trec(path, duplicates: str, dups: list) -> tuple[dict, dict]:
+def _read_qrels_trec(path, duplicates: str, dups: list, fix: str = DUPLICATE_FIX) -> tuple[dict, dict]:
     qrels: dict[str, dict[str, int]] = {}
     seen: dict = {}
     for lineno, parts in _split_lines(path, comments=True):
@@ -383,7 +383,7 @@ def _read_qrels_trec(path, duplicates: str, dups: list) -> tuple[dict, dict]:
             raise InputError(f"expected 4 columns (qid iter docid grade), found {len(parts)}.", path=path,
                              line=lineno, fix="write TREC qrels lines.")
         _add_judgment(qrels, seen, parts[0], parts[2], _grade(parts[3], path, lineno), path, lineno, duplicates,
-                      dups)
+                      dups, fix)
     return qrels, seen
 
 
@@ -440,17 +440,13 @@ def read_any_qrels(path, split: str = "test", duplicates: str = "error",
         raise ValueError(f"duplicates must be one of {DUPLICATE_POLICIES}")
     dups: list = []
     first = next(_split_lines(path, comments=True), (None, []))[1]
-    try:
-        if path.suffix == ".jsonl" or (first and first[0].startswith("{")):
-            qrels = _read_qrels_r2med(path, duplicates, dups)[0]
-        elif len(first) == 4:
-            qrels = _read_qrels_trec(path, duplicates, dups)[0]
-        else:
-            qrels = _read_qrels_beir(path, duplicates, dups)[0]
-    except InputError as exc:
-        if duplicate_fix and exc.fix == DUPLICATE_FIX:
-            raise InputError(exc.problem, path=exc.path, line=exc.line, fix=duplicate_fix) from None
-        raise
+    fix = duplicate_fix or DUPLICATE_FIX
+    if path.suffix == ".jsonl" or (first and first[0].startswith("{")):
+        qrels = _read_qrels_r2med(path, duplicates, dups, fix)[0]
+    elif len(first) == 4:
+        qrels = _read_qrels_trec(path, duplicates, dups, fix)[0]
+    else:
+        qrels = _read_qrels_beir(path, duplicates, dups, fix)[0]
     if dups:
         log.info("%s: %d duplicate judgments merged (%s)", path, len(dups), duplicates)
     return qrels

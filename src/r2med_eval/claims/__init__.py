@@ -3,5 +3,5 @@
 and decision rules), ``roles`` (which runs each claim compares, from the registry's tags), ``evidence`` (the paired
 tests and intervals over queries, from ``scoring.stats``), ``r2med_claims`` and ``cliniq_claims`` (the decisions),
 ``verdicts`` (Holm over a benchmark's tests, the verdicts and their reasons), ``overlap`` (per-query lexical overlap
-from the analysed tokens, with its TSV ``rows``; CliniQ's per-query figures by match type are ``score_cliniq``'s,
-``cliniq.per_query``), ``assess`` (a benchmark's claims), ``render`` (Markdown, LaTeX and the index page's section)."""
+from the analysed tokens, and its TSV), ``assess`` (a benchmark's claims), ``render`` (Markdown, LaTeX and the index
+page's section). CliniQ's per-query figures by match type are ``score_cliniq``'s (``cliniq.per_query``)."""

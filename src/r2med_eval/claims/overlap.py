@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rows import tsv
+from ..io import tsv_text
 
 HEADER = ("query_id", "query_terms", "relevant_docs", "overlap", "overlap_any")
 
@@ -70,7 +70,7 @@ def query_overlap(corpus, queries, qrels: dict[str, dict[str, int]]) -> tuple[li
 
 
 def to_tsv(rows: list[dict]) -> str:
-    return tsv(HEADER, rows)
+    return tsv_text(HEADER, rows)
 
 
 def read_tsv(path) -> dict[str, float]:

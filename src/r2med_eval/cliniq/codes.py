@@ -183,7 +183,6 @@ def coded(tables: dict[str, str], queries: dict[str, str], qtypes: dict[str, str
 
     rx = read_table(tables["PRESCRIPTIONS"], "PRESCRIPTIONS")
     by_text, longest = _drug_queries(by_type["drug"])
-    names_mapped = 0
     cache: dict[str, list[str]] = {}
     for column in ("DRUG", "DRUG_NAME_POE", "DRUG_NAME_GENERIC"):
         for name in set(rx[column]):

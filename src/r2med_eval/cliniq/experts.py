@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from .completion_report import _ci, _num, _tex_table
 from .corpus import IRRELEVANT, MATCH_TYPES
 
 JUDGE = "judge"
@@ -82,10 +83,6 @@ def rows(pairs: list[tuple[str, str, dict]], fnr: list[dict]) -> list[dict]:
     return out + fnr
 
 
-def _num(x: float, digits: int) -> str:
-    return "n/a" if x != x else f"{x:.{digits}f}"
-
-
 def markdown(pairs: list[tuple[str, str, dict]] | None, fnr: list[dict]) -> str:
     from ..report.tables import md_escape
 
@@ -109,8 +106,7 @@ def markdown(pairs: list[tuple[str, str, dict]] | None, fnr: list[dict]) -> str:
                 "| labels of | on the chunks of | labelled | found | FNR x 100 | 95% CI |",
                 "|---|---|---:|---:|---:|---|"]
         for r in fnr:
-            ci = "n/a" if r["rate_low"] != r["rate_low"] else \
-                f"[{r['rate_low'] * 100:.2f}, {r['rate_high'] * 100:.2f}]"
+            ci = _ci(r["rate_low"], r["rate_high"])
             out.append(f"| {md_escape(r['rater_a'])} | {md_escape(r['rater_b'])} | {r['n']} | {r['found']} | "
                        f"{_num(r['rate'] * 100, 2)} | {ci} |")
     judge_pairs = [(b, r) for a, b, r in pairs if a == JUDGE and r["confusion"]]
@@ -125,7 +121,6 @@ def markdown(pairs: list[tuple[str, str, dict]] | None, fnr: list[dict]) -> str:
 
 def latex(benchmark: str, pairs: list[tuple[str, str, dict]] | None, fnr: list[dict]) -> str:
     from ..report.tables import tex_label
-    from .completion_report import _tex_table
 
     body = [[a, b, name, str(r[aspect]["n"]), _num(r[aspect]["agreement"] * 100, 1), _num(r[aspect]["kappa"], 3)]
             for a, b, r in pairs or () for aspect, name in (("relevance", "relevance"), ("match_type", "match type"))]

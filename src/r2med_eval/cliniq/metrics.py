@@ -15,7 +15,7 @@ official ``eval.py`` of github.com/zhao-zy15/CliniQ (commit pinned in ``cliniq_c
 
 The ranking of a query is its run sorted by score. Equal scores (``tie_order``): ``evalpy``, in the order of the
 run's own lines, which for a dense run on a CliniQ benchmark is the order eval.py's ``np.argsort(-similarities)``
-gave (``dense_search.evalpy_search`` ranks the cached embeddings so and the run file keeps it); ``corpus``, in corpus
+gave (``dense.search.evalpy_rank`` ranks the cached embeddings so and the run file keeps it); ``corpus``, in corpus
 order, the order a *stable* argsort over the corpus list gives (runs without eval.py's similarities: BM25,
 imported, fused, reranked); ``doc_id``, by chunk id (the order of our other run files).
 

@@ -13,6 +13,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from ..io import tsv_text
 from .corpus import MATCH_TYPES
 from .metrics import multi_by_match_type, ndcg_standard, note_of, single_patient
 
@@ -61,11 +62,8 @@ def per_query(ranked, rows, query_types: dict[str, str], chunk_ids: list[str]) -
 
 
 def to_tsv(rows: list[dict]) -> str:
-    """A header and one row per query; a float with 6 decimals, an undefined value (None) as an empty cell."""
-    def cell(v):
-        return "" if v is None else (f"{v:.6f}" if isinstance(v, float) else str(v))
-
-    return "\n".join(["\t".join(HEADER)] + ["\t".join(cell(r[h]) for h in HEADER) for r in rows]) + "\n"
+    """A header and one row per query (io.tsv_text)."""
+    return tsv_text(HEADER, rows)
 
 
 def read_tsv(path) -> dict[str, dict]:

@@ -27,11 +27,12 @@ from ..report.figure import (
     value_cells,
 )
 from ..report.tables import abbreviate, metric_label
+from .files import TABLE_HEADER
 
 log = logging.getLogger(__name__)
 
 
-CLINIQ_FIELDS = ["model", "setting", "group", "metric", "value", "n_queries"]
+CLINIQ_FIELDS = list(TABLE_HEADER)  # the header cliniq.files writes
 
 
 CLINIQ_SETTINGS = ("multi", "single")

@@ -200,14 +200,3 @@ def evalpy_rank(corpus_emb: np.ndarray, doc_ids: list[str], query_emb: np.ndarra
     log.info("ranked %d queries over %d documents as CliniQ's eval.py does (cosine, np.argsort): %s",
              len(query_ids), len(doc_ids), info)
     return offsets, docs, scores, info
-
-
-def evalpy_search(corpus_emb: np.ndarray, doc_ids: list[str], query_emb: np.ndarray, query_ids: list[str],
-                  k: int) -> tuple[dict, dict]:
-    """:func:`evalpy_rank` as (run, info): each query's dict in eval.py's order, which ``runs.write_run(
-    keep_order=True)`` writes as it is."""
-    offsets, docs, scores, info = evalpy_rank(corpus_emb, doc_ids, query_emb, query_ids, k)
-    bounds = offsets.tolist()
-    run = {qid: {doc_ids[j]: float(x) for j, x in zip(docs[lo:hi].tolist(), scores[lo:hi].tolist())}
-           for qid, lo, hi in zip(query_ids, bounds[:-1], bounds[1:])}
-    return run, info

@@ -9,6 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+# An answer may hold up to this many characters per token of max_tokens (tokens of the usual vocabularies average
 # about 4 characters; the longest are runs of spaces or punctuation), plus a fixed allowance.
 CHARS_PER_TOKEN = 32
 ANSWER_ALLOWANCE_CHARS = 1024

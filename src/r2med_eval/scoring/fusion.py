@@ -77,11 +77,11 @@ def linear(runs: list[dict], weights: list[float], how: str = "minmax", depth: i
                 docs = dict(ranked(docs, decimals=12)[:depth])
             parts.append(_normalise(docs, how, convention))
         all_docs = sorted({d for p in parts for d in p})
+        floors = [min(p.values()) if p and convention == "floor" else 0.0 for p in parts]  # once per query and run
         out = {}
         for did in all_docs:
             total = 0.0
-            for w, p in zip(weights, parts):
-                floor = min(p.values()) if p and convention == "floor" else 0.0
+            for w, p, floor in zip(weights, parts, floors):
                 total += w * p.get(did, floor)
             out[did] = total
         fused[qid] = out

@@ -74,7 +74,6 @@ _IR_MEASURES = {"ndcg": ("ndcg_cut", "ndcg"), "ap": ("map_cut", "map"), "map": (
                 "mrr": (None, "recip_rank"), "success": ("success", None), "rprec": (None, "Rprec"),
                 "bpref": (None, "bpref"), "judged": ("judged", None), "iprec": ("iprec_at_recall", None),
                 "numret": (None, "num_ret"), "numrel": (None, "num_rel"), "numq": (None, "num_q")}
-_CUT_FAMILIES = {"ndcg_cut", "map_cut", "recall", "P", "success"}
 _FRACTIONS = {"iprec_at_recall", "Rprec_mult"}
 _TREC_PLAIN = {"ndcg", "map", "recip_rank", "Rprec", "bpref", "num_ret", "num_rel", "num_rel_ret", "num_q", "gm_map"}
 # trec_eval's default cutoffs of a family named without one, and its default measures (``official``, no runid)
@@ -245,5 +244,5 @@ def per_query_tsv(rows: dict[str, dict[str, float]], names) -> str:
     return "\n".join(lines) + "\n"
 
 
-COUNT_FAMILIES = ("num_ret", "num_rel", "num_rel_ret", "num_q")  # printed as integers, as trec_eval prints them
+COUNT_FAMILIES = trec.SUMMED + ("num_q",)  # printed as integers, as trec_eval prints them
 PER_QUERY_SILENT = ("gm_map", "num_q")  # trec_eval prints no per-query line for these

@@ -13,10 +13,10 @@ def _protect(sm, root: str) -> None:
     """MIMIC-derived outputs (params.spec.private): the benchmark's index or embeddings folder is owner-only
     before the job writes (a rebuilt ``results/index`` too)."""
     if sm.params.spec["private"]:
-        from ..io import protect_dir
+        from ..io import private_folder
         from ..workflow import paths
 
-        protect_dir(paths.fill(root, benchmark=sm.wildcards.benchmark))
+        private_folder(paths.fill(root, benchmark=sm.wildcards.benchmark))
 
 
 def _protect_outputs(sm, root: str) -> None:

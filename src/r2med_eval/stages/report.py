@@ -84,6 +84,7 @@ def leaderboard_benchmark(sm) -> None:
     from ..report import significance as sig
 
     rep = sm.params.spec
+    family = rep.get("holm", "all")
     rows = sig.read_csv(sm.input.significance)
     bench = sm.wildcards.benchmark
     notes = sorted({f"{r['task']}/{r['model']}: {r['note']}" for r in rows
@@ -92,7 +93,7 @@ def leaderboard_benchmark(sm) -> None:
     notes = [f"Queries compared per task: {', '.join(f'{t} {k}' for t, k in n)}."] + notes if n else notes
     lb.write_benchmark(list(sm.input.metrics), bench, sm.output.csv, sm.output.md, sm.output.html,
                        metric=rep["metric"], significance=sig.marks(rows),
-                       legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"], rep.get("holm", "all")),
+                       legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"], family),
                        notes=notes, tex_path=sm.output.tex, judged_below=rep.get("judged_below", 0.8),
                        lineage=_lineage(getattr(sm.input, "lineage", [])))
     log.info("leaderboard of %s over %s", bench, ", ".join(sm.input.metrics))
