@@ -1,5 +1,6 @@
 """The control layer (r2med_eval.workflow) without Snakemake: registry, paths, params, code hashes, config."""
 import copy
+import os
 import shutil
 from types import SimpleNamespace
 
@@ -314,14 +315,47 @@ def test_layers_have_no_upward_import():
 def test_tune_gc_raises_the_thresholds_unless_asked_not_to():
     import gc
 
+    from r2med_eval.workflow import control
     from r2med_eval.workflow.control import PLANNING_GC_THRESHOLDS, tune_gc
 
     before = gc.get_threshold()
+    registered = []
     try:
         gc.set_threshold(700, 10, 10)
-        assert tune_gc({"R2MED_EVAL_GC": "default"}) == (700, 10, 10)
-        assert tune_gc({}) == PLANNING_GC_THRESHOLDS != (700, 10, 10)
+        assert tune_gc({"R2MED_EVAL_GC": "default"}, at_exit=registered.append) == (700, 10, 10)
+        assert registered == []
+        assert tune_gc({}, at_exit=registered.append) == PLANNING_GC_THRESHOLDS != (700, 10, 10)
+        assert tune_gc({}, at_exit=registered.append) == PLANNING_GC_THRESHOLDS
+        assert registered == [gc.freeze]  # once a process
     finally:
         gc.set_threshold(*before)
+        control._FREEZE_AT_EXIT.clear()
     smk = (REPO / "rules" / "common.smk").read_text()
     assert "    tune_gc()\n" in smk  # the planning process calls it before loading the configuration
+
+
+@pytest.mark.parametrize("setting, frozen", [("", True), ("default", False)])
+def test_the_planning_process_freezes_its_objects_at_exit(tmp_path, setting, frozen):
+    """The collection at shutdown is skipped (gc.freeze after the other atexit handlers that were registered later,
+    before those registered earlier), unless R2MED_EVAL_GC=default; the handlers registered before tune_gc still
+    run, and a file they write is complete."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "at_exit.txt"
+    program = (
+        "import atexit, gc, sys\n"
+        f"sys.path.insert(0, {str(REPO / 'src')!r})\n"
+        "def report():\n"
+        f"    with open({str(out)!r}, 'w') as handle:\n"
+        "        handle.write(f'frozen={gc.get_freeze_count()}')\n"
+        "atexit.register(report)  # registered first: runs last, after the freeze\n"
+        "from r2med_eval.workflow.control import tune_gc\n"
+        "tune_gc()\n"
+        "garbage = [[i] for i in range(1000)]\n"
+    )
+    env = {**os.environ, "R2MED_EVAL_GC": setting}
+    proc = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    count = int(out.read_text().split("=")[1])
+    assert (count > 1000) is frozen, count

@@ -18,20 +18,33 @@ from .resources import Resources
 # objects that live until Snakemake exits (jobs, their files, wildcards, params), so the collector runs thousands
 # of times over objects that are never garbage: about a sixth of the dry run of the full R2MED matrix
 # (bench/dry_run.py). Snakemake's process collects every million allocations instead (as mypy raises its own
-# thresholds for its large graphs), for about 10% more memory (191 -> 214 MB on that dry run);
-# R2MED_EVAL_GC=default keeps CPython's thresholds. Job scripts run in their own processes and keep them.
+# thresholds for its large graphs), for about 10% more memory (191 -> 214 MB on that dry run).
+# At exit, CPython's shutdown runs one more full collection over every object the process still holds (Snakemake,
+# its plugins, pandas and numpy that the SLURM plugin imports, the DAG): about 0.1 s of every `snakemake` call,
+# a sixth of a no-op (docs/scale.md), to free memory the operating system takes back anyway. The planning process
+# freezes its objects (gc.freeze) in an atexit handler, as the last thing before the shutdown: the atexit
+# handlers registered before it (logging's flush and close among them) still run after it, and nothing in
+# Snakemake's process relies on a collection at exit (files are closed by `with` or by those handlers; CPython
+# does not promise finalizers at exit). R2MED_EVAL_GC=default keeps CPython's thresholds and its collection at
+# exit. Job scripts run in their own processes and keep both.
 PLANNING_GC_THRESHOLDS = (1_000_000, 50, 100)
+_FREEZE_AT_EXIT = []  # the one atexit registration of this process
 
 
-def tune_gc(environ=None) -> tuple[int, int, int]:
-    """Raise the garbage collector's thresholds for Snakemake's planning process (``rules/common.smk``); returns
-    the thresholds in force after the call."""
+def tune_gc(environ=None, at_exit=None) -> tuple[int, int, int]:
+    """Raise the garbage collector's thresholds for Snakemake's planning process (``rules/common.smk``) and freeze
+    its objects at exit (once a process; ``at_exit``: the registration function, ``atexit.register`` by default);
+    returns the thresholds in force after the call."""
+    import atexit
     import gc
     import os
 
     environ = os.environ if environ is None else environ
     if environ.get("R2MED_EVAL_GC", "") != "default":
         gc.set_threshold(*PLANNING_GC_THRESHOLDS)
+        if not _FREEZE_AT_EXIT:
+            (at_exit or atexit.register)(gc.freeze)
+            _FREEZE_AT_EXIT.append(gc.freeze)
     return gc.get_threshold()
 
 
