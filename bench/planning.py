@@ -20,6 +20,10 @@ params and resource functions, wildcard constraints, targets, the callables ``ru
 runs Snakemake's own ``main``; the rest of the call's wall is Snakemake's. No profiler: its overhead would land on
 the pure-Python side unevenly.
 
+``--at-exit N`` also times N calls of each side under a probe: an atexit handler registered before Snakemake is
+imported runs after every other handler, and from it to the process's end is the interpreter's shutdown, whose last
+full garbage collection the planning process skips (``r2med_eval.workflow.tune_gc``; docs/scale.md).
+
 Each side keeps its working directory across its calls, as a user's does, so this checkout's planning cache
 (``.snakemake/r2med-eval``) is warm after the untimed warm-up call; ``--cold`` removes it before every call (the
 first call after an edit of the package or the configuration). The anchor runs from its whole tree extracted with
@@ -28,6 +32,7 @@ other, the order rotating from repeat to repeat; each call is a child process ti
 RSS of ``wait4``). Prints each side's median wall and peak, and the medians of the paired ratios.
 
     python bench/planning.py --workdir /tmp/default-run --anchor e059215 --repeats 11 --attribute 5
+    python bench/planning.py --workdir /tmp/default-run --anchor 1e1ab67 --repeats 21 --at-exit 7
     python bench/planning.py --matrix /work/scratch/r2med-small/synthetic --anchor e059215 --repeats 5
 """
 from __future__ import annotations
@@ -121,6 +126,39 @@ def attribute(checkout: Path, work: Path, n: int) -> list[str]:
     return lines
 
 
+# the ``--at-exit`` probe: an atexit handler registered before Snakemake is imported runs after every other one;
+# from its stamp to the process's end is the interpreter's shutdown (its last garbage collection included)
+EXIT_PROBE = ("import atexit, runpy, sys, time\n"
+              "atexit.register(lambda: sys.stderr.write('r2med-planning-atexit %.6f\\n' % time.time()))\n"
+              "sys.argv = ['snakemake', *sys.argv[1:]]\n"
+              "runpy.run_module('snakemake', run_name='__main__', alter_sys=True)\n")
+
+
+def exit_cost(sides: dict, n: int) -> list[str]:
+    """``n`` calls of each side under the probe, in turn: the median milliseconds from the last atexit handler to
+    the process's end, and of the whole call."""
+    import statistics
+    import subprocess
+    import time
+
+    after: dict[str, list[float]] = {name: [] for name in sides}
+    whole: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(n):
+        for name, (cmd, cwd) in sides.items():
+            start = time.time()
+            proc = subprocess.run([sys.executable, "-c", EXIT_PROBE, *cmd[3:]], cwd=cwd, capture_output=True,
+                                  text=True)
+            end = time.time()
+            stamps = [line.split()[1] for line in proc.stderr.splitlines()
+                      if line.startswith("r2med-planning-atexit ")]
+            if proc.returncode != 0 or not stamps:
+                raise SystemExit(f"{name}: the probe's call failed:\n{proc.stderr[-3000:]}")
+            after[name].append((end - float(stamps[-1])) * 1000)
+            whole[name].append((end - start) * 1000)
+    return [f"{name}: shutdown after the last atexit handler {statistics.median(after[name]):.0f} ms of "
+            f"{statistics.median(whole[name]):.0f} ms (median of {n} calls)" for name in sides]
+
+
 def main() -> int:
     if len(sys.argv) > 2 and sys.argv[1] == "--driver":
         return driver(sys.argv[2], sys.argv[4:])
@@ -136,6 +174,8 @@ def main() -> int:
     parser.add_argument("--cold", action="store_true", help="remove this checkout's planning cache before each call")
     parser.add_argument("--attribute", type=int, default=0, metavar="N",
                         help="noop: also split N calls of each checkout into the control layer's parts")
+    parser.add_argument("--at-exit", type=int, default=0, metavar="N",
+                        help="also time N calls of each side from the last atexit handler to the process's end")
     args = parser.parse_args()
     if (args.workdir is None) == (args.matrix is None):
         parser.error("give --workdir (a finished run's no-op) or --matrix (the full matrix's dry run)")
@@ -198,6 +238,8 @@ def main() -> int:
         base = "bare snakemake" if args.workdir else names[-1]  # the anchor where there is one
         print("\n".join(summary(what + (", planning cache removed before each call" if args.cold else ""),
                                 walls, rss, base, [n for n in names if n != base])))
+        if args.at_exit:
+            print("\n".join(exit_cost(sides, args.at_exit)))
         if args.attribute and args.workdir:
             for name, checkout in checkouts.items():
                 print(f"{name}: " + "\n  ".join(attribute(checkout, args.workdir.resolve(), args.attribute)))
