@@ -50,26 +50,34 @@ def test_subpackage_init_holds_a_docstring_only(sub):
     assert len(tree.body[0].value.value.strip()) > 40, f"{sub}/__init__.py: say what the subpackage holds"
 
 
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles a depth-first walk of ``graph`` (node -> the nodes it imports) meets, each as its path back to
+    where it started."""
+    state: dict[str, str] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node, stack):
+        state[node] = "open"
+        stack.append(node)
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == "open":
+                cycles.append(stack[stack.index(dep):] + [dep])
+            elif dep not in state:
+                visit(dep, stack)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    return cycles
+
+
 def test_no_import_cycle_between_modules():
     """Imports anywhere in a module count (a function's import too), as the code hash reads them."""
     code = CodeIndex()
     graph = {m: {d for d in code._module_imports(m) if d != m} for m in modules()}
-    state, cycles = {}, []
-
-    def visit(m, stack):
-        state[m] = "open"
-        stack.append(m)
-        for d in sorted(graph.get(m, ())):
-            if state.get(d) == "open":
-                cycles.append(stack[stack.index(d):] + [d])
-            elif d not in state:
-                visit(d, stack)
-        stack.pop()
-        state[m] = "done"
-
-    for m in sorted(graph):
-        if m not in state:
-            visit(m, [])
+    cycles = _cycles(graph)
     assert not cycles, cycles
 
 
@@ -85,22 +93,7 @@ def test_no_cycle_between_subpackages():
     graph: dict[str, set[str]] = {}
     for m in modules():
         graph.setdefault(unit(m), set()).update(unit(d) for d in code._module_imports(m) if unit(d) != unit(m))
-    state, cycles = {}, []
-
-    def visit(u, stack):
-        state[u] = "open"
-        stack.append(u)
-        for d in sorted(graph.get(u, ())):
-            if state.get(d) == "open":
-                cycles.append(stack[stack.index(d):] + [d])
-            elif d not in state:
-                visit(d, stack)
-        stack.pop()
-        state[u] = "done"
-
-    for u in sorted(graph):
-        if u not in state:
-            visit(u, [])
+    cycles = _cycles(graph)
     assert not cycles, cycles
 
 
