@@ -22,8 +22,8 @@ from .resources import Resources
 # At exit, CPython's shutdown runs one more full collection over every object the process still holds (Snakemake,
 # its plugins, pandas and numpy that the SLURM plugin imports, the DAG): about 0.1 s of every `snakemake` call,
 # a sixth of a no-op (docs/scale.md), to free memory the operating system takes back anyway. The planning process
-# freezes its objects (gc.freeze) in an atexit handler, as the last thing before the shutdown: the atexit
-# handlers registered before it (logging's flush and close among them) still run after it, and nothing in
+# freezes its objects (gc.freeze) in an atexit handler, which skips only that collection: the atexit handlers
+# registered before it (logging's flush and close among them) still run after it, and nothing in
 # Snakemake's process relies on a collection at exit (files are closed by `with` or by those handlers; CPython
 # does not promise finalizers at exit). R2MED_EVAL_GC=default keeps CPython's thresholds and its collection at
 # exit. Job scripts run in their own processes and keep both.
