@@ -16,7 +16,10 @@ from ..errors import InputError
 
 log = logging.getLogger("r2med_eval")
 
-SIDES = ("source", "query_source", "base_source")
+SIDES = ("source", "query_source", "base_source", "tokenizer")
+# The files of a ``tokenizer`` side (an LLM reranker reads only the served model's tokenizer, never its weights): the
+# tokenizer and configuration files, not the weight shards.
+TOKENIZER_FILES = ["*.json", "*.txt", "*.model", "*.tiktoken", "*.jinja"]
 
 
 def is_hub_source(source) -> bool:
@@ -25,7 +28,7 @@ def is_hub_source(source) -> bool:
 
 
 def hub_sources(spec: dict) -> dict[str, dict]:
-    """The Hub sources of a model entry: side (source, query_source, base_source) -> {hf, revision}."""
+    """The Hub sources of a model entry: side (source, query_source, base_source, tokenizer) -> {hf, revision}."""
     return {side: spec[side] for side in SIDES if is_hub_source(spec.get(side))}
 
 
@@ -34,14 +37,16 @@ def _offline_fix(model_name: str) -> str:
             f"models.{model_name}.source.path to a local folder holding the weights.")
 
 
-def download(repo: str, revision: str | None, model_name: str) -> dict:
-    """Snapshot ``repo`` at ``revision`` into the Hugging Face cache; its commit and files (path, size)."""
+def download(repo: str, revision: str | None, model_name: str, allow_patterns: list[str] | None = None) -> dict:
+    """Snapshot ``repo`` at ``revision`` into the Hugging Face cache (only the files ``allow_patterns`` match, when
+    given); its commit and files (path, size)."""
     from huggingface_hub import snapshot_download
 
     revision = revision or "main"
     where = f"{repo} at revision {revision}"
+    only = {"allow_patterns": allow_patterns} if allow_patterns else {}
     try:
-        folder = snapshot_download(repo, revision=revision, token=os.environ.get("HF_TOKEN") or None)
+        folder = snapshot_download(repo, revision=revision, token=os.environ.get("HF_TOKEN") or None, **only)
     except Exception as exc:  # noqa: BLE001 -- every failure (network, unknown repo or revision) is one message
         reason = _reason(exc)
         raise InputError(f"model {model_name!r}: cannot download {where} from the Hugging Face Hub "
@@ -73,7 +78,8 @@ def prefetch(model_name: str, sources: dict[str, dict], manifest_path) -> dict:
 
     manifest = {"model": model_name, "snapshots": {}}
     for side, source in sources.items():
-        snap = download(source["hf"], source.get("revision"), model_name)
+        snap = download(source["hf"], source.get("revision"), model_name,
+                        TOKENIZER_FILES if side == "tokenizer" else None)
         size = sum(f["size"] for f in snap["files"])
         log.info("%s: %s at %s (commit %s): %d files, %.1f MB", side, snap["repo"], snap["revision"], snap["commit"],
                  len(snap["files"]), size / 2**20)

@@ -1,4 +1,7 @@
-"""RankGPT's listwise reranker (``type: llm_listwise``) is RankGPT's permutation generation with its sliding window
+"""The listwise reranker (``type: llm_listwise``): a sliding window of passages per request, each answer a
+permutation of its window, in one of two prompt modes.
+
+**RankGPT** (``prompt_mode: rankgpt``, the default) is RankGPT's permutation generation with its sliding window
 (github.com/sunnweiwei/RankGPT, ``rank_gpt.py``: ``sliding_windows``, ``permutation_pipeline``,
 ``create_permutation_instruction``, ``get_prefix_prompt``, ``get_post_prompt``, ``receive_permutation``,
 ``clean_response``, ``remove_duplicate``):
@@ -17,14 +20,20 @@ Ours: the window is cut to the query's top n when that is shorter (RankGPT's loo
 one document asks nothing either), the windows of all queries are asked together (each query's windows in
 RankGPT's order), and a digit run that Python cannot read as a number (superscripts), where RankGPT's
 ``int()`` would raise, is dropped and counted.
+
+**ReasonRank** (``prompt_mode: rank_GPT_reasoning`` or ``rank_GPT_qwen3``, ``reasoning_listwise``): ReasonRank's
+windows, reasoning prompt and answer (``rerank.reasonrank``), the same parsing of the answer's ranking, through the
+same client; an answer without a readable ranking is asked again (``llm.client.ask_parsed``), then counted.
 """
 
 from __future__ import annotations
 
 import logging
 
+from ..llm.client import ask_parsed
 from ..llm.reasoning import split_reasoning
 from ..llm.requests import Usage
+from . import reasonrank
 
 log = logging.getLogger(__name__)
 
@@ -153,3 +162,86 @@ def listwise(client, queries: dict[str, str], tops: dict[str, list[str]], texts:
         log.warning("%d queries: the top documents of their top n are in no window (the top n is not window + a "
                     "multiple of step, as RankGPT's sliding window leaves them)", counts["queries_with_uncovered_top"])
     return orders, counts, usage
+
+
+def windows_for(spec: dict, n: int) -> list[tuple[int, int]]:
+    """The windows a listwise entry (schema defaults filled) asks over a top n, by its prompt mode."""
+    if spec.get("prompt_mode", "rankgpt") == "rankgpt":
+        return rankgpt_windows(n, spec["window"], spec["step"])
+    return reasonrank.windows(n, spec["window"], spec["step"])
+
+
+def reasoning_parser(n: int):
+    """``ask_parsed``'s parser of a ReasonRank answer for a window of n passages: (new order, RankGPT's parsing
+    counts, how the answer was found: ``pattern`` or ``answer_tag``); ``reasonrank.Unusable`` when the answer has no
+    ``<answer>``, names no passage of the window, or holds a digit Python cannot read as a number."""
+
+    def parse(answer) -> tuple[list[int], dict, str]:
+        part, how = reasonrank.extract(reasonrank.full_text(answer.content, answer.reasoning))
+        if part is None:
+            raise reasonrank.Unusable("missing_answer")
+        order, counts = parse_permutation(part, n)
+        if counts["unreadable"]:
+            raise reasonrank.Unusable("unreadable")
+        if not counts["named"]:
+            raise reasonrank.Unusable("no_passage")
+        return order, counts, how
+
+    return parse
+
+
+def reasoning_listwise(client, queries: dict[str, str], tops: dict[str, list[str]], texts: dict[str, str], *,
+                       mode: str, window: int, step: int, reasks: int, count_tokens=None,
+                       **sampling) -> tuple[dict[str, list[str]], dict, Usage, list[dict]]:
+    """ReasonRank's sliding window over each query's top documents (``tops``, first-stage order; ``texts``: each
+    document as ``reasonrank.passage_content`` gives it). Each round asks the next window of every query; an answer
+    without a readable ranking is asked again ``reasks`` times (a new attempt each, cached apart), then leaves its
+    window as it was, counted. ``count_tokens``: the served model's token count of a text (the reasoning's
+    length), or None. Returns the new order of each top, the counts, the usage of every attempt and one record per
+    window: {query, window (its number in the query's asking order), start, end, attempts, found (``pattern``,
+    ``answer_tag``, or why it is unusable), finish_reason, prompt_tokens, completion_tokens, reasoning_tokens} of
+    the answer used."""
+    orders = {q: list(docs) for q, docs in tops.items()}
+    plans = {q: reasonrank.windows(len(docs), window, step) for q, docs in orders.items()}
+    counts = {"windows": 0, "unusable_windows": 0, "truncated_answers": 0, "reasked_windows": 0, "repeated": 0,
+              "out_of_range": 0, "missing": 0, "found_by": {"pattern": 0, "answer_tag": 0},
+              "unusable_by": {"missing_answer": 0, "no_passage": 0, "unreadable": 0}}
+    usage, records = Usage(), []
+    for r in range(max((len(p) for p in plans.values()), default=0)):
+        asked = {f"{q} (window {r + 1} of {len(plans[q])})": (q, *plans[q][r]) for q in sorted(orders)
+                 if r < len(plans[q])}
+        for n in sorted({e - s for _, s, e in asked.values()}, reverse=True):  # one parser per window size
+            group = {rid: w for rid, w in asked.items() if w[2] - w[1] == n}
+            messages = {rid: reasonrank.messages(mode, queries[q], [texts[d] for d in orders[q][s:e]])
+                        for rid, (q, s, e) in group.items()}
+            parse = reasoning_parser(n)
+            parsed, used, _ = ask_parsed(client, messages, parse, retries=reasks, **sampling)
+            usage = usage + used
+            for rid, (q, s, e) in group.items():
+                got = parsed[rid]
+                answer = got.answer
+                if got.value is None:
+                    try:
+                        parse(answer)
+                    except reasonrank.Unusable as exc:
+                        found = exc.kind
+                    counts["unusable_windows"] += 1
+                    counts["unusable_by"][found] += 1
+                else:
+                    perm, c, found = got.value
+                    cut = orders[q][s:e]
+                    orders[q][s:e] = [cut[i] for i in perm]
+                    counts["found_by"][found] += 1
+                    for key in ("repeated", "out_of_range", "missing"):
+                        counts[key] += c[key]
+                counts["windows"] += 1
+                counts["truncated_answers"] += answer.finish_reason == "length"
+                counts["reasked_windows"] += got.attempts > 1
+                text = reasonrank.full_text(answer.content, answer.reasoning)
+                records.append({"query": q, "window": r + 1, "start": s, "end": e, "attempts": got.attempts,
+                                "found": found, "finish_reason": answer.finish_reason,
+                                "prompt_tokens": int(answer.usage.get("prompt_tokens", 0)),
+                                "completion_tokens": int(answer.usage.get("completion_tokens", 0)),
+                                "reasoning_tokens": count_tokens(reasonrank.reasoning_part(text))
+                                if count_tokens else None})
+    return orders, counts, usage, records

@@ -59,10 +59,12 @@ def _write_rescored(path, orders: dict[str, list[str]], raw: dict[str, dict[str,
 
 
 def llm_rerank_run(sm) -> None:
-    """RankGPT's listwise sliding window or pointwise yes/no judgments by an LLM (``r2med_eval.llm_rerank``), through
-    the one LLM client and its cache. On a MIMIC-derived benchmark the prompts quote the notes: the cache and a
-    started server's output lie owner-only under resources/, and the server must be a loopback one or declared in
-    ``phi_servers`` (read from the workflow's configuration: a declaration changes no output)."""
+    """A listwise sliding window (RankGPT's prompt, or ReasonRank's reasoning prompt) or pointwise yes/no judgments
+    by an LLM (``r2med_eval.llm_rerank``), through the one LLM client and its cache. On a MIMIC-derived benchmark the
+    prompts quote the notes: the cache and a started server's output lie owner-only under resources/, and the server
+    must be a loopback one or declared in ``phi_servers`` (read from the workflow's configuration: a declaration
+    changes no output). A ReasonRank mode cuts passages with the served model's tokenizer and writes the tokens of
+    every window beside the job's benchmark file (``paths.benchmark_side_file``)."""
     from pathlib import Path
 
     from .. import io
@@ -73,7 +75,7 @@ def llm_rerank_run(sm) -> None:
     from ..llm.policy import ServerPolicy
     from ..llm.requests import sampling_params
     from ..llm.server import serving
-    from ..rerank import listwise, llm_rerank, pointwise
+    from ..rerank import listwise, llm_rerank, pointwise, reasonrank
     from ..rerank import merge as rerank_merge
     from ..scoring import runs
     from ..workflow import paths
@@ -89,8 +91,15 @@ def llm_rerank_run(sm) -> None:
     queries = datasets.read_queries(sm.input.queries)
     corpus = datasets.read_corpus(sm.input.corpus)
     tops = {q: [d for d, _ in runs.ranked(run[q])[:depth]] for q in sorted(run)}
-    content = listwise.rankgpt_content if spec["passage_format"] == "rankgpt" else datasets.doc_contents
-    texts = {d: content(corpus[d]) for docs in tops.values() for d in docs}
+    mode, count_tokens = llm_rerank.prompt_mode(spec), None
+    if mode in reasonrank.MODES:
+        tokenizer = reasonrank.load_tokenizer(spec["tokenizer"], job["reranker"])
+        count_tokens = reasonrank.count_tokens(tokenizer)
+        texts = {d: reasonrank.passage_content(corpus[d], tokenizer, spec["passage_tokens"])
+                 for d in sorted({d for docs in tops.values() for d in docs})}
+    else:
+        content = listwise.rankgpt_content if spec["passage_format"] == "rankgpt" else datasets.doc_contents
+        texts = {d: content(corpus[d]) for docs in tops.values() for d in docs}
     policy = server_log = None
     if private:
         cache = paths.fill(paths.PRIVATE_RERANK_CACHE, **w)
@@ -105,16 +114,27 @@ def llm_rerank_run(sm) -> None:
     template = pointwise.read_template(sm.input.prompt) if spec["type"] == "llm_pointwise" else None
     with serving(settings, server_log):
         client = Client(settings, cache, private=private, policy=policy)
-        orders, raw, how, usage = llm_rerank.rerank(spec, client, queries, tops, texts, reasoning=reasoning,
-                                                    template=template)
+        orders, raw, how, usage, windows = llm_rerank.rerank(spec, client, queries, tops, texts,
+                                                             reasoning=reasoning, template=template,
+                                                             count_tokens=count_tokens)
     if private and Path(cache).exists():
         protect_up_to(cache, paths.fill(paths.PRIVATE, benchmark=w["benchmark"], task=w["task"]))
     log.info("%s; requests %d, from the cache %d; tokens %d prompt, %d completion; cost %.6f",
              how.get("scoring", "permutations"), usage.requested, usage.cached, usage.prompt_tokens,
              usage.completion_tokens, usage.cost)
+    if mode in reasonrank.MODES:
+        how["tokens"] = _log_tokens(windows, paths.fill(paths.benchmark_side_file("llm_rerank_run", "tokens"), **w))
     bad, answers = llm_rerank.unusable(spec, how)
     share = bad / answers if answers else 0.0
-    what = "answers named neither answer word" if spec["type"] == "llm_pointwise" else "answers named no passage"
+    if spec["type"] == "llm_pointwise":
+        what = "answers named neither answer word"
+    elif mode == "rankgpt":
+        what = "answers named no passage"
+    else:
+        what = (f"windows had no readable ranking after {spec['reasks']} re-asks (no <answer>: "
+                f"{how['parsing']['unusable_by']['missing_answer']}, no passage named: "
+                f"{how['parsing']['unusable_by']['no_passage']}, an unreadable digit: "
+                f"{how['parsing']['unusable_by']['unreadable']})")
     if share > spec["max_unusable"]:
         raise InputError(f"reranker {job['reranker']} over {job['run']}: {bad} of {answers} {what} ({share:.1%}, "
                          f"above max_unusable {spec['max_unusable']:.1%}); the reranked run would be the first-stage "
@@ -132,7 +152,28 @@ def llm_rerank_run(sm) -> None:
         "kind": "rerank", "input_run": job["run"], "reranker": job["reranker"], "depth": depth,
         "reranker_type": spec["type"], "truncate": spec["truncate"], "pairs": sum(len(o) for o in orders.values()),
         "llm": spec["llm"], "model": settings["model"], "sampling": {**sampling_params(settings), **sampling},
-        "reasoning": reasoning, "passage_words": spec["passage_words"],
-        "passage_format": spec["passage_format"], **how, "unusable_answers": bad,
+        "reasoning": reasoning, **{k: spec[k] for k in ("passage_words", "passage_format") if k in spec},
+        **how, "unusable_answers": bad,
         "unusable_share": round(share, 6), "answers_judged": answers, **usage.as_dict(),
         **({"note": note} if note else {})})
+
+
+def _log_tokens(windows: list[dict], path) -> dict:
+    """A ReasonRank reranking's tokens: every window's row to ``path`` (beside the job's benchmark file), a summary
+    per window and per query to the log; returns the summary (for the lineage)."""
+    from .. import io
+    from ..rerank import reasonrank
+
+    io.write_text(path, reasonrank.records_tsv(windows))
+    summary = reasonrank.token_summary(windows)
+    for key in ("reasoning_tokens", "completion_tokens"):
+        if key in summary:
+            for scope in ("per_window", "per_query"):
+                s = summary[key][scope]
+                log.info("%s %s: %d, total %d, mean %s, median %s, 95th percentile %s, max %s", key.replace("_", " "),
+                         scope.replace("_", " "), s["count"], s["total"], s["mean"], s["median"], s["p95"], s["max"])
+    if summary["windows_cut_at_max_tokens"]:
+        log.warning("%d of %d windows were cut at max_tokens (their reasoning ran past the budget)",
+                    summary["windows_cut_at_max_tokens"], summary["windows"])
+    log.info("tokens of every window: %s", path)
+    return summary

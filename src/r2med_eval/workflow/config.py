@@ -212,6 +212,11 @@ def _check_derived(cfg: dict, config_file: str) -> None:
                               "with generate (the server, model and sampling to ask).", path=config_file,
                               fix=f"add llms: {{{model['llm']}: {{generate: {{model: <served name>}}}}}}.")
     for name, model in cfg["models"].items():
+        if model["type"] == "llm_listwise" and model["prompt_mode"] != "rankgpt" and "tokenizer" not in model:
+            raise ConfigError(f"models.{name}: prompt_mode {model['prompt_mode']} cuts passages in tokens of the "
+                              "served model's tokenizer, and the entry names none.", path=config_file,
+                              fix=f"add models.{name}.tokenizer: {{hf: <the served model's Hub repo>, revision: "
+                                  "<commit>}} (or {path: <a local copy>}).")
         words = [w.lower() for w in model.get("answers") or ()] if model["type"] == "llm_pointwise" else []
         if words and words[0] == words[1]:
             raise ConfigError(f"models.{name}.answers names the same word twice ({', '.join(model['answers'])}): "
@@ -489,11 +494,18 @@ def check_mteb_models(cfg: dict, config_file: str = "config.yaml") -> None:
 
 
 def _check_prompts(cfg: dict, config_file: str, base: Path) -> None:
-    """The prompt template of every selected pointwise LLM reranker is readable and has its placeholders."""
+    """The prompt template of every selected pointwise LLM reranker is readable and has its placeholders; the
+    tokenizer folder of a selected listwise one in a ReasonRank mode exists."""
     from ..errors import InputError
 
     reg = registry.Registry(cfg)
     for name in dict.fromkeys(j["reranker"] for j in reg.rerank_jobs.values()):
+        folder = (reg.models[name].get("tokenizer") or {}).get("path")
+        if folder is not None and not _exists(folder, base, "dir"):
+            raise ConfigError(f"models.{name}.tokenizer.path: folder {shown(folder)} does not exist.",
+                              path=config_file, fix="point it at a folder holding the served model's tokenizer "
+                                                    "(tokenizer.json, tokenizer_config.json), or use tokenizer: "
+                                                    "{hf: <repo>, revision: <commit>}.")
         prompt = reg.models[name].get("prompt")
         if prompt is None:
             continue

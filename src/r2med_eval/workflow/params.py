@@ -55,12 +55,18 @@ MODEL_KEYS = {
                   "dtype": "rerank_run", "device": "rerank_run", "trust_remote_code": "rerank_run",
                   "truncate": "rerank_run"},
 }
+# The keys of a listwise entry in one of ReasonRank's prompt modes only, and those of the RankGPT mode only: the params
+# of an entry hold its mode's keys alone (a RankGPT entry's params are what they were before ReasonRank's modes).
+REASONRANK_KEYS = ("prompt_mode", "tokenizer", "passage_tokens", "reasoning_tokens", "reasks")
+RANKGPT_KEYS = ("passage_words", "passage_format")
 _LLM_RERANK = {"type": "llm_rerank_run", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
                "llm": "llm_rerank_run (and its llms entry)",
                **{k: "llm_rerank_run" for k in ("passage_words", "passage_format", "temperature", "max_tokens",
                                                 "truncate", "max_unusable")}}
 MODEL_KEYS.update({
-    "llm_listwise": {**_LLM_RERANK, "window": "llm_rerank_run", "step": "llm_rerank_run"},
+    "llm_listwise": {**_LLM_RERANK, "window": "llm_rerank_run", "step": "llm_rerank_run",
+                     **{k: "llm_rerank_run" for k in REASONRANK_KEYS if k != "tokenizer"},
+                     "tokenizer": "prefetch_model llm_rerank_run"},
     "llm_pointwise": {**_LLM_RERANK, "prompt": "llm_rerank_run (the template's sha256; the file is the rule's input)",
                       **{k: "llm_rerank_run" for k in ("answers", "system_prompt", "logprobs", "top_logprobs",
                                                        "reasks")}},
@@ -311,6 +317,9 @@ class Params:
         if spec["type"] == "llm_pointwise":
             rspec.pop("prompt", None)
             rspec["prompt_sha256"] = self.prompt_sha256(job["reranker"])
+        elif spec["type"] == "llm_listwise":
+            drop = REASONRANK_KEYS if spec["prompt_mode"] == "rankgpt" else RANKGPT_KEYS
+            rspec = {k: v for k, v in rspec.items() if k not in drop}
         return {"run": job["run"], "reranker": job["reranker"], "depth": job["depth"], "reranker_spec": rspec,
                 "reasoning": self.reg.reasoning(spec["llm"]), "generate": self.llm_settings(spec["llm"]),
                 "private": self.private(wildcards.benchmark)}

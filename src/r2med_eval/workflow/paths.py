@@ -184,6 +184,13 @@ def private_log_file(rule: str, name: str) -> str:
     return f"resources/logs/{rule}/{JOB_KEYS[rule]}.{name}.log"
 
 
+def benchmark_side_file(rule: str, name: str) -> str:
+    """What a job measures itself, beside Snakemake's benchmark file (whose columns are Snakemake's own):
+    ``benchmarks/<rule>/<key>.<name>.tsv`` (``tokens``: a ReasonRank reranker's tokens per window); the provenance
+    reads it with the benchmark file."""
+    return f"benchmarks/{rule}/{JOB_KEYS[rule]}.{name}.tsv"
+
+
 def fill(pattern: str, **wildcards) -> str:
     return pattern.format(**wildcards)
 

@@ -307,16 +307,16 @@ class Resources:
         return int(self._vllm(self._rerank_llm(wildcards)).get("gpus", 0))
 
     def llm_rerank_runtime(self, wildcards, input, attempt) -> int:
-        from ..rerank.listwise import rankgpt_windows
+        from ..rerank.listwise import windows_for
 
         job = self.reg.derived[wildcards.model]
         spec = self.models[job["reranker"]]
         depth = int(job["depth"])
-        per_query = depth if spec["type"] == "llm_pointwise" else len(rankgpt_windows(depth, spec["window"],
-                                                                                      spec["step"]))
+        per_query = depth if spec["type"] == "llm_pointwise" else len(windows_for(spec, depth))
         llm = self._rerank_llm(wildcards)
+        reasoning = self.reg.reasoning(llm) != "none" or spec.get("prompt_mode", "rankgpt") != "rankgpt"
         return llm_rerank_minutes(per_query * count_lines(input.queries), self.reg.llm(llm)["generate"]["concurrency"],
-                                  self.reg.reasoning(llm) != "none", self._vllm(llm).get("startup_seconds", 0), attempt)
+                                  reasoning, self._vllm(llm).get("startup_seconds", 0), attempt)
 
     # parsing, gathering, scoring, fusion
     def light_mem_mb(self, wildcards, input, attempt) -> int:
