@@ -643,3 +643,39 @@ def test_their_rerank_batch_as_is_on_the_demo(official, tok):
                                                 step=10, reasks=1)
     assert ours == theirs == theirs_on_the_demo(tok, lambda ps: answer("".join(
         f"[{i}] {p}\n" for i, p in enumerate(ps, 1))))
+
+
+# ------------------------------------------------------------------ end to end: Snakemake on the demo
+
+@pytest.mark.slow
+def test_snakemake_reranks_an_imported_first_stage_on_the_demo(fake, tmp_path, tok, tok_dir):
+    """The demo through Snakemake: a first stage imported as a type: run model (as ReasonRank's published runs are),
+    reranked at depth 100 by a ReasonRank entry asking the loopback server: the run equals ReasonRank's, the tokens
+    of every window lie beside the job's benchmark file."""
+    from conftest import snakemake, workflow_dir
+
+    fake.script = server_answer
+    cfg = {"benchmarks": {"demo": {"layout": "r2med", "tasks": {"demo": {"path": str(DEMO)}}}},
+           "benchmarks_to_run": ["demo"],
+           "llms": reasonrank_config(tmp_path, tok_dir)["llms"],
+           "models": {"first": {"type": "run", "path": "first/{benchmark}/{task}.trec",
+                                "description": "a first stage written elsewhere"},
+                      "rr": reasonrank_config(tmp_path, tok_dir)["models"]["rr"]},
+           "rerank": [{"run": "first", "reranker": "rr", "depths": [100]}], "query_variants": [],
+           "report": {"baseline": "first"}}
+    work = workflow_dir(tmp_path, yaml.safe_dump(cfg))
+    runs.write_run({q: {d: float(100 - i) for i, d in enumerate(docs)} for q, docs in demo_tops().items()},
+                   work / "first" / "demo" / "demo.trec", "first")
+    target = "results/runs/demo/demo/first--rr@100.trec"
+    snakemake(work, "--cores", "1", target)
+    expected = theirs_on_the_demo(tok, lambda ps: server_answer({"messages": [{}, {"content": "".join(
+        f"[{i}] {p}\n" for i, p in enumerate(ps, 1))}]}))
+    assert read_order(work / target) == expected
+    assert (work / "benchmarks/llm_rerank_run/demo/demo/first--rr@100.tsv").is_file()
+    tokens = (work / "benchmarks/llm_rerank_run/demo/demo/first--rr@100.tokens.tsv").read_text().splitlines()
+    assert len(tokens) == 1 + len(fake.requests) == 1 + sum(len(reasonrank.windows(len(t), 20, 10))
+                                                            for t in demo_tops().values())
+    lineage = json.loads((work / "results/runs/demo/demo/first--rr@100.lineage.json").read_text())
+    assert lineage["input_run"] == "first" and lineage["prompt_mode"] == "rank_GPT_reasoning"
+    log = (work / "logs/llm_rerank_run/demo/demo/first--rr@100.log").read_text()
+    assert "reasoning tokens per window" in log and "reasoning tokens per query" in log
