@@ -13,7 +13,8 @@ import re
 
 from ftfy import fix_text
 
-SYSTEM_PROMPT = "You are RankLLM, an intelligent assistant that can rank passages based on their relevance to the query."
+SYSTEM_PROMPT = ("You are RankLLM, an intelligent assistant that can rank passages based on their relevance to the "
+                 "query.")
 SYSTEM_PROMPT_REASONING = (
     "You are RankLLM, an intelligent assistant that can rank passages based on their relevance to the query. Given a "
     "query and a passage list, you first thinks about the reasoning process in the mind and then provides the answer "

@@ -139,6 +139,19 @@ def test_prefetch_downloads_the_snapshot_and_writes_its_manifest(mirror, tmp_pat
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no temporary left
 
 
+def test_a_tokenizer_side_fetches_the_tokenizer_files_only(mirror, tmp_path, monkeypatch):
+    """An LLM reranker's ``tokenizer`` (ReasonRank's modes) reads the served model's tokenizer, never its weights."""
+    monkeypatch.setitem(FILES, "model-00001-of-00002.safetensors", b"\0" * 64)
+    out = tmp_path / "resources" / "models" / "rr.json"
+    manifest = hfmodels.prefetch("rr", {"tokenizer": {"hf": REPO_ID, "revision": "main"}}, out)
+    assert [f["path"] for f in manifest["snapshots"]["tokenizer"]["files"]] == ["1_Pooling/config.json", "config.json",
+                                                                                "tokenizer.json"]
+    assert not (_snapshot_dir(mirror.env) / "model-00001-of-00002.safetensors").exists()
+    assert hfmodels.hub_sources({"type": "llm_listwise", "tokenizer": {"hf": REPO_ID, "revision": "main"}}) == {
+        "tokenizer": {"hf": REPO_ID, "revision": "main"}}
+    assert hfmodels.hub_sources({"type": "llm_listwise", "tokenizer": {"path": "/local/copy"}}) == {}
+
+
 @pytest.mark.parametrize("case", ["unknown revision", "unknown repo", "server down", "offline, nothing cached"])
 def test_prefetch_failures_are_one_clear_message(mirror, tmp_path, monkeypatch, case):
     repo, revision = REPO_ID, "main"

@@ -6,7 +6,7 @@ against ReasonRank's own code:
   template, the same final prompt string, on passages built to move ftfy, the token cut and the [n] rewrite;
 * answers: ReasonRank's ``pattern`` and ranking parse and ours give the same permutation on designed answers
   (brackets in the reasoning, a missing </think>, repeats, omissions, ...), and the same windows;
-* the sliding window: 200 random cases (lists shorter and longer than the window) give the same rankings;
+* the sliding window: 150 random cases (lists shorter and longer than the window) give the same rankings;
 * the stage on the demo against a loopback server answering in ReasonRank's format: the reranked run equals the
   permutation applied window by window as ReasonRank's code applies it; answers without <answer> are re-asked, then
   counted, and above max_unusable stop the job with one message and no run;
@@ -32,7 +32,7 @@ from llm_fake_server import FakeLLM
 
 from r2med_eval.errors import ConfigError, InputError
 from r2med_eval.llm.requests import Answer, Request, Usage
-from r2med_eval.rerank import listwise, llm_rerank, reasonrank
+from r2med_eval.rerank import listwise, reasonrank
 from r2med_eval.scoring import runs
 from r2med_eval.stages import rerank as rerank_stage
 from r2med_eval.workflow import config, paths
@@ -206,7 +206,7 @@ def passage_lines(text: str) -> list[str]:
 
 
 def test_windows_are_reasonranks():
-    for n in range(0, 130):
+    for n in [*range(0, 46), 59, 60, 99, 100, 101, 129]:
         for window, step in ((20, 10), (20, 20), (5, 2), (3, 7), (2, 1)):
             asked = []
 
@@ -291,20 +291,20 @@ class StubClient:
         return out, Usage(requested=len(requests))
 
 
-def test_reasoning_listwise_equals_reasonrank_on_200_random_cases(tok):
+def test_reasoning_listwise_equals_reasonrank_on_150_random_cases(tok):
     rng = random.Random(46)
     words = ["insulin", "fever", "renal", "lactic", "acid", "biopsy", "dose", "12", "mg", "[3]", "caf\u00e9"]
     compared = windows = 0
-    for case in range(200):
-        window, step = rng.choice([(20, 10), (20, 10), (5, 2), (4, 4), (6, 1), (3, 5)])
+    for case in range(150):
+        window, step = rng.choice([(20, 10), (20, 10), (5, 2), (4, 4), (6, 3), (3, 5)])
         mode = rng.choice(MODES)
         queries = {f"q{case}-{j}": f"query {case} {j} about [1] renal dose?" for j in range(rng.randint(1, 3))}
         tops, texts, requests = {}, {}, []
         for q in queries:
-            n = rng.choice([0, 1, 2, 7, 19, 20, 21, 25, 37, 60, 100, 100, 130])
+            n = rng.choice([0, 1, 2, 7, 19, 20, 21, 25, 37, 60, 100, 130])
             docs = [f"{q}-d{i}" for i in range(n)]
             for d in docs:
-                texts[d] = f"{d} " + " ".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
+                texts[d] = f"{d} " + " ".join(rng.choice(words) for _ in range(rng.randint(0, 12)))
             tops[q] = docs[:100]
             requests.append({"query": {"qid": q, "text": queries[q]},
                              "candidates": [{"docid": d, "score": float(n - i), "doc": {"text": texts[d]}}
@@ -323,7 +323,7 @@ def test_reasoning_listwise_equals_reasonrank_on_200_random_cases(tok):
         assert counts["windows"] == len(records) == sum(len(reasonrank.windows(len(t), window, step))
                                                         for t in tops.values())
         windows += counts["windows"]
-    assert compared >= 300 and windows >= 1500
+    assert compared >= 250 and windows >= 1500
     print(f"{compared} rankings over {windows} windows equal ReasonRank's")
 
 
@@ -554,8 +554,9 @@ def official():
     sys.modules.update(stubs)
     sys.path.insert(0, str(src))
     try:
-        import data
         from rerank import rank_listwise_os_llm, rankllm, reranker
+
+        import data
 
         yield SimpleNamespace(data=data, os_llm=rank_listwise_os_llm, rankllm=rankllm, reranker=reranker,
                               prompt_info=tomllib.loads((src / "listwise_prompt_r1.toml").read_text()))
