@@ -430,6 +430,14 @@ def test_demo_run_equals_reasonranks_window_by_window(fake, tmp_path, tok, tok_d
         reasonrank.reasoning_part(server_answer(body)), add_special_tokens=False)) for body in fake.requests)
     per_query = info["tokens"]["reasoning_tokens"]["per_query"]
     assert per_query["count"] == 26 and per_query["total"] == info["tokens"]["reasoning_tokens"]["per_window"]["total"]
+    # the provenance reads them with Snakemake's benchmark file of the job
+    from r2med_eval.report import provenance
+
+    bench = side.with_name("bm25--rr@100.tsv")
+    bench.write_text("s\th:m:s\tmax_rss\tcpu_time\n3.5\t0:00:03\t120.0\t2.0\n")
+    assert provenance.read_benchmark(bench)["tokens"] == {
+        "windows": windows, "prompt_tokens": info["tokens"]["prompt_tokens"]["per_window"]["total"],
+        "completion_tokens": 2 * windows, "reasoning_tokens": per_query["total"]}
     rerank_stage.llm_rerank_run(sm)  # a rerun asks nothing
     assert len(fake.requests) == windows
 

@@ -5,7 +5,8 @@ of every run and model it is built from, and its task's entry; stable JSON: sort
 the dataset (source revision where the task or benchmark entry has ``source: {hf, revision}``, and the
 sha256 of the raw files from ``stats.json``), each model's source and revision (or its package's version
 and the sha256 of its weight files), the sha256 of the run and metrics files, and the wall time and
-peak memory of every job of its branch from Snakemake's ``benchmark:`` files. Once per file: package
+peak memory of every job of its branch from Snakemake's ``benchmark:`` files (and the tokens of a ReasonRank
+reranker's windows, recorded beside its benchmark file). Once per file: package
 versions, git commit (and whether the tree had uncommitted changes), platform, CPU and GPU.
 
 The benchmark files are read, not declared as inputs: every job of a run's branch is upstream of its
@@ -41,7 +42,8 @@ def stable_hash(obj) -> str:
 
 
 def read_benchmark(path) -> dict | None:
-    """Wall time (s) and peak memory (max_rss, MB) of a Snakemake benchmark file; None when absent."""
+    """Wall time (s) and peak memory (max_rss, MB) of a Snakemake benchmark file, and the tokens a job recorded
+    beside it (``read_tokens``); None when absent."""
     path = Path(path)
     if not path.is_file():
         return None
@@ -57,7 +59,25 @@ def read_benchmark(path) -> dict | None:
         except (KeyError, TypeError, ValueError):
             return None
 
-    return {"wall_s": num("s"), "max_rss_mb": num("max_rss"), "cpu_time_s": num("cpu_time")}
+    out = {"wall_s": num("s"), "max_rss_mb": num("max_rss"), "cpu_time_s": num("cpu_time")}
+    tokens = read_tokens(path.with_name(path.stem + ".tokens.tsv"))
+    return {**out, "tokens": tokens} if tokens else out
+
+
+def read_tokens(path) -> dict | None:
+    """What a job measured itself beside its benchmark file (``paths.benchmark_side_file``: a ReasonRank reranker's
+    tokens, one row per window): the windows and the total of each ``*_tokens`` column (a column with an empty cell
+    is left out); None when absent."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    out: dict = {"windows": len(rows)}
+    for key in (rows[0] if rows else {}):
+        if key.endswith("_tokens") and all(r[key] not in ("", None) for r in rows):
+            out[key] = sum(int(r[key]) for r in rows)
+    return out
 
 
 def weight_files(folder) -> list[Path]:
