@@ -95,6 +95,22 @@ def no_network(monkeypatch):
     return attempts
 
 
+LLM_KEY = "sk-test-llm-rerank-77"
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    """A loopback OpenAI-compatible server (tests/llm_fake_server.py) named by T_RR_URL and T_RR_KEY (``LLM_KEY``),
+    the test running in ``tmp_path``: the LLM rerankers' tests."""
+    from llm_fake_server import FakeLLM
+
+    monkeypatch.chdir(tmp_path)
+    with FakeLLM() as server:
+        monkeypatch.setenv("T_RR_URL", server.url)
+        monkeypatch.setenv("T_RR_KEY", LLM_KEY)
+        yield server
+
+
 @pytest.fixture
 def demo_path() -> Path:
     return REPO / "data" / "demo"

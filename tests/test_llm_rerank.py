@@ -28,8 +28,7 @@ from types import SimpleNamespace
 import pytest
 import rankgpt_ref as ref
 import yaml
-from conftest import REPO, write_jsonl
-from llm_fake_server import FakeLLM
+from conftest import LLM_KEY, REPO, write_jsonl
 
 from r2med_eval.errors import ConfigError, InputError, LLMError
 from r2med_eval.llm.requests import Answer, Request, Usage
@@ -39,7 +38,7 @@ from r2med_eval.stages import rerank as rerank_stage
 from r2med_eval.workflow import config, paths
 from r2med_eval.workflow.control import Workflow
 
-KEY = "sk-test-llm-rerank-77"
+KEY = LLM_KEY  # the fixture `fake` (conftest) serves under this key
 
 # ------------------------------------------------------------------ RankGPT fidelity
 
@@ -299,15 +298,6 @@ def stage_sm(tmp_path: Path, raw: dict, depth: int, queries=("q1", "q2")) -> Sim
     return SimpleNamespace(input=SimpleNamespace(**inputs), params=SimpleNamespace(spec=spec), wildcards=wc,
                            output=SimpleNamespace(run=f"{out}.trec", scores=f"{out}.rescored.tsv",
                                                   info=f"{out}.lineage.json"), config=w.cfg)
-
-
-@pytest.fixture
-def fake(monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)
-    with FakeLLM() as server:
-        monkeypatch.setenv("T_RR_URL", server.url)
-        monkeypatch.setenv("T_RR_KEY", KEY)
-        yield server
 
 
 def read_order(path) -> dict[str, list[str]]:

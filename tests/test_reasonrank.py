@@ -28,7 +28,7 @@ import pytest
 import reasonrank_ref as ref
 import yaml
 from conftest import REPO, write_jsonl
-from llm_fake_server import FakeLLM
+from test_llm_rerank import read_order
 
 from r2med_eval.errors import ConfigError, InputError
 from r2med_eval.llm.requests import Answer, Request, Usage
@@ -38,7 +38,6 @@ from r2med_eval.stages import rerank as rerank_stage
 from r2med_eval.workflow import config, paths
 from r2med_eval.workflow.control import Workflow
 
-KEY = "sk-test-reasonrank-46"
 MODES = ("rank_GPT_reasoning", "rank_GPT_qwen3")
 DEMO = REPO / "data" / "demo"
 QWEN25_TEMPLATE = (REPO / "tests" / "data" / "qwen2.5_chat_template.jinja").read_text()
@@ -372,19 +371,6 @@ def demo_sm(tmp_path: Path, raw: dict, depth: int = 100) -> SimpleNamespace:
                            params=SimpleNamespace(spec=w.params.of("llm_rerank_run")(wc)), wildcards=wc,
                            output=SimpleNamespace(run=f"{out}.trec", scores=f"{out}.rescored.tsv",
                                                   info=f"{out}.lineage.json"), config=w.cfg)
-
-
-@pytest.fixture
-def fake(monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)
-    with FakeLLM() as server:
-        monkeypatch.setenv("T_RR_URL", server.url)
-        monkeypatch.setenv("T_RR_KEY", KEY)
-        yield server
-
-
-def read_order(path) -> dict[str, list[str]]:
-    return {q: [d for d, _ in runs.ranked(docs)] for q, docs in runs.read_run(path).items()}
 
 
 def theirs_on_the_demo(tok, answer, mode="rank_GPT_reasoning") -> dict[str, list[str]]:
