@@ -430,7 +430,8 @@ def test_two_experts_each_against_the_judge_and_against_each_other(completed, tm
     pairs = sorted(k for k, v in labels.items() if v != judge.MALFORMED)[:40]
     flip = {"irrelevant": "synonym"}
     a = {k: (flip.get(labels[k], "irrelevant") if i % 7 == 0 else labels[k]) for i, k in enumerate(pairs)}
-    a[("disease-0", "999_0")] = "string"  # a chunk the judge never saw
+    unseen = next(c for c in completed.prepared["chunks"] if ("disease-0", c) not in labels)
+    a[("disease-0", unseen)] = "string"  # a chunk the judge never saw
     b = {k: (flip.get(labels[k], "irrelevant") if i % 5 == 0 else labels[k]) for i, k in enumerate(pairs[10:])}
     files = [_write_labels(tmp_path / "expert_a.tsv", a), _write_labels(tmp_path / "expert_b.tsv", b)]
     monkeypatch.chdir(work)
@@ -467,7 +468,7 @@ def test_two_experts_each_against_the_judge_and_against_each_other(completed, tm
     bad = tmp_path / "bad.tsv"
     bad.write_text("disease-0\t1_0\tmaybe\n")
     w = fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1, human_labels=str(bad))
-    with pytest.raises(InputError, match="label 'maybe'"):
+    with pytest.raises(InputError, match=r"bad.tsv, line 1: the label 'may'\u2026 \(5 characters\) is not a match "):
         fx.run_stage(w, "cliniq_completion_estimate")
     from r2med_eval.errors import ConfigError
 
@@ -476,6 +477,107 @@ def test_two_experts_each_against_the_judge_and_against_each_other(completed, tm
         fx.workflow(human_labels=[files[0], _write_labels(tmp_path / "x" / "expert_a.tsv", a)])
     fx.run_stage(fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1), "cliniq_completion_estimate")
     assert [r["kind"] for r in csv.DictReader(open(OUT / "agreement.csv"))] == []
+
+
+def _failing_job(w, rule: str, capfd, monkeypatch) -> str:
+    """``smk.run`` of a completion stage as Snakemake runs it on a CliniQ benchmark (its full log owner-only under
+    resources/job_logs/); the job must fail. Returns what reached the terminal (file descriptors 1 and 2)."""
+    from r2med_eval import smk
+
+    log_path = Path(paths.log_file(rule).replace("{benchmark}", fx.BENCH))
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    wildcards = SimpleNamespace(benchmark=fx.BENCH)
+    job = SimpleNamespace(input=SimpleNamespace(**getattr(w.inputs, rule)(wildcards)), output=fx.outputs(rule),
+                          params=SimpleNamespace(spec=w.params.of(rule)(wildcards)), wildcards=wildcards, rule=rule,
+                          log=[str(log_path)],
+                          config={"phi_servers": [], "benchmarks": {fx.BENCH: {"layout": "cliniq"}}})
+    monkeypatch.setattr(sys, "stdout", sys.stdout)  # smk.run leaves them on the job's log: restored after the test
+    monkeypatch.setattr(sys, "stderr", sys.stderr)
+    capfd.readouterr()
+    from r2med_eval.stages import score
+
+    with pytest.raises(SystemExit):
+        smk.run(job, getattr(score, rule))
+    out = capfd.readouterr()
+    return out.out + out.err
+
+
+NOTE = "Pt adm w/ {word} noted, seen by Dr Quill"  # note text, with the planted word
+# an expert's file with note text in one field (the second and third lines: expert_a and expert_b), and what the
+# one line says; each value is a function of (a valid pair, the note text)
+PLANTED_FIELDS = {
+    "query": (lambda q, c, note: f"{note}\t{c}\tstring", r"the query id 'Pt '\u2026 \(\d+ characters\) is not one of "
+              r"the completed queries"),
+    "chunk": (lambda q, c, note: f"{q}\t{note}\tstring", r"the chunk id 'Pt '\u2026 \(\d+ characters\) is not a chunk "
+              r"of the benchmark's corpus"),
+    "label": (lambda q, c, note: f"{q}\t{c}\t{note}", r"the label 'Pt '\u2026 \(\d+ characters\) is not a match type"),
+    "fourth column": (lambda q, c, note: f"{q}\t{c}\tstring\t{note}", r"expected 3 tab-separated columns"),
+    "header": (lambda q, c, note: f"query_id\tchunk_id\t{note}", r"the label 'Pt '\u2026"),
+}
+
+
+@pytest.mark.parametrize("field", list(PLANTED_FIELDS))
+def test_note_text_in_any_field_of_two_experts_files_reaches_no_message(field, completed, tmp_path, monkeypatch,
+                                                                      capfd):
+    """Issue 47: note text planted in one field of both experts' files stops the estimate job with one
+    ``r2med-eval:`` line naming the file, the line and the fix, first for expert_a, then (expert_a mended) for
+    expert_b; the planted word is in no terminal output and in no file of the work directory outside resources/."""
+    from confidentiality import PLANTED, files_holding
+
+    labels = _labels(completed.work)
+    pairs = sorted(k for k, v in labels.items() if v != judge.MALFORMED)[:3]
+    make, expected = PLANTED_FIELDS[field]
+    note = NOTE.format(word=PLANTED)
+
+    def expert(name, bad_line):
+        lines = [f"{q}\t{c}\t{labels[(q, c)]}" for q, c in pairs]
+        if bad_line is not None:  # the header is a line of its own, the others replace a pair's line
+            lines[bad_line - 1:bad_line if field != "header" else bad_line - 1] = [make(*pairs[bad_line - 1], note)]
+        (tmp_path / f"{name}.tsv").write_text("\n".join(lines) + "\n")
+        return str(tmp_path / f"{name}.tsv")
+
+    bad_line = 1 if field == "header" else 2
+    files = [expert("expert_a", bad_line), expert("expert_b", 3 if field != "header" else 1)]
+    monkeypatch.chdir(completed.work)
+    w = fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1, human_labels=files)
+    shown = []
+    for name, line in (("expert_a", bad_line), ("expert_b", 1 if field == "header" else 3)):
+        terminal = _failing_job(w, "cliniq_completion_estimate", capfd, monkeypatch)
+        shown.append(terminal)
+        lines = [x for x in terminal.splitlines() if x.strip()]
+        assert len(lines) == 1, terminal
+        assert re.match(rf"r2med-eval: {re.escape(str(tmp_path / name))}.tsv, line {line}: {expected}.* Fix: ",
+                        lines[0]), lines[0]
+        expert("expert_a", None)  # mended: the next run stops at expert_b
+    assert not any(PLANTED in t for t in shown)
+    work = completed.work.resolve()
+    assert [p.relative_to(work) for p in files_holding(work) if p.relative_to(work).parts[0] != "resources"] == []
+
+
+def test_other_bad_expert_files_stop_with_one_line_naming_file_and_line(completed, tmp_path, monkeypatch, capfd):
+    """A non-UTF-8 file, an empty one, a header alone, and a pair labelled twice differently: one line each, the
+    file and line named, nothing quoted."""
+    from confidentiality import PLANTED
+
+    labels = _labels(completed.work)
+    (q, c), (q2, c2) = sorted(k for k, v in labels.items() if v != judge.MALFORMED)[:2]
+    cases = {
+        "latin1.tsv": ((f"{q}\t{c}\tstring\n{q2}\t{c2}\t" + NOTE.format(word=PLANTED) + " caf\u00e9\n")
+                       .encode("latin-1"), r"line 2: bytes that are not UTF-8 at column \d+\. Fix: save the file as "
+                       r"UTF-8"),
+        "empty.tsv": (b"", r"empty.tsv: the expert's file holds no label\. Fix: "),
+        "header.tsv": (b"query_id\tchunk_id\tlabel\n\n", r"header.tsv: the expert's file holds no label"),
+        "twice.tsv": (f"{q}\t{c}\tstring\n{q2}\t{c2}\tstring\n{q}\t{c}\tirrelevant\n".encode(),
+                      rf"twice.tsv, line 3: \({q}, {c}\) is labelled string on line 1 and irrelevant here\. Fix: "),
+    }
+    monkeypatch.chdir(completed.work)
+    for name, (data, expected) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        w = fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1, human_labels=[str(tmp_path / name)])
+        terminal = _failing_job(w, "cliniq_completion_estimate", capfd, monkeypatch)
+        lines = [x for x in terminal.splitlines() if x.strip()]
+        assert len(lines) == 1 and re.search(expected, lines[0]) and PLANTED not in terminal, (name, terminal)
+        assert lines[0].startswith(f"r2med-eval: {tmp_path / name}")
 
 
 def test_text_stays_owner_only_under_resources(completed):

@@ -53,8 +53,8 @@ import hashlib
 import math
 from collections import defaultdict
 
-from ..errors import InputError
-from .corpus import IRRELEVANT, MATCH_TYPES, QUERY_TYPES
+from ..errors import InputError, as_id
+from .corpus import IRRELEVANT, MATCH_TYPES, QUERY_ID, QUERY_TYPES
 
 SAMPLE_HEADER = ("query_id", "query_type", "chunk_id", "stratum", "drawn", "draw_order", "pi", "best_rank",
                  "n_systems")
@@ -115,7 +115,8 @@ def select_queries(setting, coded: dict[str, set[str]], qtypes: dict[str, str],
     if isinstance(setting, list):
         unknown = [q for q in setting if q not in qtypes]
         if unknown:
-            raise InputError(f"cliniq_completion.queries names unknown queries: {', '.join(unknown)}.",
+            raise InputError(f"cliniq_completion.queries names unknown queries: "
+                             f"{', '.join(as_id(q, shape=QUERY_ID) for q in unknown[:20])}.",
                              fix="use the benchmark's query ids ({type}-{_id}, e.g. disease-12).")
         unjudged = [q for q in setting if not judged.get(q)]
         if unjudged:

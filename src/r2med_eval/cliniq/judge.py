@@ -141,31 +141,3 @@ def read_labels(path) -> dict[tuple[str, str], str]:
                              line=lineno, fix="the file is written by rule cliniq_completion_judge; run it again.")
         out[(parts[0], parts[1])] = parts[2]
     return out
-
-
-def read_human_labels(path, known_queries) -> dict[tuple[str, str], str]:
-    """An expert's labels: ``query_id<TAB>chunk_id<TAB>label`` (a match type or ``irrelevant``) per line; a header
-    line ``query_id chunk_id label`` is allowed. A label given twice for a pair must agree."""
-    from ..io import read_lines
-
-    out: dict[tuple[str, str], str] = {}
-    for lineno, line in enumerate(read_lines(path), start=1):
-        parts = line.split("\t")
-        if lineno == 1 and parts == ["query_id", "chunk_id", "label"]:
-            continue
-        if len(parts) != 3:
-            raise InputError(f"expected 3 tab-separated columns (query_id, chunk_id, label), found {len(parts)}.",
-                             path=path, line=lineno, fix="one judgment per line.")
-        q, c, label = parts
-        label = label.strip().lower()
-        if label not in MATCH_TYPES + (IRRELEVANT,):
-            raise InputError(f"label {parts[2]!r} is not a match type or {IRRELEVANT}.", path=path, line=lineno,
-                             fix=f"use one of {', '.join(MATCH_TYPES)} or {IRRELEVANT}.")
-        if q not in known_queries:
-            raise InputError(f"unknown query id {q!r}.", path=path, line=lineno,
-                             fix="use the benchmark's query ids ({type}-{_id}, e.g. disease-12).")
-        if out.get((q, c), label) != label:
-            raise InputError(f"({q}, {c}) is labelled twice, {out[(q, c)]} and {label}.", path=path, line=lineno,
-                             fix="keep one label per (query, chunk).")
-        out[(q, c)] = label
-    return out

@@ -249,12 +249,16 @@ def cliniq_completion_estimate(sm) -> None:
     from ..cliniq import completion as comp
     from ..cliniq import completion_report as rep
     from ..cliniq import experts as ex
-    from ..cliniq.judge import read_human_labels
-    from ..io import read_json, write_text
+    from ..cliniq.label_files import read_expert_labels
+    from ..io import read_json, read_lines, write_text
 
     spec = sm.params.spec
     bench = sm.wildcards.benchmark
     labels, design, strata = _completion_strata(sm)
+    experts = {}
+    if hasattr(sm.input, "human_labels"):  # read and checked before anything is written
+        completed, chunk_ids = {d["query_id"] for d in design}, set(read_lines(sm.input.ids))
+        experts = {ex.expert_name(f): read_expert_labels(f, completed, chunk_ids) for f in sm.input.human_labels}
     rows, per_query = comp.estimates(strata)
     info = {**spec, "queries": len(design), "llm": read_json(sm.input.info)["llm"]}
     write_text(sm.output.estimates_csv, rep.csv_text(rep.ESTIMATE_COLUMNS, rows))
@@ -263,9 +267,7 @@ def cliniq_completion_estimate(sm) -> None:
                                                                      or r["scope"] == "all"]))
     write_text(sm.output.per_query, rep.csv_text(rep.PER_QUERY_COLUMNS, per_query))
     pairs, fnr = [], []
-    if hasattr(sm.input, "human_labels"):
-        known = {d["query_id"] for d in design} | {q for q, _ in labels}
-        experts = {ex.expert_name(f): read_human_labels(f, known) for f in sm.input.human_labels}
+    if experts:
         pairs = ex.agreements(labels, experts)
         fnr = ex.rates(design, comp.read_table(sm.input.sample, comp.SAMPLE_HEADER), labels, experts)
     write_text(sm.output.agreement_csv, rep.csv_text(ex.COLUMNS, ex.rows(pairs, fnr)))

@@ -380,8 +380,9 @@ class Inputs:
 
     def cliniq_completion_estimate(self, wildcards) -> dict:
         out = self._completion_design(wildcards.benchmark)
-        if self.reg.completion["human_labels"]:
+        if self.reg.completion["human_labels"]:  # with the corpus's chunk ids, which the experts' must name
             out["human_labels"] = list(self.reg.completion["human_labels"])
+            out["ids"] = fill(CHUNK_IDS, **self._completion_task(wildcards.benchmark))
         return out
 
     def cliniq_completion_rescore(self, wildcards) -> dict:
