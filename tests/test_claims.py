@@ -389,10 +389,10 @@ def write_per_query(path, values: dict):
     path.write_text("query_id\tndcg_at_10\n" + "".join(f"{q}\t{v:.6f}\n" for (_, q), v in sorted(values.items())))
 
 
-def test_the_stage_writes_every_claim_and_the_index_shows_them(tmp_path, monkeypatch):
-    from r2med_eval.stages import report
-
-    monkeypatch.chdir(tmp_path)
+def claims_stage(tmp_path) -> tuple[Workflow, SimpleNamespace]:
+    """The claims stage on the default configuration with a rerank at depths 10 and 100, every input it reads
+    written under ``tmp_path`` (the working directory): synthetic per-query figures, overlap, CliniQ's per-query
+    figures and the lineage files."""
     raw = yaml.safe_load((REPO / "config.yaml").read_text())
     raw["benchmarks"]["demo"]["tasks"]["demo"]["path"] = str(DEMO)
     raw["benchmarks"]["cliniq-demo"]["noteevents"] = str(REPO / "data/cliniq-demo/NOTEEVENTS.csv")
@@ -426,6 +426,14 @@ def test_the_stage_writes_every_claim_and_the_index_shows_them(tmp_path, monkeyp
             if job["kind"] == "rerank" else {"method": job["method"], "inputs": job["runs"]}
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(body))
+    return w, sm
+
+
+def test_the_stage_writes_every_claim_and_the_index_shows_them(tmp_path, monkeypatch):
+    from r2med_eval.stages import report
+
+    monkeypatch.chdir(tmp_path)
+    w, sm = claims_stage(tmp_path)
     report.claims(sm)
     found = json.loads(Path(sm.output.json).read_text())
     assert [(c["benchmark"], c["id"]) for c in found] == [(b, c["id"]) for b in ("demo", "cliniq-demo")
@@ -464,6 +472,117 @@ def test_the_stage_writes_every_claim_and_the_index_shows_them(tmp_path, monkeyp
     assert page.index('<section id="leaderboard">') < page.index('<section id="claims">')
     assert '<a href="plots/demo/rerank_depth.png">rerank depth</a>' in page
     assert page.count("<tr><th scope=\"row\" class=\"model\">") == len(found)
+
+
+# ------------------------------------------------------------------ numbers that are not numbers (issue 47)
+NOT_NUMBERS = ["nan", "NaN", "inf", "-Infinity", "1_000", "\uff10.5", "\u0661", "1e999", "0x10", "Pt seen today"]
+
+
+@pytest.mark.parametrize("cell", NOT_NUMBERS)
+def test_per_query_readers_refuse_what_is_not_a_finite_number(cell, tmp_path):
+    """Python's float() takes nan, inf, 1_000 and full-width or Arabic-Indic digits; the per-query readers of the
+    claims and the significance table refuse each with one message naming the file, line and column, the value cut
+    to three characters."""
+    from r2med_eval.errors import InputError
+    from r2med_eval.report.significance import read_per_query
+
+    good = {("t", "q0"): 0.5, ("t", "q1"): 0.25}
+    path = tmp_path / "pq.tsv"
+    write_per_query(path, good)
+    path.write_text(path.read_text() + f"q2\t{cell}\n")
+    ov = tmp_path / "overlap.tsv"
+    ov.write_text(overlap.to_tsv([{"query_id": "q0", "query_terms": 3, "relevant_docs": 1, "overlap": 0.5,
+                                   "overlap_any": 0.5}]) + f"q2\t3\t1\t{cell}\t0.5\n")
+    cq = tmp_path / "cliniq.tsv"
+    row = {"query_type": "disease", **{f"multi_{g}": 0.5 for g in cliniq_queries.GROUPS},
+           **{f"single_{g}": None for g in cliniq_queries.GROUPS}, **{f"single_{g}_notes": 0 for g in
+                                                                    cliniq_queries.GROUPS}}
+    lines = cliniq_queries.to_tsv([{"query_id": "disease-0", **row}, {"query_id": "disease-1", **row}]).splitlines()
+    cells = lines[2].split("\t")
+    cells[2] = cell  # line 3's multi_all
+    cq.write_text("\n".join(lines[:2] + ["\t".join(cells)]) + "\n")
+    for reader, file, line, column in ((lambda f: read_per_query(f, "ndcg_at_10"), path, 4, "ndcg_at_10"),
+                                       (overlap.read_tsv, ov, 3, "overlap"),
+                                       (cliniq_queries.read_tsv, cq, 3, "multi_all")):
+        with pytest.raises(InputError) as err:
+            reader(file)
+        message = str(err.value)
+        assert message.startswith(f"{file}, line {line}: column {column}: ") and "is not a finite number" in message
+        assert "Fix: " in message and (len(cell) <= 3 or cell not in message), message
+
+
+def test_the_statistics_refuse_non_finite_input():
+    """A NaN difference made every comparison of the randomization test false: p came out at its minimum,
+    1 / (permutations + 1). The paired tests and the bootstrap now refuse non-finite values."""
+    a, b = [0.5, 0.4, math.nan, 0.7], [0.4, 0.3, 0.2, 0.1]
+    for call in (lambda: stats.randomization_test(a, b, permutations=100), lambda: stats.paired_ttest(a, b),
+                 lambda: stats.bootstrap_ci([0.1, math.inf, 0.2], resamples=10),
+                 lambda: stats.randomization_test(b, [0.1, 0.2, 0.3, -math.inf], permutations=100)):
+        with pytest.raises(ValueError, match="not finite"):
+            call()
+    assert stats.randomization_test([0.5, 0.4, 0.6], [0.5, 0.4, 0.6], permutations=100) == 1.0
+
+
+def test_nan_per_query_values_give_no_firm_verdict():
+    """Issue 47: with NaN per-query values (through the API: the files' readers refuse them) bm25_strong,
+    semantic_gains and rrf_improves came out does_not_hold and implication_hardest holds, each test with p =
+    1/(permutations + 1). Every test now leaves the non-finite queries out and counts them; all NaN: no test, and
+    every claim is inconclusive; some NaN: the verdict of the finite queries, with the count in the evidence."""
+    runs = {"bm25": retriever("lexical", "general", 100), "dense": retriever("dense", "general", 100),
+            "med": retriever("dense", "medical", 120),
+            "rrf": {"kind": "fusion", "method": "rrf", "inputs": ["bm25", "dense"]}}
+    nan_rows = {k: {c: math.nan for c in ("multi_all", "single_all", *(f"multi_{t}" for t in
+                                                                        ("string", "synonym", "abbreviation",
+                                                                         "hyponym", "implication")))}
+                for k in keys()}
+    found = decide("cliniq", runs, {"values": dict.fromkeys(runs, nan_rows)})
+    for cid in ("cliniq.bm25_strong", "cliniq.semantic_gains", "cliniq.rrf_improves", "cliniq.implication_hardest",
+                "cliniq.general_beats_medical"):
+        claim = found[cid]
+        assert claim["verdict"] == "inconclusive", (cid, claim["reason"])
+        tests = [t for p in claim["evidence"]["parts"] for t in p["tests"]]
+        assert tests and all(t["p"] is None for t in tests), cid
+        assert all(t["detail"].get("skipped_not_finite", 0) > 0 for t in tests if t["n"] == 0 or
+                   t["detail"].get("skipped_not_finite")), cid
+    # a few NaN queries: left out and counted, the rest decides as before
+    better = {"bm25": cliniq_rows(series(BASE, 1)), "dense": cliniq_rows(series(BASE, 2)),
+              "med": cliniq_rows(series(BASE, 5)), "rrf": cliniq_rows(series(BASE, 3, shift=0.1))}
+    for k in keys()[:7]:
+        better["rrf"][k]["multi_all"] = math.nan
+    claim = decide("cliniq", runs, {"values": better})["cliniq.rrf_improves"]
+    tests = claim["evidence"]["parts"][0]["tests"]
+    assert claim["verdict"] == "holds" and [t["n"] for t in tests] == [N - 7, N - 7]
+    assert all(t["detail"]["skipped_not_finite"] == 7 for t in tests)
+    assert f"| {N - 7} (7 not finite, left out) |" in markdown([claim], RULES, RES)
+
+
+def test_a_bad_cell_stops_the_claims_job_with_one_line_and_no_traceback(tmp_path, monkeypatch, capfd):
+    """A per-query file with a cell that is no number: one r2med-eval: line naming the file and line on the
+    terminal, the same in the log, no traceback anywhere, nothing written."""
+    import sys
+
+    from r2med_eval import smk
+    from r2med_eval.stages import report
+
+    monkeypatch.chdir(tmp_path)
+    _, sm = claims_stage(tmp_path)
+    path = Path(sm.input.cliniq[0])
+    lines = path.read_text().splitlines()
+    lines[5] = lines[5].replace("\t0.", "\tnan0.", 1)
+    path.write_text("\n".join(lines) + "\n")
+    Path("logs").mkdir()
+    sm.log, sm.rule, sm.config = ["logs/claims.log"], "claims", {}
+    monkeypatch.setattr(sys, "stdout", sys.stdout)
+    monkeypatch.setattr(sys, "stderr", sys.stderr)
+    capfd.readouterr()
+    with pytest.raises(SystemExit):
+        smk.run(sm, report.claims)
+    out = capfd.readouterr()
+    shown = [x for x in (out.out + out.err).splitlines() if x.strip()]
+    assert len(shown) == 1 and shown[0].startswith(f"r2med-eval: {path}, line 6: column multi_all: 'nan'"), shown
+    log = Path("logs/claims.log").read_text()
+    assert "Traceback" not in log and "line 6: column multi_all" in log
+    assert not Path(sm.output.json).exists()
 
 
 def test_markdown_and_latex_without_claims():

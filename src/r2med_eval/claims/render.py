@@ -68,10 +68,16 @@ def markdown(claims: list[dict], rules: dict, resampling: dict) -> str:
                           "|---|---|---|---:|---|---:|---:|---:|"]
                 for p, t in tests:
                     lines.append(f"| {md_escape(p['title'])} ({WORDS[p['verdict']]}) | {md_escape(t['label'])} | "
-                                 f"{md_escape(t['measure'])} | {t['n']} | {effect_text(t)} | "
+                                 f"{md_escape(t['measure'])} | {_n(t)} | {effect_text(t)} | "
                                  f"{_boundary(t)} | {pvalue(t['p'])} | {pvalue(t['p_holm'])} |")
                 lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def _n(t: dict) -> str:
+    """The queries a test used, and those it left out for a value that is not a finite number."""
+    skipped = (t.get("detail") or {}).get("skipped_not_finite")
+    return f"{t['n']} ({skipped} not finite, left out)" if skipped else str(t["n"])
 
 
 def _boundary(t: dict) -> str:

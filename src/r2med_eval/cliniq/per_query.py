@@ -69,6 +69,7 @@ def to_tsv(rows: list[dict]) -> str:
 def read_tsv(path) -> dict[str, dict]:
     """query id -> {column: float or None} of the figure columns (multi_*, single_*, without the note counts)."""
     from ..errors import InputError
+    from ..io import finite_number
 
     with open(path, encoding="utf-8") as handle:
         header = tuple(handle.readline().rstrip("\n").split("\t"))
@@ -81,6 +82,7 @@ def read_tsv(path) -> dict[str, dict]:
             if len(parts) != len(HEADER):
                 raise InputError(f"expected {len(HEADER)} columns, found {len(parts)}.", path=path, line=lineno,
                                  fix="rerun rule score_cliniq (delete the file).")
-            out[parts[0]] = {h: (float(v) if v else None) for h, v in zip(HEADER[2:], parts[2:])
-                             if not h.endswith("_notes")}
+            out[parts[0]] = {h: (finite_number(v, path=path, line=lineno, column=h,
+                                               fix="rerun rule score_cliniq (delete the file).") if v else None)
+                             for h, v in zip(HEADER[2:], parts[2:]) if not h.endswith("_notes")}
     return out
