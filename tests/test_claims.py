@@ -304,6 +304,10 @@ def test_multi_patient_reliable():
     assert completion_verdict({"status": "unreliable", "reliable": False})[0] == "does_not_hold"
     assert completion_verdict({"status": "reliable", "reliable": True})[0] == "holds"
     assert completion_verdict({})[0] == "inconclusive"
+    review = {"status": "unreliable", "reliable": False, "moved": [], "review": {
+        "flipped": [], "bm25_advantage": {"computed": True, "relative_change": -75.0, "shifted": True}}}
+    assert completion_verdict(review) == ("does_not_hold", "unreliable by the review's rule: 0 rankings flip; BM25's "
+                                                           "recall advantage shifts by -75.0% relative")
 
 
 def test_every_claim_has_a_statement_a_rule_and_one_verdict_of_four():

@@ -111,7 +111,7 @@ def test_select_queries():
     assert comp.select_queries(2, coded, qtypes) == ["procedure-1", "disease-1"]  # drugs are not among the N
     assert comp.select_queries("all", coded, qtypes) == ["disease-1", "disease-2", "drug-1", "procedure-1"]
     assert comp.select_queries(["drug-1"], coded, qtypes) == ["drug-1"]
-    with pytest.raises(InputError, match="unknown queries: disease-9"):
+    with pytest.raises(InputError, match="unknown queries: 'disease-9'"):
         comp.select_queries(["disease-9"], coded, qtypes)
     with pytest.raises(InputError, match="judges for no patient: disease-3"):
         comp.select_queries(["disease-3"], coded, qtypes)
@@ -397,6 +397,74 @@ def test_ranking_and_verdict(completed):
              and r["metric"] in comp.EFFECTIVENESS}
     assert {tuple(x) for x in verdict["moved"]} == moved and moved
     assert verdict["reliable"] is False and "unreliable" in text and "Kendall's tau" in text
+
+
+def _review_case(recall_before: dict, recall_after: dict, threshold: float = 5.0):
+    """The verdict on designed figures: every system's MRR and nDCG@10 unchanged, Recall@100 from ``recall_before``
+    to ``recall_after`` (the same on both queries); bm25 lexical, dense dense, rrf a fusion."""
+    from r2med_eval.cliniq import completion_verdict as cv
+
+    def figures(recall):
+        return {m: {q: {"mrr": 0.5 + 0.1 * i, "ndcg_at_10": 0.4 + 0.1 * i, "ndcg_at_10_cliniq": 0.6 + 0.1 * i,
+                        "recall_at_100": r, "judged_at_10": 0.9} for q in ("disease-0", "disease-1")}
+                for i, (m, r) in enumerate(recall.items())}
+
+    original, completed = figures(recall_before), figures(recall_after)
+    groups = {"all": ["disease-0", "disease-1"], comp.COMPLETED_GROUP: ["disease-0", "disease-1"]}
+    rescored = comp.compare(original, completed, groups, threshold)
+    ranks = comp.ranking(original, completed, groups, 50, 0)
+    overall = {"covered": 100, "rate": 0.01, "rate_low": 0.005, "rate_high": 0.02, "missing": 1.0,
+               "missing_low": 0.5, "missing_high": 2.0, "found": 1}
+    info = {"llm": "judge", "judged": 100, "malformed": 0, "queries": 2, "pool": False}
+    families = {"bm25": "lexical", "dense": "dense", "rrf": None}
+    return cv.verdict("b", info, overall, rescored, ranks, threshold, families,
+                      cv.expert_arm(None, 0, 2)), rescored
+
+
+def test_the_reviews_rule_decides_and_both_readings_are_shown():
+    """Issue 47: the review's rule ("model rankings or the reported recall advantage of BM25 shifts by more than 5
+    relative points") against our per-system rule, on the two cases where they disagree. An equal absolute drop in
+    every system's recall: each system moves by more than 5% (ours: unreliable), the advantage and the rankings stay
+    (the review: reliable). BM25's advantage falling from 0.02 to 0.005 while no system moves by 5%: ours reliable,
+    the review unreliable by the relative reading, reliable by the share reading; both readings are in the text."""
+    from r2med_eval.cliniq import completion_verdict as cv
+
+    equal_drop, rescored = _review_case({"bm25": 0.62, "dense": 0.60, "rrf": 0.65},
+                                        {"bm25": 0.57, "dense": 0.55, "rrf": 0.60})
+    assert equal_drop["status"] == "reliable" and equal_drop["reliable"] is True
+    assert equal_drop["per_system"]["reliable"] is False and len(equal_drop["per_system"]["moved"]) == 3
+    adv = equal_drop["review"]["advantage"]
+    assert adv["lexical"] == "bm25" and adv["dense"] == "dense"
+    assert adv["relative_change"] == pytest.approx(0.0, abs=1e-9) and not adv["shifted"]
+    assert adv["share_original"] == pytest.approx(2 / 60 * 100) and adv["share_completed"] == pytest.approx(
+        2 / 55 * 100) and not adv["share_shifted"]
+    assert "Our stricter per-system rule" in equal_drop["text"] and "them unreliable" in equal_drop["text"]
+    assert equal_drop["headline"].startswith("Reliable by the review's rule: ")
+    assert "ours: 3 of 12 figures over all queries moved by more than 5 relative points (3 of 3 systems" in \
+        equal_drop["headline"]
+    # the marks: every moved cell of the re-scored tables, the verdict counts them all
+    assert equal_drop["marks"] == sum(1 for r in rescored if r["moved"]) == 6  # all and completed groups
+    assert "\u2021 marks 6 cells of the re-scored tables: these 3 and 3 per query type" in equal_drop["text"]
+
+    advantage_falls, _ = _review_case({"bm25": 0.62, "dense": 0.60, "rrf": 0.65},
+                                      {"bm25": 0.61, "dense": 0.605, "rrf": 0.65})
+    assert advantage_falls["status"] == "unreliable" and advantage_falls["per_system"]["reliable"] is True
+    adv = advantage_falls["review"]["advantage"]
+    assert adv["original"] == pytest.approx(0.02) and adv["completed"] == pytest.approx(0.005)
+    assert adv["relative_change"] == pytest.approx(-75.0) and adv["shifted"]
+    assert adv["share_change"] == pytest.approx(0.5 / 60.5 * 100 - 2 / 60 * 100) and not adv["share_shifted"]
+    assert advantage_falls["review"]["reliable_share"] is True  # the other reading would call it reliable
+    text = advantage_falls["text"]
+    assert "a relative change of -75.0% (more than 5%)" in text
+    assert "read as a share of dense's recall it goes from 3.33% to 0.83%, -2.51 points (not more than 5)" in text
+    assert "ours: 0 of 12 figures" in advantage_falls["headline"]
+    assert "The expert arm was not run" in text and "Expert arm not run." in advantage_falls["headline"]
+    # a ranking that flips is unreliable by the review's rule whatever the advantage does
+    flipped, _ = _review_case({"bm25": 0.62, "dense": 0.60, "rrf": 0.65}, {"bm25": 0.62, "dense": 0.60, "rrf": 0.61})
+    assert flipped["status"] == "unreliable" and flipped["review"]["flipped"] == [("recall_at_100", "rrf", "bm25")]
+    # without a dense run the advantage is not computed and the rankings alone decide
+    out = cv.bm25_advantage(rescored, {"bm25": "lexical"}, 5.0)
+    assert out == {"computed": False, "why": "no dense run among the re-scored runs"}
 
 
 def test_estimates_hold_the_truth_in_their_intervals_over_seeded_repetitions(tmp_path, monkeypatch):

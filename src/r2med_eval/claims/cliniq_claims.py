@@ -127,8 +127,19 @@ def completion_verdict(doc: dict | None) -> tuple[str, str]:
         return "inconclusive", "the completion could not decide (no usable judgment of the sample)"
     reliable = {"reliable": True, "unreliable": False}.get(doc.get("status"), doc.get("reliable"))
     if reliable is True:
-        return "holds", "reliable: no system moves beyond the threshold and no ordering flips"
+        return "holds", ("reliable by the review's rule: no ranking flips and BM25's recall advantage holds"
+                         if isinstance(doc.get("review"), dict) else
+                         "reliable: no system moves beyond the threshold and no ordering flips")
     if reliable is False:
+        review = doc.get("review")
+        if isinstance(review, dict):  # the review's rule decides: rankings and BM25's recall advantage
+            adv = review.get("bm25_advantage") or {}
+            shift = adv.get("relative_change")
+            return "does_not_hold", (f"unreliable by the review's rule: {len(review.get('flipped') or [])} rankings "
+                                     "flip; BM25's recall advantage " + (
+                                         f"shifts by {shift:+.1f}% relative" if isinstance(shift, (int, float)) else
+                                         "shifts without bound (from 0)" if adv.get("shifted") else
+                                         "is not computed" if not adv.get("computed") else "holds"))
         moved, flipped = len(doc.get("moved") or []), len(doc.get("flipped") or [])
         return "does_not_hold", f"unreliable: {moved} figures move beyond the threshold, {flipped} orderings flip"
     return "inconclusive", "the completion gives no verdict"

@@ -291,6 +291,7 @@ def cliniq_completion_rescore(sm) -> None:
 
     from ..cliniq import completion as comp
     from ..cliniq import completion_report as rep
+    from ..cliniq import completion_verdict as cv
     from ..cliniq import metrics as cliniq
     from ..cliniq.files import read_cliniq_qrels, read_query_types
     from ..io import read_json, read_lines, write_json, write_text
@@ -319,26 +320,28 @@ def cliniq_completion_rescore(sm) -> None:
     names = {"codes": "MIMIC's code tables", "judgments": "CliniQ's judgments",
              comp.NO_CODE: "CliniQ's judgments where no code maps to the query"}
     coded = ", ".join(f"{names[k]} ({n} {'query' if n == 1 else 'queries'})" for k, n in sorted(sources.items()))
-    verdict = rep.verdict(bench, {"llm": info["llm"], "judged": info["judged"], "malformed": info["malformed"],
-                                   "queries": len(design), "pool": pool > 0, "coded_from": coded}, overall, rescored,
-                          ranks, spec["move_threshold"])
+    agreement = None
+    if hasattr(sm.input, "agreement"):
+        import csv
+
+        with open(sm.input.agreement, encoding="utf-8", newline="") as handle:
+            agreement = list(csv.DictReader(handle))
+    experts = cv.expert_arm(agreement, spec["experts"], len(design))
+    verdict = cv.verdict(bench, {"llm": info["llm"], "judged": info["judged"], "malformed": info["malformed"],
+                                 "queries": len(design), "pool": pool > 0, "coded_from": coded}, overall, rescored,
+                         ranks, spec["move_threshold"], spec["families"], experts)
     write_text(sm.output.rescored_csv, rep.csv_text(rep.RESCORED_COLUMNS, rescored))
     write_text(sm.output.rescored_md, rep.rescored_markdown(bench, rescored, ranks, spec["move_threshold"]))
     write_text(sm.output.rescored_tex, rep.rescored_latex(bench, rescored, spec["move_threshold"]))
     write_text(sm.output.ranking_csv, rep.csv_text(rep.RANKING_COLUMNS, rep.ranking_rows(ranks)))
     write_text(sm.output.ranking_tex, rep.ranking_latex(bench, ranks))
-    write_text(sm.output.verdict_md, rep.verdict_markdown(bench, verdict))
-    write_json(sm.output.verdict_json, {"benchmark": bench, "status": verdict["status"],
-                                        "reliable": verdict["reliable"], "headline": verdict["headline"],
-                                        "moved": [list(x) for x in verdict["moved"]],
-                                        "flipped": [list(x) for x in verdict["flipped"]],
-                                        "judgments_added": added, "queries_completed": len(design),
-                                        "threshold_relative_points": spec["move_threshold"],
-                                        "judged": info["judged"], "malformed": info["malformed"],
-                                        "malformed_share": round(verdict["malformed_share"], 6),
-                                        "design": {"pool_chunks": pool, "sample_only": pool == 0,
-                                                   "coded_from": dict(sorted(sources.items())),
-                                                   "coded_unit": sorted({d["coded_unit"] for d in design})}})
+    write_text(sm.output.verdict_md, cv.verdict_markdown(bench, verdict))
+    write_json(sm.output.verdict_json, cv.verdict_json(bench, verdict, {
+        "judgments_added": added, "queries_completed": len(design), "threshold_relative_points": spec["move_threshold"],
+        "judged": info["judged"], "malformed": info["malformed"], "experts": {"run": experts["run"],
+                                                                               "files": spec["experts"]},
+        "design": {"pool_chunks": pool, "sample_only": pool == 0, "coded_from": dict(sorted(sources.items())),
+                   "coded_unit": sorted({d["coded_unit"] for d in design})}}))
     log.info("re-scored %d runs over %d queries with %d relevant and %d not relevant judgments added; moved: %s; "
              "flipped: %s; reliable: %s", len(original), len(groups["all"]), added["relevant"],
              added["irrelevant"], verdict["moved"] or "none", verdict["flipped"] or "none", verdict["reliable"])

@@ -517,4 +517,5 @@ class Params:
         c = self.reg.completion
         return {"runs": self.reg.completion_runs(),
                 "tie_orders": self._tie_orders(wildcards.benchmark, self.reg.completion_runs()),
+                "families": self.reg.completion_families(), "experts": len(c["human_labels"] or ()),
                 "move_threshold": c["move_threshold"], "bootstrap": self.cfg["report"]["bootstrap"], "seed": c["seed"]}

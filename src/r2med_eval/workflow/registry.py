@@ -232,6 +232,12 @@ class Registry:
             return []
         return list(self.completion.get("runs") or self.runs_of(self.completion["benchmark"]))
 
+    def completion_families(self) -> dict[str, str | None]:
+        """The family of each re-scored run for the review's rule (BM25's recall advantage over the best dense run):
+        lexical or dense for a first-stage retriever on the plain queries (``family``), None for any other run."""
+        return {r: self.family(r) if r in self.models and r not in self.variants and r not in self.derived else None
+                for r in self.completion_runs()}
+
     def completion_pool_runs(self) -> list[str]:
         """The runs whose top chunks form the pool: the completion's runs, none with ``pool_depth: 0`` (the review's
         sample-only design, which reads no run before the re-scoring)."""
