@@ -28,7 +28,6 @@ from llm_fake_server import FakeLLM, rule_label
 
 from r2med_eval.cliniq import completion as comp
 from r2med_eval.cliniq import completion_report as rep
-from r2med_eval.cliniq import corpus as cc
 from r2med_eval.cliniq import judge
 from r2med_eval.cliniq import metrics as cliniq
 from r2med_eval.cliniq.files import read_cliniq_qrels, read_query_types
@@ -36,6 +35,7 @@ from r2med_eval.errors import InputError
 from r2med_eval.io import read_lines
 from r2med_eval.scoring.stats import clopper_pearson_interval, cohen_kappa, kendall_tau_b, wilson_interval
 from r2med_eval.workflow import paths
+from r2med_eval.workflow.control import Workflow
 
 OUT = Path("results/cliniq/cliniq-demo/completion")
 
@@ -101,7 +101,7 @@ def test_population_is_the_unjudged_chunks_of_uncoded_admissions():
     pool = [r for r in sample if r[3] == "pool"]
     assert [(r[2], r[6], r[7], r[8]) for r in pool] == [("2_1", 1.0, 2, 1)]  # 1_0 is coded: not in the pool
     assert all(r[6] == pytest.approx(1.0) for r in sample if r[3] == "rest")  # n >= population: a census
-    assert design == [("q", "disease", "judgments", "admission", 1, "", "", 4, 1, 3, 4, 1, 3, 0)]
+    assert design == [("q", "disease", "judgments", "admission", "", 1, "", "", "", 4, 1, 3, 4, 1, 3, 0)]
 
 
 def test_select_queries():
@@ -256,6 +256,50 @@ def test_the_shipped_prompt_has_its_placeholders_and_fills_in_one_pass():
     assert "Query (disease): hypertension" in prompt and "{QUERY} stays" in prompt
     with pytest.raises(ValueError):  # the template's last line is no valid final line: an echo is malformed
         judge.parse_final_line(prompt)
+
+
+def test_the_review_configuration_as_written_and_a_users_figure_3_prompt(tmp_path, monkeypatch):
+    """config/cliniq-review.yaml: GPT-4o through a declared phi_servers host (a .invalid placeholder, which never
+    resolves), Qwen2.5-72B-Instruct on a local vLLM as the alternative, the project's own prompt, two experts' files
+    expected (missing ones reported, not refused). A user's text of Figure 3 without the judge's final-line format
+    gets it appended."""
+    import yaml
+
+    from r2med_eval.errors import ConfigError
+    from r2med_eval.workflow import config
+
+    review = yaml.safe_load((REPO / "config/cliniq-review.yaml").read_text())
+    comp_cfg = review["cliniq_completion"]
+    assert review["llms"][comp_cfg["llm"]]["generate"]["model"] == "gpt-4o"
+    assert review["phi_servers"] and all(h.endswith(".invalid") for h in review["phi_servers"])
+    local = review["llms"]["judge-local"]["generate"]
+    assert local["model"] == "Qwen/Qwen2.5-72B-Instruct" and local["vllm"]["enabled"] is True
+    assert comp_cfg["prompt"] is None and len(comp_cfg["human_labels"]) == 2
+    assert comp_cfg["human_labels_missing"] == "report" and comp_cfg["coded_unit"] == "admission"
+    figure3 = "Query: {QUERY} ({QUERY_TYPE}).\nNote: {CHUNK}\nIs the note relevant, and how is the entity mentioned?"
+    text, appended = judge.with_answer_format(figure3)
+    assert appended and text.endswith(judge.ANSWER_FORMAT + "\n") and judge.with_answer_format(text) == (text, False)
+    shipped = judge.read_prompt(judge.DEFAULT_PROMPT)
+    assert judge.with_answer_format(shipped) == (shipped, False)
+    # missing experts' files: refused by default, reported with human_labels_missing: report
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "expert_a.tsv").write_text("disease-0\t900152_1\tsynonym\n")
+    for name in fx.SYSTEMS:  # the type: run models' files, which the path check also looks for
+        (tmp_path / f"runs/cliniq-demo/cliniq/{name}.trec").parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"runs/cliniq-demo/cliniq/{name}.trec").write_text("")
+    for mode, present in (("stop", None), ("report", ["expert_a.tsv"])):
+        cfg = config.validate(yaml.safe_load(yaml.safe_dump({**fx.workflow().cfg, "cliniq_completion": {
+            **fx.workflow().cfg["cliniq_completion"], "human_labels": ["expert_a.tsv", "expert_b.tsv"],
+            "human_labels_missing": mode}})))
+        if present is None:
+            with pytest.raises(ConfigError, match="expert_b.tsv.*not found.*human_labels_missing: report"):
+                config.check_paths(cfg, base=tmp_path)
+            continue
+        config.check_paths(cfg, base=tmp_path)
+        w = Workflow(cfg)
+        assert w.registry.completion_experts() == (present, ["expert_b.tsv"])
+        spec = w.params.of("cliniq_completion_rescore")(SimpleNamespace(benchmark=fx.BENCH))
+        assert spec["experts"] == {"present": ["expert_a.tsv"], "missing": ["expert_b.tsv"]}
 
 
 # ------------------------------------------------------------------ the stages against the fake judge
@@ -418,7 +462,7 @@ def _review_case(recall_before: dict, recall_after: dict, threshold: float = 5.0
     info = {"llm": "judge", "judged": 100, "malformed": 0, "queries": 2, "pool": False}
     families = {"bm25": "lexical", "dense": "dense", "rrf": None}
     return cv.verdict("b", info, overall, rescored, ranks, threshold, families,
-                      cv.expert_arm(None, 0, 2)), rescored
+                      cv.expert_arm(None, {"present": [], "missing": []}, 2)), rescored
 
 
 def test_the_reviews_rule_decides_and_both_readings_are_shown():
@@ -1013,14 +1057,42 @@ def test_coded_from_codes_and_from_judgments_give_the_populations_the_review_and
     assert populations["patient"] == {f"5_{i}" for i in range(3)}
     assert populations["admission"] == {f"{h}_{i}" for h in (3, 5) for i in range(3)}
     found, counts = codes.coded(tables, queries, qtypes, "patient", {str(h) for h in range(1, 6)})
-    _, how = comp.resolve_coded(judged_by, found, counts["queries_without_code"], "patient")
-    assert how["disease-0"] == ("codes", "patient", 2, 1)  # 2 and 3 by the tables only, 4 by a judgment only
+    _, how = comp.resolve_coded(judged_by, found, counts["queries_without_code"], "patient", counts)
+    # 2 and 3 by the tables only, 4 by a judgment only; by the admission 3 is not coded (the units differ on one)
+    assert how["disease-0"] == ("codes", "patient", "cms-v32:428", 2, 1, 1)
+    assert how["procedure-0"][2] == "d_icd_procedures:3995" and how["drug-1"][2] == "prescriptions"
     assert how["disease-1"][0] == comp.NO_CODE
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "DIAGNOSES_ICD.csv").write_text("ROW_ID,HADM_ID,ICD9_CODE\n1,1,4280\n")
     with pytest.raises(InputError, match="lacks the column"):
         codes.read_table(bad / "DIAGNOSES_ICD.csv", "DIAGNOSES_ICD")
+
+
+def test_earlier_cms_titles_map_acute_renal_failure_and_pneumothorax(tmp_path):
+    """Issue 47: two of the 100 most frequent disease queries are earlier ICD-9-CM titles of their categories (v32
+    calls 584 "Acute kidney failure" and 512 "Pneumothorax and air leak"): they map to 584 and 512 through
+    EARLIER_TITLES, each with its source, and design.tsv's mapped_through says so; v32's own titles still map."""
+    from r2med_eval.cliniq import codes
+
+    tables = _tables(tmp_path / "mimic", diagnoses=[(10, 1, "5849"), (20, 2, "5121"), (30, 3, "51289"),
+                                                    (40, 4, "5845"), (50, 5, "4280")],
+                     admissions=[(10, 1), (20, 2), (30, 3), (40, 4), (50, 5)])
+    queries = {"disease-0": "acute renal failure", "disease-1": "pneumothorax", "disease-2": "acute kidney failure",
+               "disease-3": "heart failure"}
+    qtypes = {q: "disease" for q in queries}
+    found, counts = codes.coded(tables, queries, qtypes)
+    assert found == {"disease-0": {"1", "4"}, "disease-1": {"2", "3"}, "disease-2": {"1", "4"}, "disease-3": {"5"}}
+    assert counts["queries_without_code"] == []
+    assert counts["mapped_through"] == {"disease-0": (["584"], ["earlier-title"]),
+                                        "disease-1": (["512"], ["earlier-title"]),
+                                        "disease-2": (["584"], ["cms-v32"]), "disease-3": (["428"], ["cms-v32"])}
+    assert {c for c, _, _ in codes.EARLIER_TITLES} == {"584", "512"}
+    assert all(len(source) > 40 for _, _, source in codes.EARLIER_TITLES)  # each with its source
+    assert codes.category("5849")[1] == "Acute kidney failure" and codes.category("5121")[1].startswith("Pneumothorax")
+    judged = comp.coded_admissions([("disease-0", "1_0", "string")])
+    _, how = comp.resolve_coded(judged, found, [], "admission", counts)
+    assert how["disease-0"][:3] == ("codes", "admission", "earlier-title:584")
 
 
 def test_category_and_titles_from_the_icd9_hierarchy_package():
@@ -1059,77 +1131,77 @@ def test_the_demo_runs_with_codes_and_with_judgments_and_design_records_which(tm
     assert int(codes_["disease-3"]["population"]) < int(seen[("judgments", "patient")]["disease-3"]["population"])
     assert codes_["disease-2"]["judgments_only"] == "1"  # pneumonia judged in 900764, which has no such code
     assert all(d["coded_from"] == "judgments" for d in seen[("judgments", "patient")].values())
-
-
-REVIEW_CONFIG = """
-benchmarks:
-  cliniq-demo:
-    layout: cliniq
-    noteevents: {demo}/NOTEEVENTS.csv
-    expected_chunks: 203
-    tasks:
-      cliniq: {{path: {demo}}}
-benchmarks_to_run: [cliniq-demo]
-models:
-  bm25: {{type: bm25_lucene, k1: 0.9, b: 0.4, top_k: 1000}}
-  bm25-b75: {{type: bm25_lucene, k1: 1.2, b: 0.75, top_k: 1000}}
-fusion:
-  rrf-bm25: {{method: rrf, runs: [bm25, bm25-b75], k: 60}}
-llms:
-  judge:
-    reasoning: none
-    generate: {{model: fake-judge, base_url_env: E2E_JUDGE_URL, api_key_env: E2E_JUDGE_KEY, concurrency: 4,
-               retries: 0, max_tokens: 256}}
-cliniq_completion:
-  benchmark: cliniq-demo
-  llm: judge
-  queries: 100
-  sample_per_query: 30
-  pool_depth: 0
-  runs: [bm25, bm25-b75, rrf-bm25]
-  human_labels: [{experts}/expert_a.tsv, {experts}/expert_b.tsv]
-  move_threshold: 5
-"""
+    # design.tsv says which title a query mapped through, and on how many admissions the two units disagree
+    assert codes_["disease-3"]["mapped_through"] == "cms-v32:250" and codes_["disease-3"]["unit_differs"] == "1"
+    assert seen[("codes", "admission")]["disease-3"]["unit_differs"] == "1"  # 900611: coded by its patient only
+    assert codes_["procedure-1"]["mapped_through"] == "d_icd_procedures:3995"
 
 
 @pytest.mark.slow
-def test_the_reviews_test_through_snakemake_sample_only_with_two_experts(tmp_path):
-    """The review's design as a user runs it: ``snakemake all`` on the CliniQ demo with pool_depth 0 and two
-    experts' files. sample.tsv holds no pool chunk, agreement.csv compares the two experts, the re-scoring adds the
-    sample's labels only, design.tsv says the coded admissions came from the demo's code tables, and the judge's
-    malformed answers are counted on the terminal."""
+def test_the_reviews_configuration_runs_on_the_demo_to_a_verdict_with_its_expert_arm(tmp_path):
+    """Issue 47: config/cliniq-review.yaml as shipped (GPT-4o, a declared phi_servers host, the project's own prompt,
+    two experts' files expected) with config/cliniq-review-demo.yaml on the CliniQ demo: `snakemake all` with a
+    loopback judge standing in for GPT-4o reaches a verdict by the review's rule whose expert arm is reported. Then:
+    note text planted in every field of two experts' files stops the estimate job with one r2med-eval: line and
+    reaches no file outside resources/ and data/ nor the terminal; and with the experts' files missing, the verdict
+    says the expert arm was not run, and on what."""
+    from confidentiality import PLANTED, assert_confined
     from conftest import snakemake, workflow_dir
 
-    queries, _ = cc.read_queries(fx.DEMO)
-    chunks = fx.prepare(tmp_path / "prep")["chunks"]
-    experts = tmp_path / "experts"
-    experts.mkdir()
-    truth = {(q, c): rule_label(queries[q], t) for q in ("disease-3", "procedure-3", "disease-2") for c, t in
-             chunks.items()}
-    _write_labels(experts / "expert_a.tsv", truth)
-    _write_labels(experts / "expert_b.tsv", {k: ("synonym" if v == "irrelevant" else "irrelevant") if i % 9 == 0
-                                             else v for i, (k, v) in enumerate(truth.items())})
-    work = workflow_dir(tmp_path, REVIEW_CONFIG.format(demo=fx.DEMO, experts=experts))
+    work = workflow_dir(tmp_path, (REPO / "config.yaml").read_text())
+    (work / "data").symlink_to(REPO / "data", target_is_directory=True)
+    configs = ["--configfile", "config.yaml", str(REPO / "config/cliniq-review.yaml"),
+               str(REPO / "config/cliniq-review-demo.yaml")]
     with FakeLLM() as server:
         server.mode = "judge"
         server.malformed_always = lambda q, c: q == "diabetes mellitus" and _hash(c) % 3 == 0
-        env = {**os.environ, "E2E_JUDGE_URL": server.url, "E2E_JUDGE_KEY": "k"}
-        proc = snakemake(work, "--cores", "2", "all", env=env)
-    out = work / OUT
-    sample = comp.read_table(out / "sample.tsv", comp.SAMPLE_HEADER)
-    assert sample and {r["stratum"] for r in sample} == {"rest"}
-    rows = list(csv.DictReader(open(out / "agreement.csv")))
-    assert any(r["kind"] == "agreement" and (r["rater_a"], r["rater_b"]) == ("expert_a", "expert_b") for r in rows)
-    assert any(r["kind"] == "fnr" and r["rater_a"] == "expert_b" for r in rows)
-    labels = judge.read_labels(out / "labels.tsv")
-    assert set(labels) == {(r["query_id"], r["chunk_id"]) for r in sample}
+        env = {**os.environ, "JUDGE_URL": server.url, "JUDGE_KEY": "k"}
+        proc = snakemake(work, "--cores", "2", "all", *configs, env=env, config=False)
+        models = {r.get("model") for r in server.requests}
+        out = work / OUT
+        verdict = json.loads((out / "verdict.json").read_text())
+        assert verdict["status"] in ("reliable", "unreliable") and verdict["rule"] == "review"
+        assert verdict["experts"] == {"run": True, "present": ["expert_a.tsv", "expert_b.tsv"], "missing": []}
+        adv = verdict["review"]["bm25_advantage"]
+        assert adv["computed"] and (adv["lexical"], adv["dense"]) == ("bm25", "minilm")
+        text = (out / "verdict.md").read_text()
+        arm = "Expert arm (2 experts: expert\\_a.tsv, expert\\_b.tsv), relevance: judge against expert\\_a: kappa"
+        assert arm in text and "expert\\_a against expert\\_b: kappa" in text and "Expert arm reported." in text
+        assert "The review's rule decides" in text and "read as a share of minilm's recall" in text
+        assert "prompt: the project's own prompt" in text and "model gpt-4o" in text
+        info = json.loads((out / "judging.json").read_text())
+        assert info["model"] == "gpt-4o" and info["answer_format_appended"] is False
+        sample = comp.read_table(out / "sample.tsv", comp.SAMPLE_HEADER)
+        assert sample and {r["stratum"] for r in sample} == {"rest"}  # the review's sample-only design
+        design = comp.read_table(out / "design.tsv", comp.DESIGN_HEADER)
+        assert {d["coded_unit"] for d in design if d["coded_from"] == "codes"} == {"admission"}
+        assert re.search(r"r2med-eval \[cliniq_completion_judge cliniq-demo\] warning: \d+ of \d+ answers \(",
+                         proc.stdout), proc.stdout[-3000:]
+
+        # note text planted in every field of the two experts' files: one line, the word nowhere
+        planted = tmp_path / "planted"
+        planted.mkdir()
+        labels = judge.read_labels(out / "labels.tsv")
+        (q, c), (q2, c2) = sorted(k for k, v in labels.items() if v != judge.MALFORMED)[:2]
+        note = NOTE.format(word=PLANTED)
+        (planted / "expert_a.tsv").write_text(f"{q}\t{c}\tstring\n{note}\t{note}\t{note}\n")
+        (planted / "expert_b.tsv").write_text(f"{q2}\t{note}\t{note}\n")
+        (work / "planted.yaml").write_text(f"cliniq_completion: {{human_labels: [{planted}/expert_a.tsv, "
+                                           f"{planted}/expert_b.tsv]}}\n")
+        bad = snakemake(work, "--cores", "2", "all", *configs, "planted.yaml", env=env, config=False, check=False)
+        assert bad.returncode != 0
+        lines = [x for x in bad.stdout.splitlines() if x.startswith("r2med-eval:") and "Fix:" in x]
+        assert len(lines) == 1 and f"{planted}/expert_a.tsv, line 2: the label 'Pt '" in lines[0], lines
+        assert_confined(work, proc.stdout + bad.stdout)
+
+        # the experts' files expected but not there: the verdict says the arm was not run, and on what
+        (work / "missing.yaml").write_text("cliniq_completion: {human_labels: [experts/expert_a.tsv, "
+                                           "experts/expert_b.tsv]}\n")
+        snakemake(work, "--cores", "2", "all", *configs, "missing.yaml", env=env, config=False)
     verdict = json.loads((out / "verdict.json").read_text())
-    assert verdict["judgments_added"]["relevant"] + verdict["judgments_added"]["irrelevant"] == sum(
-        1 for v in labels.values() if v != judge.MALFORMED)
-    assert verdict["design"]["sample_only"] and verdict["malformed"] > 0
-    design = comp.read_table(out / "design.tsv", comp.DESIGN_HEADER)
-    assert {d["coded_from"] for d in design} == {"codes", comp.NO_CODE}
-    assert re.search(r"r2med-eval \[cliniq_completion_judge cliniq-demo\] warning: \d+ of \d+ answers \(",
-                     proc.stdout), proc.stdout[-3000:]
-    assert json.loads((work / "results/provenance.json").read_text())["judging"]["cliniq-demo"]["design"][
-        "pool_chunks"] == 0
+    assert verdict["experts"] == {"run": False, "present": [], "missing": ["expert_a.tsv", "expert_b.tsv"]}
+    text = (out / "verdict.md").read_text()
+    assert "The expert arm was not run: the experts' files expert\\_a.tsv, expert\\_b.tsv" in text
+    assert f"about 10 of the {len(design)} completed queries" in text
+    assert "Expert arm not run (missing: expert\\_a.tsv, expert\\_b.tsv)." in text
+    assert models == {"gpt-4o"}

@@ -93,15 +93,19 @@ def per_system_rule(rescored: list[dict], ranks: list[dict]) -> dict:
             "moved_rows": moved, "systems": list(dict.fromkeys(r["model"] for r in moved)), "figures": len(eff)}
 
 
-def expert_arm(agreement_rows: list[dict] | None, experts: int, completed_queries: int) -> dict:
-    """What the expert arm found: per expert its relevance agreement and kappa with the judge (``agreement.csv``'s
-    rows), or why it was not run."""
-    if not experts:
-        return {"run": False, "text": f"The expert arm was not run: no expert's labels are configured "
-                                      f"(cliniq_completion.human_labels). The review asks two medical experts to label "
-                                      f"the judged chunks of about 10 of the {completed_queries} completed queries "
-                                      f"(labels.tsv lists them); their agreement with each other is the ceiling the "
-                                      f"judge can be held to."}
+def expert_arm(agreement_rows: list[dict] | None, experts: dict, completed_queries: int) -> dict:
+    """What the expert arm found: per expert pair its relevance agreement and kappa (``agreement.csv``'s rows) and
+    the false-negative rate by each expert's labels; or why it was not run, and on what. ``experts``: {present: the
+    files read, missing: the files the design expects that are not there} (names)."""
+    present, missing = list(experts.get("present", ())), list(experts.get("missing", ()))
+    on_what = (f"the review asks two medical experts to label the judged chunks of about 10 of the "
+               f"{completed_queries} completed queries (labels.tsv lists them)")
+    if not present:
+        why = (f"the experts' files {', '.join(missing)} (cliniq_completion.human_labels) are not there yet" if missing
+               else "no expert's labels are configured (cliniq_completion.human_labels)")
+        return {"run": False, "missing": missing,
+                "text": f"The expert arm was not run: {why}; {on_what}, and their agreement with each other is the "
+                        "ceiling the judge can be held to."}
     rows = [r for r in agreement_rows or [] if r.get("kind") == "agreement" and r.get("aspect") == "relevance"]
 
     def cell(r, key, digits):
@@ -112,9 +116,12 @@ def expert_arm(agreement_rows: list[dict] | None, experts: int, completed_querie
              f"(agreement {cell(r, 'agreement', 2)})" for r in rows]
     fnr = [r for r in agreement_rows or [] if r.get("kind") == "fnr" and r["rater_a"] == r["rater_b"]]
     rates = [f"{r['rater_a']} {_pct(float(r['rate']), 2) if r['rate'] else 'n/a'} on {r['n']} chunks" for r in fnr]
-    return {"run": True, "text": f"Expert arm ({experts} expert{'s' if experts != 1 else ''}), relevance: "
-                                 + "; ".join(pairs) + "." + (" False-negative rate by the experts' labels: "
-                                                             + "; ".join(rates) + "." if rates else "")}
+    text = (f"Expert arm ({len(present)} expert{'s' if len(present) != 1 else ''}: {', '.join(present)}), relevance: "
+            + "; ".join(pairs) + "." + (" False-negative rate by the experts' labels: " + "; ".join(rates) + "."
+                                        if rates else ""))
+    if missing:
+        text += f" Not run on {', '.join(missing)} (not there yet); {on_what}."
+    return {"run": True, "missing": missing, "text": text}
 
 
 def _advantage_text(adv: dict, threshold: float) -> str:
@@ -152,7 +159,9 @@ def verdict(benchmark: str, info: dict, overall: dict, rescored: list[dict], ran
                      "stayed malformed after the re-asks; they count as unjudged, and every figure below rests on "
                      "the usable answers only.")
     coded = info.get("coded_from")
-    parts.append(f"On {benchmark}, the judge ({info['llm']}) labelled {usable} of the {info['judged']} unjudged "
+    judge = info["llm"] + (f", model {info['model']}" if info.get("model") else "") + (
+        f"; prompt: {info['prompt']}" if info.get("prompt") else "")
+    parts.append(f"On {benchmark}, the judge ({judge}) labelled {usable} of the {info['judged']} unjudged "
                  f"chunks of uncoded admissions it was asked about ({asked}) over {info['queries']} queries"
                  + (f"; coded admissions from {coded}" if coded else "") + ".")
     if overall["covered"]:
@@ -216,7 +225,10 @@ def verdict(benchmark: str, info: dict, overall: dict, rescored: list[dict], ran
                 f"{threshold:g} relative points ({len(ours['systems'])} of {systems} systems"
                 + (f": {', '.join(ours['systems'])}" if ours["systems"] else "") + ").")
     if experts is not None:
-        line.append("Expert arm " + ("reported." if experts["run"] else "not run."))
+        line.append("Expert arm " + ("reported" + (f" (missing: {', '.join(experts['missing'])})"
+                                                   if experts["missing"] else "") + "." if experts["run"] else
+                                     "not run" + (f" (missing: {', '.join(experts['missing'])})"
+                                                  if experts["missing"] else "") + "."))
     if info["malformed"]:
         line.append(f"{share * 100:.1f}% of the judge's answers malformed.")
     return {"reliable": reliable and bool(overall["covered"]), "status": status, "rule": "review",

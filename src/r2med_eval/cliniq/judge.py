@@ -36,6 +36,17 @@ REPAIR = ("Your answer did not end with the required final line. Reply with that
 _FINAL = re.compile(r"^[\s*_`>#-]*final(?:\s+answer)?\s*:\s*relevance\s*=\s*([a-z]+)\s*[;,]\s*match\s*=\s*([a-z]+)"
                     r"[\s*_`.]*$", re.IGNORECASE)
 
+# the answer format the parser reads; appended to a user's prompt that lacks it (a transcription of CliniQ's Figure 3)
+ANSWER_FORMAT = ("First explain your reasoning in a few sentences, quoting the words of the chunk that decide it. Then "
+                 "end your answer with one final line, exactly in this form and with nothing after it:\n"
+                 "FINAL: relevance=<relevant or irrelevant>; match=<string, synonym, abbreviation, hyponym, "
+                 "implication, or none>\nWrite match=none exactly when the chunk is irrelevant.")
+PROMPT_ORIGINS = {
+    "shipped": "the project's own prompt (src/r2med_eval/prompts/cliniq_judge.txt), written after CliniQ's annotation "
+               "design: CliniQ's own, the paper's Figure 3, is not published as text",
+    "configured": "the user's prompt (cliniq_completion.prompt), e.g. a transcription of CliniQ's Figure 3",
+}
+
 TABLE_HEADER = ("query_id", "query_type", "chunk_id", "stratum", "label", "attempts", "rationale")
 LABELS_HEADER = ("query_id", "chunk_id", "label", "attempts")
 
@@ -66,6 +77,15 @@ def read_prompt(path, expected_sha256: str | None = None) -> str:
         raise InputError(f"the judge's prompt lacks {', '.join(missing)}.", path=path,
                          fix="write {QUERY}, {QUERY_TYPE} and {CHUNK} where the query, its type and the chunk go.")
     return text
+
+
+def with_answer_format(template: str) -> tuple[str, bool]:
+    """The template with the judge's final-line format (``ANSWER_FORMAT``) appended when it has none (no ``FINAL:``),
+    and whether it was appended: a user's text of CliniQ's Figure 3 asks for its own answer, which the parser cannot
+    read."""
+    if "FINAL:" in template:
+        return template, False
+    return template.rstrip() + "\n\n" + ANSWER_FORMAT + "\n", True
 
 
 def build_prompt(template: str, query: str, query_type: str, chunk: str) -> str:

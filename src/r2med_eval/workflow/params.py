@@ -517,5 +517,7 @@ class Params:
         c = self.reg.completion
         return {"runs": self.reg.completion_runs(),
                 "tie_orders": self._tie_orders(wildcards.benchmark, self.reg.completion_runs()),
-                "families": self.reg.completion_families(), "experts": len(c["human_labels"] or ()),
+                "families": self.reg.completion_families(),
+                "experts": {k: [f.replace("\\", "/").rsplit("/", 1)[-1] for f in v]  # the files' names only
+                            for k, v in zip(("present", "missing"), self.reg.completion_experts())},
                 "move_threshold": c["move_threshold"], "bootstrap": self.cfg["report"]["bootstrap"], "seed": c["seed"]}
