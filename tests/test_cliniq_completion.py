@@ -1168,6 +1168,18 @@ def test_the_reviews_configuration_runs_on_the_demo_to_a_verdict_with_its_expert
         arm = "Expert arm (2 experts: expert\\_a.tsv, expert\\_b.tsv), relevance: judge against expert\\_a: kappa"
         assert arm in text and "expert\\_a against expert\\_b: kappa" in text and "Expert arm reported." in text
         assert "The review's rule decides" in text and "read as a share of minilm's recall" in text
+        # the page: the synthetic demo says so in every table heading; the verdict counts the cells its mark marks
+        synthetic = "(synthetic: says nothing about the real benchmark)"
+        assert text.startswith(f"## Verdict (cliniq-demo {synthetic})")
+        for name in ("estimates", "rescored", "agreement"):
+            assert f"cliniq-demo {synthetic})" in (out / f"{name}.md").read_text().splitlines()[0], name
+        assert (out / "rescored.md").read_text().count("\u2021 |") == verdict["marks"] > 0
+        assert "\u2020" not in (out / "rescored.md").read_text() + text  # the dagger is the randomization test's
+        assert "cliniq-demo: synthetic: says nothing about the real benchmark" in (
+            work / "results/leaderboard.md").read_text()
+        page = (work / "results/index.html").read_text()
+        assert f"CliniQ judgment completion: cliniq-demo {synthetic}" in page
+        assert f"CliniQ tables: cliniq-demo {synthetic}" in page
         assert "prompt: the project's own prompt" in text and "model gpt-4o" in text
         info = json.loads((out / "judging.json").read_text())
         assert info["model"] == "gpt-4o" and info["answer_format_appended"] is False

@@ -149,21 +149,22 @@ def _tex_table(header, rows, caption: str, label: str, align: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def estimates_latex(benchmark: str, rows: list[dict]) -> str:
+def estimates_latex(benchmark: str, rows: list[dict], name: str | None = None) -> str:
+    """``name``: the benchmark as the caption shows it (``report.synthetic.titled``)."""
     from ..report.tables import tex_label
 
     body = [[r["group"], r["measure"], str(r["queries"]), str(r["judged"]), str(r["found"]),
              _num(r["rate"] * 100, 2), _ci(r["rate_low"], r["rate_high"]), _num(r["missing"], 0),
              _ci(r["missing_low"], r["missing_high"], 1.0, 0)] for r in rows]
     return _tex_table(("Group", "Measure", "Q", "Judged", "Found", "FNR", "95% CI", "Missing", "95% CI"), body,
-                      f"CliniQ judgment completion on {benchmark}: estimated false-negative rate (x 100) among "
+                      f"CliniQ judgment completion on {name or benchmark}: estimated false-negative rate (x 100) among "
                       "the unjudged chunks of uncoded admissions, and the estimated number of missing relevant "
                       "chunks, with 95% design-based intervals (Clopper-Pearson on the effective sample size). Q: "
                       "queries; found: relevant chunks the judge found.",
                       tex_label("tab", "cliniq", benchmark, "completion", "fnr"), "llrrrrlrl")
 
 
-def rescored_latex(benchmark: str, rescored: list[dict], threshold: float) -> str:
+def rescored_latex(benchmark: str, rescored: list[dict], threshold: float, name: str | None = None) -> str:
     """One table per metric: models as rows, original and completed per group (all and each query type)."""
     from ..report.tables import latex_table, tex_label
 
@@ -185,20 +186,21 @@ def rescored_latex(benchmark: str, rescored: list[dict], threshold: float) -> st
             rows.append(row)
         counts = ", ".join(f"{g} {index[(models[0], g, metric)]['queries']}" for g in groups)
         parts.append(latex_table(columns, rows, caption=f"CliniQ multi-patient {label(metric)} x 100 on "
-                                 f"{benchmark}, with CliniQ's judgments (orig.) and the completed ones (compl.).",
+                                 f"{name or benchmark}, with CliniQ's judgments (orig.) and the completed ones "
+                                 "(compl.).",
                                  label=tex_label("tab", "cliniq", benchmark, "completion", metric), marks=marks,
                                  bold=False, notes=[f"{MARK_MOVED}: moves by more than {threshold:g} relative points.",
                                                     f"Queries: {counts}."]))
     return "\n".join(parts)
 
 
-def ranking_latex(benchmark: str, ranks: list[dict]) -> str:
+def ranking_latex(benchmark: str, ranks: list[dict], name: str | None = None) -> str:
     from ..report.tables import tex_label
 
     body = [[label(r["metric"]), _num(r["kendall_tau"], 3), _ci(r["ci_low"], r["ci_high"], 1.0, 3),
              str(len(r["flipped_pairs"]))] for r in ranks if r["group"] == "all"]
     return _tex_table(("Metric", "Kendall's tau", "95% CI", "Flipped pairs"), body,
-                      f"CliniQ judgment completion on {benchmark}: Kendall's tau-b between the system orderings with "
-                      "CliniQ's and with the completed judgments (all queries), 95% bootstrap intervals over "
-                      "queries, and the pairs of systems whose order flips.",
+                      f"CliniQ judgment completion on {name or benchmark}: Kendall's tau-b between the system "
+                      "orderings with CliniQ's and with the completed judgments (all queries), 95% bootstrap "
+                      "intervals over queries, and the pairs of systems whose order flips.",
                       tex_label("tab", "cliniq", benchmark, "completion", "ranking"), "lrlr")

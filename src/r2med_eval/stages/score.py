@@ -264,6 +264,7 @@ def cliniq_completion_estimate(sm) -> None:
     from ..cliniq import experts as ex
     from ..cliniq.label_files import read_expert_labels
     from ..io import read_json, read_lines, write_text
+    from ..report.synthetic import titled
 
     spec = sm.params.spec
     bench = sm.wildcards.benchmark
@@ -274,18 +275,19 @@ def cliniq_completion_estimate(sm) -> None:
         experts = {ex.expert_name(f): read_expert_labels(f, completed, chunk_ids) for f in sm.input.human_labels}
     rows, per_query = comp.estimates(strata)
     info = {**spec, "queries": len(design), "llm": read_json(sm.input.info)["llm"]}
+    name = titled(bench, spec.get("synthetic"))  # as headings and captions show the benchmark
     write_text(sm.output.estimates_csv, rep.csv_text(rep.ESTIMATE_COLUMNS, rows))
-    write_text(sm.output.estimates_md, rep.estimates_markdown(bench, rows, info))
+    write_text(sm.output.estimates_md, rep.estimates_markdown(name, rows, info))
     write_text(sm.output.estimates_tex, rep.estimates_latex(bench, [r for r in rows if r["measure"] == "relevant"
-                                                                     or r["scope"] == "all"]))
+                                                                     or r["scope"] == "all"], name))
     write_text(sm.output.per_query, rep.csv_text(rep.PER_QUERY_COLUMNS, per_query))
     pairs, fnr = [], []
     if experts:
         pairs = ex.agreements(labels, experts)
         fnr = ex.rates(design, comp.read_table(sm.input.sample, comp.SAMPLE_HEADER), labels, experts)
     write_text(sm.output.agreement_csv, rep.csv_text(ex.COLUMNS, ex.rows(pairs, fnr)))
-    write_text(sm.output.agreement_md, ex.markdown(pairs, fnr))
-    write_text(sm.output.agreement_tex, ex.latex(bench, pairs, fnr))
+    write_text(sm.output.agreement_md, ex.markdown(pairs, fnr, name))
+    write_text(sm.output.agreement_tex, ex.latex(bench, pairs, fnr, name))
     overall = next(r for r in rows if r["scope"] == "all" and r["measure"] == "relevant")
     log.info("false-negative rate %.4f [%.4f, %.4f] over %d of %d population chunks; estimated missing relevant "
              "%.1f [%.1f, %.1f]; found %d; malformed %d", overall["rate"], overall["rate_low"], overall["rate_high"],
@@ -308,6 +310,7 @@ def cliniq_completion_rescore(sm) -> None:
     from ..cliniq import metrics as cliniq
     from ..cliniq.files import read_cliniq_qrels, read_query_types
     from ..io import read_json, read_lines, write_json, write_text
+    from ..report.synthetic import titled
 
     spec = sm.params.spec
     bench = sm.wildcards.benchmark
@@ -356,11 +359,12 @@ def cliniq_completion_rescore(sm) -> None:
                                  "pool": pool > 0, "coded_from": coded}, overall, rescored, ranks,
                          spec["move_threshold"], spec["families"], experts)
     write_text(sm.output.rescored_csv, rep.csv_text(rep.RESCORED_COLUMNS, rescored))
-    write_text(sm.output.rescored_md, rep.rescored_markdown(bench, rescored, ranks, spec["move_threshold"]))
-    write_text(sm.output.rescored_tex, rep.rescored_latex(bench, rescored, spec["move_threshold"]))
+    name = titled(bench, spec.get("synthetic"))  # as headings and captions show the benchmark
+    write_text(sm.output.rescored_md, rep.rescored_markdown(name, rescored, ranks, spec["move_threshold"]))
+    write_text(sm.output.rescored_tex, rep.rescored_latex(bench, rescored, spec["move_threshold"], name))
     write_text(sm.output.ranking_csv, rep.csv_text(rep.RANKING_COLUMNS, rep.ranking_rows(ranks)))
-    write_text(sm.output.ranking_tex, rep.ranking_latex(bench, ranks))
-    write_text(sm.output.verdict_md, cv.verdict_markdown(bench, verdict))
+    write_text(sm.output.ranking_tex, rep.ranking_latex(bench, ranks, name))
+    write_text(sm.output.verdict_md, cv.verdict_markdown(name, verdict))
     write_json(sm.output.verdict_json, cv.verdict_json(bench, verdict, {
         "judgments_added": added, "queries_completed": len(design), "threshold_relative_points": spec["move_threshold"],
         "judged": info["judged"], "malformed": info["malformed"],

@@ -232,6 +232,11 @@ class Registry:
             return []
         return list(self.completion.get("runs") or self.runs_of(self.completion["benchmark"]))
 
+    def synthetic(self, benchmarks=None) -> list[str]:
+        """The synthetic benchmarks (``synthetic: true``) among ``benchmarks`` (default: the selected ones)."""
+        names = self.benchmarks if benchmarks is None else benchmarks
+        return [b for b in names if (self.cfg["benchmarks"].get(b) or {}).get("synthetic")]
+
     def completion_experts(self) -> tuple[list[str], list[str]]:
         """The experts' files of the completion: (those the estimates read, those expected but missing). With
         ``human_labels_missing: report`` a file that does not exist (yet) is left out and named as missing; with
