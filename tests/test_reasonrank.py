@@ -674,3 +674,48 @@ def test_snakemake_reranks_an_imported_first_stage_on_the_demo(fake, tmp_path, t
     assert lineage["input_run"] == "first" and lineage["prompt_mode"] == "rank_GPT_reasoning"
     log = (work / "logs/llm_rerank_run/demo/demo/first--rr@100.log").read_text()
     assert "reasoning tokens per window" in log and "reasoning tokens per query" in log
+
+
+# ------------------------------------------------------------------ ReasonRank's published figure
+
+def test_reasonranks_published_average_is_set_against_the_runs_mean_naming_its_first_stage(tmp_path):
+    from r2med_eval.hub.datasets import R2MED_TASKS
+    from r2med_eval.report import r2med_paper
+
+    assert r2med_paper.read_reasonrank_table()[("e5", "reasonrank-32B", "100")]["ndcg_at_10"] == 0.4285
+    raw = {}
+    for name in ("config.yaml", "config/r2med.yaml", "config/r2med_models.yaml", "config/reasonrank.yaml",
+                 "config/r2med-reasonrank.yaml"):
+        merge(raw, yaml.safe_load((REPO / name).read_text()))
+    raw["models_to_run"] = ["e5-mistral-7b-instruct", "e5-mistral-reasonrank-runs", "reasonrank-32B",
+                            "reasonrank-7B"]
+    keys = Workflow(config.validate(raw)).registry.paper_key
+    ours, theirs = "e5-mistral-7b-instruct--reasonrank-32B@100", "e5-mistral-reasonrank-runs--reasonrank-32B@100"
+    other = "e5-mistral-7b-instruct--reasonrank-7B@100"
+    info = {r: keys(r) for r in (ours, theirs, other)}
+    assert info[ours]["key"] == info[theirs]["key"] == ["reranker", "e5", "reasonrank-32B", "100", "-", "-"]
+    assert info[theirs]["first_stage"] == {"run": "e5-mistral-reasonrank-runs", "type": "run"}
+    files, tasks = [], {f"r2med/{t}": t for t in R2MED_TASKS}
+    for i, t in enumerate(R2MED_TASKS):
+        for run, score in ((ours, 0.40 + 0.01 * i), (theirs, 0.4285), (other, 0.3)):
+            path = tmp_path / f"{run}-{t}.json"
+            path.write_text(json.dumps({"benchmark": "r2med", "task": t, "model": run,
+                                        "metrics": {"ndcg_at_10": score}}))
+            files.append(path)
+    partial = tmp_path / "partial.json"  # a benchmark holding one task: listed, not compared
+    partial.write_text(json.dumps({"benchmark": "one", "task": "Biology", "model": ours,
+                                   "metrics": {"ndcg_at_10": 0.5}}))
+    result = r2med_paper.compare(files + [partial], [], info, {**tasks, "one/Biology": "Biology"})
+    rows = {(r["benchmark"], r["model"]): r for r in result["averages"]}
+    assert set(rows) == {("r2med", ours), ("r2med", theirs), ("one", ours)}  # the 7B has no published figure
+    assert rows[("r2med", ours)]["ours"] == pytest.approx(0.435) and rows[("r2med", ours)]["flag"]
+    assert rows[("r2med", theirs)]["diff"] == pytest.approx(0.0) and not rows[("r2med", theirs)]["flag"]
+    assert rows[("one", ours)]["ours"] is None and rows[("one", ours)]["note"].startswith("1 of the 8 R2MED tasks")
+    md = r2med_paper.to_markdown(result)
+    assert "## Published averages of the eight tasks" in md
+    assert (f"| r2med | {theirs} | `e5-mistral-reasonrank-runs`, imported (type: run, a run file made elsewhere) | 8 "
+            "| 42.85 | 42.85 | +0.00 |") in md
+    assert f"| r2med | {ours} | `e5-mistral-7b-instruct`, run here (dense) | 8 | 43.50 | 42.85 | +0.65 | **> 0.5** |" in md
+    per_task = {(r["model"], r["task"]): r["note"] for r in result["rows"] if r["benchmark"] == "r2med"}
+    assert per_task[(ours, "Biology")].startswith("R2MED published no such row; ReasonRank published its average")
+    assert per_task[(other, "Biology")] == "no paper_name (or not a published configuration)"

@@ -1,5 +1,7 @@
 """R2MED's published nDCG@10 table (``data/reference/r2med_paper_ndcg10.tsv``) and ``results/r2med_vs_paper.md``:
-our scores beside the paper's, with the known reasons for differences."""
+our scores beside the paper's, with the known reasons for differences. ReasonRank's published R2MED figure
+(``data/reference/reasonrank_r2med_ndcg10.tsv``: an average of the eight tasks) is set against a rerank run's mean
+over the eight tasks (``averages``), naming the first stage the run reranked."""
 
 from __future__ import annotations
 
@@ -14,8 +16,14 @@ from ..scoring import metric_table
 
 log = logging.getLogger(__name__)
 
-DATA_FILES = ("data/reference/r2med_paper_ndcg10.tsv",)  # part of the code hash of the rules using this module
+# part of the code hash of the rules using this module
+DATA_FILES = ("data/reference/r2med_paper_ndcg10.tsv", "data/reference/reasonrank_r2med_ndcg10.tsv")
 PAPER_TABLE = Path(__file__).resolve().parents[3] / DATA_FILES[0]
+REASONRANK_TABLE = Path(__file__).resolve().parents[3] / DATA_FILES[1]
+# Why ReasonRank's figure and ours may differ, whatever the first stage.
+REASONRANK_KNOWN = ("ReasonRank's figure is the R2MED leaderboard's average of the eight tasks (its README, "
+                    "2025-08-16; no per-task figures published); its README names no first stage (its repository "
+                    "ships e5-mistral-7b-instruct's top 100); its authors note that results vary with vLLM versions.")
 FLAG_ABOVE = 0.005  # 0.5 points of nDCG@10 x 100
 PAPER_ORDER = {t: i for i, t in enumerate(R2MED_TASKS)}  # the paper's order of its tasks
 
@@ -36,6 +44,7 @@ KNOWN_BY_TYPE = {
     "cross_encoder": "reranks our own first-stage run, not R2MED's saved top-k file.",
     "rankllama": "reranks our own first-stage run, not R2MED's saved top-k file; fp16 on another GPU and library "
                  "versions.",
+    "run": "a run file made elsewhere (its maker's code, checkpoint and library versions).",
 }
 
 
@@ -52,6 +61,76 @@ def read_paper_table(path=PAPER_TABLE) -> dict[tuple, dict]:
     return rows
 
 
+def read_reasonrank_table(path=REASONRANK_TABLE) -> dict[tuple, dict]:
+    """(retriever paper_name, reranker paper_name, depth) -> {ndcg_at_10 (a fraction; the file holds x 100), task
+    (``average``: the eight tasks' mean), where} of ReasonRank's published figures."""
+    rows = {}
+    with open(path, encoding="utf-8") as handle:
+        lines = [line for line in handle if not line.startswith("#")]
+    for row in csv.DictReader(lines, delimiter="\t"):
+        rows[(row["retriever"], row["reranker"], row["depth"])] = {
+            "ndcg_at_10": round(float(row["ndcg_at_10"]) / 100, 6), "task": row["task"], "where": row["where"]}
+    return rows
+
+
+def first_stage(info: dict) -> str:
+    """Which first stage a rerank run reranked, in words (its ``paper_key`` entry's ``first_stage``)."""
+    first = info.get("first_stage") or {}
+    if first.get("type") == "run":
+        return f"`{first['run']}`, imported (type: run, a run file made elsewhere)"
+    if first.get("run"):
+        return f"`{first['run']}`, run here ({first['type']})"
+    return "unknown"
+
+
+def averages(metric_files, keys: dict, tasks: dict, table=None) -> list[dict]:
+    """A rerank run named by ReasonRank's table (its first stage's and reranker's ``paper_name`` and its depth) against
+    ReasonRank's published average: the run's mean nDCG@10 over the eight R2MED tasks of each benchmark that holds all
+    eight (fewer: listed, not compared), the difference, and which first stage the run reranked."""
+    table = read_reasonrank_table() if table is None else table
+    per: dict[tuple, dict] = {}
+    for _, m in metric_table.records(metric_files):
+        info = keys.get(m["model"]) or {}
+        key = info.get("key")
+        ptask = tasks.get(f"{m['benchmark']}/{m['task']}")
+        if not key or ptask is None or key[0] != "reranker" or tuple(key[1:4]) not in table:
+            continue
+        per.setdefault((m["benchmark"], m["model"]), {})[ptask] = m["metrics"]["ndcg_at_10"]
+    out = []
+    for (bench, model), scores in sorted(per.items()):
+        info = keys[model]
+        ref = table[tuple(info["key"][1:4])]
+        row = {"benchmark": bench, "model": model, "tasks": len(scores), "first_stage": first_stage(info),
+               "theirs": ref["ndcg_at_10"], "source": f"reasonrank_r2med_ndcg10.tsv: {ref['where']}", "ours": None,
+               "diff": None, "flag": False, "note": ""}
+        if set(scores) != set(R2MED_TASKS):
+            row["note"] = f"{len(scores)} of the 8 R2MED tasks: no average to compare"
+        else:
+            row["ours"] = sum(scores.values()) / len(scores)
+            row["diff"] = row["ours"] - row["theirs"]
+            row["flag"] = abs(row["diff"]) > FLAG_ABOVE
+            row["note"] = REASONRANK_KNOWN if row["flag"] else ""
+        out.append(row)
+    return out
+
+
+def averages_markdown(rows: list[dict]) -> list[str]:
+    """The section of ``results/r2med_vs_paper.md`` for published averages (none: no lines)."""
+    if not rows:
+        return []
+    lines = ["## Published averages of the eight tasks", "",
+             "nDCG@10 x 100, the mean over the eight R2MED tasks. ReasonRank's figure "
+             "(`data/reference/reasonrank_r2med_ndcg10.tsv`) reranks e5-mistral-7b-instruct's top 100; each run says "
+             "which first stage it reranked.", "",
+             "| benchmark | run | first stage | tasks | ours | published | difference | flag | note | source |",
+             "|---|---|---|---:|---:|---:|---:|---|---|---|"]
+    for r in rows:
+        diff = "" if r["diff"] is None else f"{r['diff'] * 100:+.2f}"
+        lines.append(f"| {r['benchmark']} | {r['model']} | {r['first_stage']} | {r['tasks']} | {_fmt(r['ours'])} | "
+                     f"{_fmt(r['theirs'])} | {diff} | {_flag(r)} | {r['note']} | {r['source']} |")
+    return lines + [""]
+
+
 def _fmt(v) -> str:
     """A score x 100 with two decimals, as in every other table."""
     return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v * 100:.2f}"
@@ -63,6 +142,7 @@ def compare(metric_files, stats_files, keys: dict, tasks: dict, table=None, empt
     NaN (GritLM): a row with any is flagged, whatever the difference and whether the paper has the row."""
     empty_hydocs = empty_hydocs or {}
     table = read_paper_table() if table is None else table
+    reasonrank = read_reasonrank_table()
     checks = []
     for path in stats_files:
         st = read_json(path)
@@ -85,7 +165,9 @@ def compare(metric_files, stats_files, keys: dict, tasks: dict, table=None, empt
             row["note"] = "no paper_name (or not a published configuration)"
         else:
             ref = table.get(tuple(info["key"]) + (ptask,))
-            if ref is None:
+            if ref is None and info["key"][0] == "reranker" and tuple(info["key"][1:4]) in reasonrank:
+                row["note"] = "R2MED published no such row; ReasonRank published its average only (below)"
+            elif ref is None:
                 row["note"] = "the paper has no such row"
             else:
                 row.update(theirs=ref["ndcg_at_10"], source=f"{ref['source_path']}@{ref['source_commit'][:7]}")
@@ -110,7 +192,7 @@ def compare(metric_files, stats_files, keys: dict, tasks: dict, table=None, empt
                            "torch.topk's choice among equal scores); here those queries keep their own vector "
                            "(config/r2med_models.yaml). " + row["note"]).strip()
         rows.append(row)
-    return {"rows": rows, "checks": checks}
+    return {"rows": rows, "checks": checks, "averages": averages(metric_files, keys, tasks)}
 
 
 def _pairs(n: int) -> str:
@@ -162,7 +244,8 @@ def to_markdown(result: dict) -> str:
                   f"{len(compared)} of {len(rows)} (run, task) pairs have a published number.", ""]
     else:
         lines += [f"No comparable runs: {_pairs(len(rows))}, none with a published number, so there is no table "
-                  "(and `tables/r2med_vs_paper.tex` holds none).", ""]
+                  "(and `tables/r2med_vs_paper.tex` holds none)"
+                  + ("; the published averages of the eight tasks are below." if result.get("averages") else "."), ""]
     bad = [f"{c['benchmark']}/{c['task']}" for c in checks if not c["match"]]
     if bad:
         lines += [f"**Not comparable:** {', '.join(bad)} {'does' if len(bad) == 1 else 'do'} not hold the paper's "
@@ -181,6 +264,7 @@ def to_markdown(result: dict) -> str:
     reasons = not_compared([r for r in rows if r not in listed])
     if reasons:
         lines += ["Not listed, without a published number:", ""] + [f"- {x}" for x in reasons] + [""]
+    lines += averages_markdown(result.get("averages", []))
     if checks:
         lines += ["## Dataset statistics against the paper", "",
                   "| benchmark/task | R2MED task | queries | paper | documents | paper | |",

@@ -237,16 +237,14 @@ class Inputs:
         return inputs
 
     def llm_rerank_run(self, wildcards) -> dict:
-        """The run to rerank and the task; a pointwise reranker's prompt template; the prefetch manifest of a Hub
-        tokenizer."""
+        """The run to rerank and the task; a pointwise reranker's prompt template; a Hub tokenizer's manifest."""
         job = self.reg.derived[wildcards.model]
         w = {"benchmark": wildcards.benchmark, "task": wildcards.task}
         inputs = {"run": self._run(**w, model=job["run"]), "queries": fill(QUERIES, **w), "corpus": fill(CORPUS, **w)}
         spec = self.cfg["models"][job["reranker"]]
         if spec["type"] == "llm_pointwise":
             inputs["prompt"] = prompt_file(spec)
-        inputs.update(self.weights(job["reranker"]))  # a ReasonRank mode's tokenizer from the Hub
-        return inputs
+        return {**inputs, **self.weights(job["reranker"])}  # a ReasonRank mode's tokenizer from the Hub
 
     def fuse_runs(self, wildcards) -> list[str]:
         job = self.reg.derived[wildcards.model]

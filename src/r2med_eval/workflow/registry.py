@@ -458,7 +458,7 @@ class Registry:
 
     def paper_key(self, run: str) -> dict:
         """{key: the row of R2MED's published table a run is compared with (without the task), or None;
-        type: our model type}."""
+        type: our model type; a rerank run's first_stage: {run, type}, which the report names}."""
         models = self.models
 
         def name(m):
@@ -480,8 +480,10 @@ class Registry:
         elif run in self.derived and self.derived[run]["kind"] == "rerank":
             job = self.derived[run]
             mtype = models[job["reranker"]]["type"]
+            first = {"run": job["run"], "type": models[job["run"]]["type"] if job["run"] in models else "derived"}
             if job["run"] in models and name(job["run"]) and name(job["reranker"]):
                 key = ("reranker", name(job["run"]), name(job["reranker"]), str(job["depth"]), "-", "-")
+            return {"key": list(key) if key else None, "type": mtype, "first_stage": first}
         elif run in self.derived:
             mtype = "fusion"
         return {"key": list(key) if key else None, "type": mtype}
