@@ -715,7 +715,8 @@ def test_reasonranks_published_average_is_set_against_the_runs_mean_naming_its_f
     assert "## Published averages of the eight tasks" in md
     assert (f"| r2med | {theirs} | `e5-mistral-reasonrank-runs`, imported (type: run, a run file made elsewhere) | 8 "
             "| 42.85 | 42.85 | +0.00 |") in md
-    assert f"| r2med | {ours} | `e5-mistral-7b-instruct`, run here (dense) | 8 | 43.50 | 42.85 | +0.65 | **> 0.5** |" in md
+    assert (f"| r2med | {ours} | `e5-mistral-7b-instruct`, run here (dense) | 8 | 43.50 | 42.85 | +0.65 | "
+            "**> 0.5** |") in md
     per_task = {(r["model"], r["task"]): r["note"] for r in result["rows"] if r["benchmark"] == "r2med"}
     assert per_task[(ours, "Biology")].startswith("R2MED published no such row; ReasonRank published its average")
     assert per_task[(other, "Biology")] == "no paper_name (or not a published configuration)"
