@@ -49,6 +49,8 @@ def encode_batches(model, texts: list[str], batches: list[list[int]], *, normali
     sentence-transformers' prompt mechanism (``encode(prompt=...)``): prepended to each text, and left out of
     the pooling when the model's Pooling module has ``include_prompt=False`` (``pool_prompt: false``).
     Progress (count, rate, ETA) goes to the log every R2MED_EVAL_PROGRESS_SECONDS."""
+    if callable(getattr(model, "encode_plan", None)):  # a served entry (dense.served): the job's batches at once
+        return model.encode_plan(texts, batches, normalize=normalize, label=label, prompt=prompt)
     import torch
 
     from ..progress import Progress

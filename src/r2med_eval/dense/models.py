@@ -305,10 +305,16 @@ class CheckpointEncoder:
         return emb.cpu().numpy()
 
 
-def load_encoder(spec: dict, model_name: str, side: str = "doc", task: str | None = None):
+def load_encoder(spec: dict, model_name: str, side: str = "doc", task: str | None = None, weights: bool = True):
     """A SentenceTransformer for one side ("query" or "doc") of a model entry (a ``CheckpointEncoder`` for
     ``encode_with: checkpoint``); for a ``python`` or ``mteb`` entry the adapter of ``r2med_eval.encoders``
-    (same ``encode`` call), which may use the task."""
+    (same ``encode`` call), which may use the task; for an entry with ``server`` the served encoder
+    (``dense.served``). ``weights=False``: the same model on PyTorch's meta device, nothing loaded into memory, for
+    its tokenization alone (``preprocess``: what a served twin sends)."""
+    if spec.get("server") and weights:
+        from . import served
+
+        return served.load(spec, model_name, side, task)
     phase(f"loading the {side} encoder of {model_name}")
     if spec.get("type") in ("python", "mteb"):
         from . import encoders
@@ -328,8 +334,10 @@ def load_encoder(spec: dict, model_name: str, side: str = "doc", task: str | Non
         raise InputError(f"model {model_name!r}: {problem[0]}.", fix=f"{problem[1]} in models.{model_name}.")
     backend = spec.get("backend", "torch")
     check_backend_installed(backend, model_name)
-    device = pick_device(spec["device"]) if backend == "torch" else "cpu"
+    device = pick_device(spec["device"]) if backend == "torch" and weights else "cpu" if weights else "meta"
     model_kwargs = {"dtype": TORCH_DTYPES[spec["dtype"] if backend == "torch" else "fp32"]}
+    if not weights:
+        model_kwargs["device_map"] = "meta"
     length = spec.get("query_max_length") if side == "query" and spec.get("query_max_length") else spec["max_length"]
     if spec.get("encode_with", "sentence_transformers") == "checkpoint":
         if not trust:

@@ -189,9 +189,28 @@ def _check_backends(cfg: dict, config_file: str) -> None:
     from ..dense.models import backend_problem
 
     for name, spec in cfg["models"].items():
+        if spec.get("type") == "dense" and spec.get("server"):
+            _check_served(name, spec, config_file)
         problem = backend_problem(spec) if spec.get("type") == "dense" else None
         if problem:
             raise ConfigError(f"models.{name}: {problem[0]}.", path=config_file, fix=f"{problem[1]} in models.{name}.")
+
+
+def _check_served(name: str, spec: dict, config_file: str) -> None:
+    """A served dense entry (``server``): what its in-process twin does must be servable, and ``server.vllm.args``
+    may not set what the job sets for the server it starts."""
+    from ..dense.served import served_problem  # here: only a configuration with a served entry pays for the import
+    from ..llm.server import job_owned_args
+
+    problem = served_problem(spec)
+    if problem:
+        raise ConfigError(f"models.{name}: {problem[0]}.", path=config_file, fix=f"{problem[1]} in models.{name}.")
+    owned = job_owned_args(spec["server"]["vllm"]["args"])
+    if owned:
+        raise ConfigError(f"models.{name}.server.vllm.args sets {', '.join(map(shown, owned))}, which the job sets "
+                          "itself: the server it starts listens on 127.0.0.1 only, under a fresh random key and the "
+                          "model's name.", path=config_file,
+                          fix=f"remove them; choose the port with models.{name}.server.vllm.port.")
 
 
 def _check_derived(cfg: dict, config_file: str) -> None:

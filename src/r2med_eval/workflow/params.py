@@ -17,7 +17,7 @@ from .paths import DOWNLOAD, fill
 from .registry import ENCODER_TYPES, Registry
 
 ENCODER_COMMON = ("source", "pooling", "pool_prompt", "normalize", "max_length", "batch_size", "dtype", "backend",
-                  "device", "trust_remote_code", "append_eos", "encode_with", "bidirectional")
+                  "device", "trust_remote_code", "append_eos", "encode_with", "bidirectional", "server")
 DOC_SIDE = ENCODER_COMMON + ("doc_prompt", "doc_as_pair")
 QUERY_SIDE = ENCODER_COMMON + ("query_source", "query_max_length", "query_prompt")
 
