@@ -21,7 +21,8 @@ def _served(sm, rule: str, part: str):
     from ..dense import served
     from ..workflow import paths
 
-    w = dict(sm.wildcards.items())
+    w = {k: getattr(sm.wildcards, k) for k in ("benchmark", "task", "model", "shard", "nshards", "method", "llm")
+         if hasattr(sm.wildcards, k)}
     private = bool(spec["private"])
     stem = paths.fill(paths.PRIVATE_EMBED_CACHE if private else paths.EMBED_CACHE, **w, part=part)
     server_log = paths.fill(paths.private_log_file(rule, "server"), **w) if private else None
