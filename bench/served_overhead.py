@@ -7,7 +7,10 @@ would be). Each repeat removes both models' embeddings, runs and vectors' cache,
 `snakemake --cores N results/runs/demo/demo/<model>.trec` (encode_corpus, encode_queries, retrieve_dense) for each,
 in alternating order; it prints the median wall seconds of each, the median of the paired ratios (served / in
 process), and the served jobs' own figures (requests, texts, tokens, seconds, from their
-benchmarks/<rule>/<key>.server.json)."""
+benchmarks/<rule>/<key>.server.json).
+
+For an outside timer: `--serve` writes the config into --workdir and serves until killed (its URL in
+<workdir>/server_url), and `--once MODEL` runs one clean `snakemake` of that model against it."""
 from __future__ import annotations
 
 import argparse
@@ -65,14 +68,25 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--workdir", type=Path, help="default: a temporary folder")
+    ap.add_argument("--serve", action="store_true", help="write the config, serve until killed")
+    ap.add_argument("--once", choices=["minilm", "minilm-served"], help="one clean snakemake run of this model")
     args = ap.parse_args()
     sys.path.insert(0, str(REPO / "tests"))
-    from embedding_fake_server import FakeEmbedder, tiny_model
-
     work = args.workdir or Path(tempfile.mkdtemp(prefix="served-overhead-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.once:
+        env = {**os.environ, "BENCH_EMB_URL": (work / "server_url").read_text().strip(), "BENCH_EMB_KEY": "bench"}
+        print(run(work, args.once, args.cores, env))
+        return
+    from embedding_fake_server import FakeEmbedder, tiny_model
+
     (work / "config.yaml").write_text(config(args.batch_size, args.concurrency))
     tiny_model()  # the server's model is loaded before any timing, as a running server's is
+    if args.serve:
+        with FakeEmbedder() as fake:
+            (work / "server_url").write_text(fake.url)
+            while True:
+                time.sleep(3600)
     with FakeEmbedder() as fake:
         env = {**os.environ, "BENCH_EMB_URL": fake.url, "BENCH_EMB_KEY": "bench"}
         run(work, "minilm", args.cores, env)  # warm-up: the task's data, the file caches
