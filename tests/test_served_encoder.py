@@ -324,3 +324,14 @@ def test_cliniq_text_goes_to_no_undeclared_server_and_stays_owner_only(tmp_path)
     cache = Path(work / "resources/cliniq/cliniq-demo/cliniq/embedding_cache/served/corpus.jsonl")
     assert cache.is_file() and oct(cache.stat().st_mode & 0o777) == "0o600"
     assert oct(cache.parent.stat().st_mode & 0o777) == "0o700"
+
+
+def test_the_provenance_reads_the_figures_beside_the_benchmark_file(tmp_path):
+    from r2med_eval.report.provenance import read_figures
+
+    tsv = tmp_path / "benchmarks/encode_corpus/demo/demo/minilm-served.tsv"
+    tsv.parent.mkdir(parents=True)
+    tsv.write_text("s\n1.0\n")
+    assert read_figures(tsv) == {}
+    tsv.with_name("minilm-served.server.json").write_text(json.dumps({"requests": 5, "texts": 267}))
+    assert read_figures(tsv) == {"server": {"requests": 5, "texts": 267}}
