@@ -12,6 +12,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from llm_fake_server import Loopback, trickle
+
 _MODEL = {}
 _MODEL_LOCK = threading.Lock()
 
@@ -46,7 +48,7 @@ def embed(inputs: list) -> list[list[float]]:
     return out.float().numpy().tolist()
 
 
-class FakeEmbedder:
+class FakeEmbedder(Loopback):
     def __init__(self, served_model: str | None = None):
         self.mode = "ok"              # ok | echo (the inputs come back in the response) | trickle | malformed
         self.status = 500
@@ -120,28 +122,9 @@ class FakeEmbedder:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                try:
-                    for i in range(len(data)):
-                        if fake._stop.wait(fake.interval):
-                            break
-                        self.wfile.write(data[i:i + 1])
-                        self.wfile.flush()
-                except OSError:
-                    pass
-                self.close_connection = True
+                trickle(self, data, fake.interval, fake._stop)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self.server.shutdown()
-        self.server.server_close()
+        self.serve(Handler)
 
     def inputs(self) -> list:
         """Every input of every request, in the order they came."""

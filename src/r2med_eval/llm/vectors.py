@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import private_folder
+from .cache import append_synced
 
 log = logging.getLogger(__name__)
 
@@ -69,27 +69,11 @@ class VectorCache:
     def add(self, key: str, vectors: np.ndarray, **fields) -> None:
         """Append one batch's vectors, then its index line (``fields``: content, served_model, tokens)."""
         raw = np.ascontiguousarray(vectors, dtype="<f4").tobytes()
-        mode = 0o600 if self.private else 0o666
         with self._lock:
-            if self.private:
-                private_folder(self.stem.parent)
-            else:
-                self.stem.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.data, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
-            with open(fd, "ab") as handle:
-                offset = os.fstat(handle.fileno()).st_size
-                handle.write(raw)
-                handle.flush()
-                os.fsync(handle.fileno())
+            offset = append_synced(self.data, raw, self.private)
             obj = {"key": key, **fields, "offset": offset, "rows": int(vectors.shape[0]),
                    "dim": int(vectors.shape[1]), "sha256": hashlib.sha256(raw).hexdigest()}
-            line = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
-            fd = os.open(self.index, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
-            with open(fd, "ab") as handle:
-                if handle.tell() and self.torn:
-                    handle.write(b"\n")  # a torn last line must not swallow this one
-                    self.torn = 0
-                handle.write(line)
-                handle.flush()
-                os.fsync(handle.fileno())
+            append_synced(self.index, (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8"), self.private,
+                          torn=bool(self.torn))
+            self.torn = 0
             self.entries[key] = obj
