@@ -15,6 +15,7 @@ as the tests run it: FlagEmbedding 1.4.2's own code, and a transcription of the 
 """
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import sys
 import types
@@ -61,6 +62,8 @@ def load() -> types.SimpleNamespace:
                 if name not in sys.modules:
                     package = types.ModuleType(name)
                     package.__path__ = [str(root.joinpath(*parts[:i]))]
+                    package.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+                    package.__spec__.submodule_search_locations = package.__path__
                     sys.modules[name] = package
             name = f"FlagEmbedding.{dotted}"
             spec = importlib.util.spec_from_file_location(name, root.joinpath(*parts).with_suffix(".py"))
