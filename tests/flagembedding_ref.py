@@ -133,6 +133,6 @@ class ReasonIREncoder:
 
     def encode_queries(self, texts):
         self.model.max_seq_length = self.max_length
-        return self.model.encode(list(texts), prompt="<|user|>\n{}\n<|embed|>\n".format(self.instruction),
+        return self.model.encode(list(texts), prompt=f"<|user|>\n{self.instruction}\n<|embed|>\n",
                                  batch_size=self.batch_size, normalize_embeddings=True)
 

@@ -345,7 +345,8 @@ def reasoning_decoder_dir(root: Path, kind: str, seed: int, texts, *, max_positi
         (root / "modeling_bidirectional.py").write_text(BIDIRECTIONAL_QWEN2)
         path = root / "config.json"
         cfg = json.loads(path.read_text())
-        path.write_text(json.dumps({**cfg, "auto_map": {"AutoModel": "modeling_bidirectional.BidirectionalQwen2Model"}}))
+        auto_map = {"AutoModel": "modeling_bidirectional.BidirectionalQwen2Model"}
+        path.write_text(json.dumps({**cfg, "auto_map": auto_map}))
     return root
 
 

@@ -207,7 +207,7 @@ def compare(metric_files, stats_files, keys: dict, tasks: dict, sources: dict | 
                     continue
                 pub_protocol = pub.get("protocol", src.protocol)
                 if protocol and protocol != pub_protocol:
-                    other.append(f"{m['model']} ({protocol}) against {src.name}'s {pub_protocol} number")
+                    other.append(f"{m['model']} ({protocol}) against {src.name}'s {row} ({pub_protocol})")
                     continue
                 found.append((src, pub, pub_protocol))
             if not (found or missing or other):
@@ -281,15 +281,21 @@ def _flag(row: dict) -> str:
     return "**see note**"
 
 
+def _rank(source: str | None) -> int:
+    """A source's place in SOURCES (an unknown or no source last)."""
+    names = [s.name for s in SOURCES]
+    return names.index(source) if source in names else len(names)
+
+
 def _order(r: dict) -> tuple:
-    return r["benchmark"], r["task"], r["model"], [s.name for s in SOURCES].index(r["source"]) if r["source"] else -1
+    return r["benchmark"], r["task"], r["model"], _rank(r.get("source"))
 
 
 def to_markdown(result: dict) -> str:
     rows, checks = result["rows"], result["checks"]
     compared = sorted((r for r in rows if r["theirs"] is not None), key=_order)
     lines = ["# R2MED: our nDCG@10 against the published numbers", ""]
-    used = [s for s in SOURCES if any(r["source"] == s.name for r in compared)]
+    used = [s for s in SOURCES if any(r.get("source") == s.name for r in compared)]
     if compared:
         pairs = len({(r["benchmark"], r["task"], r["model"]) for r in rows})
         with_number = len({(r["benchmark"], r["task"], r["model"]) for r in compared})
@@ -315,8 +321,9 @@ def to_markdown(result: dict) -> str:
         for r in listed:
             diff = "" if r["diff"] is None else f"{r['diff'] * 100:+.2f}"
             lines.append(f"| {r['benchmark']}/{r['task']} | {r['paper_task'] or '-'} | {r['model']} | "
-                         f"{protocols.label(r['protocol'])} | {_fmt(r['ours'])} | {_fmt(r['theirs'])} | "
-                         f"{r['source'] or '-'} | {protocols.label(r['published_protocol'])} | {diff} | {_flag(r)} | "
+                         f"{protocols.label(r.get('protocol'))} | {_fmt(r['ours'])} | {_fmt(r['theirs'])} | "
+                         f"{r.get('source') or '-'} | {protocols.label(r.get('published_protocol'))} | {diff} | "
+                         f"{_flag(r)} | "
                          f"{r['note']} |")
         lines.append("")
     reasons = not_compared([r for r in rows if r not in listed])
@@ -331,8 +338,8 @@ def to_markdown(result: dict) -> str:
                          f"{c['paper_queries']} | {c['documents']} | {c['paper_documents']} | "
                          f"{'ok' if c['match'] else '**WARNING: differs from the paper**'} |")
         lines.append("")
-    where = sorted({(r["source"], r["where"]) for r in compared}, key=lambda x: ([s.name for s in SOURCES].index(x[0]),
-                                                                                   x[1]))
+    where = sorted({(r.get("source") or "-", r.get("where") or "") for r in compared if r.get("where")},
+                   key=lambda x: (_rank(x[0]), x[1]))
     if where:
         lines += ["## Sources", ""] + [f"- {src}: `{w}`" for src, w in where] + [""]
     return "\n".join(lines)
@@ -346,7 +353,7 @@ def to_latex(result: dict) -> str:
 
     compared = sorted((r for r in result["rows"] if r["theirs"] is not None),
                       key=lambda r: (PAPER_ORDER.get(r["paper_task"], 99), r["paper_task"], r["model"], r["benchmark"],
-                                     [s.name for s in SOURCES].index(r["source"])))
+                                     _rank(r.get("source"))))
     if not compared:
         return ("% R2MED: our nDCG@10 against the published numbers. No table: "
                 f"{_pairs(len(result['rows']))}, none with a published number (results/r2med_vs_paper.md).\n")
@@ -355,12 +362,12 @@ def to_latex(result: dict) -> str:
         benchmarks.setdefault((r["paper_task"], r["model"]), set()).add(r["benchmark"])
     several = {task for (task, _), bs in benchmarks.items() if len(bs) > 1}
     rows = [[r["paper_task"], f"{r['model']} ({r['benchmark']})" if r["paper_task"] in several else r["model"],
-             protocols.label(r["published_protocol"]), r["source"], r["ours"], r["theirs"], r["diff"]]
+             protocols.label(r.get("published_protocol")), r.get("source") or "-", r["ours"], r["theirs"], r["diff"]]
             for r in compared]
     columns = [("nDCG@10 \u00d7 100", "ours"), ("nDCG@10 \u00d7 100", "published"),
                ("nDCG@10 \u00d7 100", "difference")]
     flagged = sum(1 for r in compared if r["flag"] and abs(r["diff"]) > FLAG_ABOVE)
-    used = [s for s in SOURCES if any(r["source"] == s.name for r in compared)]
+    used = [s for s in SOURCES if any(r.get("source") == s.name for r in compared)]
     notes = [f"Sources: {'; '.join(f'{s.name}, {s.title}' for s in used)}. Each run is set against the numbers "
              "published under its own protocol.",
              f"{flagged} of {len(compared)} comparisons differ by more than {FLAG_ABOVE * 100:g} points; the reasons "
