@@ -80,7 +80,7 @@ def retrieve_dense(sm) -> None:
         log.info("wrote %d entries for %d queries to %s", lines, len(query_ids), sm.output.run)
     else:
         run, info = dense_search.search(corpus_emb, doc_ids, query_emb, query_ids, top_k, spec["index"],
-                                        threads=sm.threads, drop_identical_ids=spec.get("drop_identical_ids", False))
+                                        threads=sm.threads, drop_identical_ids=bool(spec.get("drop_identical_ids")))
         if "identical_ids_dropped" in info:
             log.info("dropped %d retrieved documents whose id equals the query's id (the protocol's search)",
                      info["identical_ids_dropped"])
