@@ -244,3 +244,16 @@ def test_reasonir_prompts_and_pooling_as_reasonir_encoder(task, tmp_path, includ
     if not include_prompt:
         forced = ours(task, tmp_path / "forced", "reasonir-forced", {**entry, "pool_prompt": True}, path)
         assert np.abs(forced.queries - q).max() > 1e-3
+
+
+def test_every_entry_is_proven_or_the_twin_of_one():
+    """An entry under ReasonEmbed's protocol is run against FlagEmbedding above (or ReasonIR's encoder); an entry under
+    R2MED's is `<name>-r2med`, the same settings as `<name>` but the protocol (what the twin test shows it changes)."""
+    for name, entry in ENTRIES.items():
+        if entry["protocol"] == "reasonembed":
+            assert name in FLAG or entry["source"]["hf"] == "reasonir/ReasonIR-8B", name
+            continue
+        base = ENTRIES[name.removesuffix("-r2med")]
+        assert name.endswith("-r2med") and base["protocol"] == "reasonembed", name
+        assert {k: v for k, v in entry.items() if k not in ("protocol", "description")} == \
+            {k: v for k, v in base.items() if k not in ("protocol", "description")}, name
