@@ -121,7 +121,8 @@ def test_cliniq_wide_tables():
 
 def paper_result():
     rows = [{"benchmark": "r2med", "task": "Biology", "model": "bm25-paper", "paper_task": "Biology", "ours": 0.9,
-             "theirs": 0.1976, "diff": 0.7024, "flag": True, "note": "x", "source": "s"}]
+             "theirs": 0.1976, "diff": 0.7024, "flag": True, "note": "x", "source": "r2med", "protocol": None,
+             "published_protocol": "r2med", "where": "results/base retriever/bm25/Biology.json@62b7074"}]
     checks = [{"benchmark": "r2med", "task": "Biology", "paper_task": "Biology", "queries": 2, "documents": 2,
                "paper_queries": 103, "paper_documents": 57359, "match": False}]
     return {"rows": rows, "checks": checks}
@@ -130,10 +131,11 @@ def paper_result():
 def test_paper_comparison_latex_and_mismatch():
     tex = r2med_paper.to_latex(paper_result())
     check_tex(tex, "r2med_vs_paper.tex")
-    assert r"Biology & bm25-paper & 90.00 & 19.76 & +70.24 \\" in tex and "not comparable" in tex  # x 100
+    assert r"Biology & bm25-paper & r2med & r2med & 90.00 & 19.76 & +70.24 \\" in tex  # x 100
+    assert "not comparable" in tex
     md = r2med_paper.to_markdown(paper_result())
     assert "**Not comparable:** r2med/Biology does not hold the paper's dataset" in md
-    assert "| r2med/Biology | Biology | bm25-paper | 90.00 | 19.76 | +70.24 | **> 0.5** | x |" in md
+    assert "| r2med/Biology | Biology | bm25-paper | - | 90.00 | 19.76 | r2med | r2med | +70.24 | **> 0.5** | x |" in md
 
 
 def test_paper_comparison_without_comparable_runs_writes_no_table():

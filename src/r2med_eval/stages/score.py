@@ -36,11 +36,14 @@ def score_run(sm) -> None:
              c["unjudged_queries_excluded"], ", ".join(c["unjudged_query_ids"]) or "-",
              c["judged_queries_with_empty_run"], c["judged_queries_without_relevant"])
     names = metrics.metric_names() + [metrics.JUDGED]
-    io.write_json(sm.output.metrics, {
+    record = {
         "benchmark": sm.wildcards.benchmark, "task": sm.wildcards.task, "model": sm.wildcards.model,
         "run": str(sm.input.run), "run_depth": result["run_depth"],
         "metrics": {m: round(result["metrics"][m], 6) for m in names}, "counts": c,
-    })
+    }
+    if sm.params.spec.get("protocol"):  # the evaluation protocol the run was made under (benchmarks.protocols)
+        record["protocol"] = sm.params.spec["protocol"]
+    io.write_json(sm.output.metrics, record)
     io.write_text(sm.output.per_query, metrics.per_query_tsv(result["per_query"], names))
     log.info("ndcg_at_10 = %.5f; judged_at_10 = %.4f", result["metrics"]["ndcg_at_10"],
              result["metrics"][metrics.JUDGED])

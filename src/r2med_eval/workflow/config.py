@@ -75,6 +75,7 @@ def validate(config: dict, config_file: str = "config.yaml", schema: dict | None
     _check_variants(cfg, config_file)
     _check_derived(cfg, config_file)
     _check_backends(cfg, config_file)
+    _check_protocols(cfg, config_file)
     _check_report(cfg, config_file)
     _check_sources(cfg, config_file)
     _check_run_models(cfg, config_file)
@@ -211,6 +212,20 @@ def _check_served(name: str, spec: dict, config_file: str) -> None:
                           "itself: the server it starts listens on 127.0.0.1 only, under a fresh random key and the "
                           "model's name.", path=config_file,
                           fix=f"remove them; choose the port with models.{name}.server.vllm.port.")
+
+
+def _check_protocols(cfg: dict, config_file: str) -> None:
+    """A declared protocol's depth is the entry's top_k; published_as names a known source and one of its rows."""
+    from ..benchmarks import protocols
+
+    for name, spec in cfg["models"].items():
+        problem = protocols.top_k_problem(spec)
+        if not problem and spec.get("published_as"):
+            from ..report.r2med_paper import published_problem
+
+            problem = published_problem(spec["published_as"])
+        if problem:
+            raise ConfigError(f"models.{name}{problem[0]}.", path=config_file, fix=problem[1].format(name=name))
 
 
 def _check_derived(cfg: dict, config_file: str) -> None:

@@ -23,7 +23,8 @@ ENCODER_TYPES = ("dense", "python", "mteb")  # embeddings cached, sharded and se
 VARIANT_TYPES = ("bm25_lucene", "bm25_paper") + ENCODER_TYPES  # retrievers that can run a query variant
 LLM_RERANKER_TYPES = ("llm_listwise", "llm_pointwise")  # ask an LLM server (rule llm_rerank_run)
 RERANKER_TYPES = ("cross_encoder", "rankllama") + ENCODER_TYPES + LLM_RERANKER_TYPES
-DOC_KEYS = ("description", "enabled", "paper_name", "tags")  # document a model; they shape no run (tags: the claims)
+# document a model; they shape no run (tags: the claims; paper_name, published_as: the published rows compared)
+DOC_KEYS = ("description", "enabled", "paper_name", "published_as", "tags")
 
 _RERANK = re.compile(r"^(?P<run>.+)--(?P<reranker>[^@]+)@(?P<depth>\d+)$")
 
@@ -195,6 +196,17 @@ class Registry:
         if job is None or run in seen:
             return set()
         return set().union(*(self.root_types(r, seen + (run,)) for r in job_inputs(job)))
+
+    def protocol_of(self, run: str, seen: tuple = ()) -> str | None:
+        """The evaluation protocol a run is made under (``benchmarks.protocols``): its retriever's ``protocol``; a
+        derived run's when every first-stage run it comes from has the same one; None otherwise."""
+        if run in self.models or run in self.variants:
+            return self.models[self.model_of(run)].get("protocol")
+        job = self.all_derived.get(run)
+        if job is None or run in seen:
+            return None
+        found = {self.protocol_of(r, seen + (run,)) for r in job_inputs(job)}
+        return found.pop() if len(found) == 1 else None
 
     def run_file(self, model: str, benchmark: str, task: str) -> str:
         """The user's run file of a ``type: run`` model for one task (its path pattern filled)."""
@@ -458,7 +470,8 @@ class Registry:
 
     def paper_key(self, run: str) -> dict:
         """{key: the row of R2MED's published table a run is compared with (without the task), or None;
-        type: our model type}."""
+        type: our model type; protocol: the run's (``protocol_of``); published_as: the rows of the other published
+        sources its model names (``report.r2med_paper.SOURCES``)}."""
         models = self.models
 
         def name(m):
@@ -476,7 +489,8 @@ class Registry:
                 key = ("gar", name(v["model"]), "-", "-", v["method"], v["llm"])
                 differs = self.gar_differences(v)
                 if differs:
-                    return {"key": None, "type": mtype, "not_compared": "; ".join(differs)}
+                    return {"key": None, "type": mtype, "not_compared": "; ".join(differs),
+                            "protocol": self.protocol_of(run)}
         elif run in self.derived and self.derived[run]["kind"] == "rerank":
             job = self.derived[run]
             mtype = models[job["reranker"]]["type"]
@@ -484,4 +498,7 @@ class Registry:
                 key = ("reranker", name(job["run"]), name(job["reranker"]), str(job["depth"]), "-", "-")
         elif run in self.derived:
             mtype = "fusion"
-        return {"key": list(key) if key else None, "type": mtype}
+        out = {"key": list(key) if key else None, "type": mtype, "protocol": self.protocol_of(run)}
+        if run in models and models[run].get("published_as"):  # the rows of the other published sources
+            out["published_as"] = dict(models[run]["published_as"])
+        return out
