@@ -53,7 +53,8 @@ def _run(run) -> dict:
 
 
 def evaluate(qrels, run, queries=None, *, metrics=None, ignore_identical_ids: bool = False,
-             k_values=_metrics.K_VALUES, level: int = 1, depth: int | None = None, complete: bool = True) -> dict:
+             k_values=_metrics.K_VALUES, level: int = 1, depth: int | None = None, complete: bool | None = None,
+             judged_only: bool = False, num_docs: int = 0, zscores=None) -> dict:
     """Score a run as rule ``score_run`` does (trec_eval's measures through pytrec_eval).
 
     ``qrels``: {qid: {docid: grade}} or a path (``read_qrels``); ``run``: {qid: {docid: score}} or a TREC run
@@ -77,8 +78,13 @@ def evaluate(qrels, run, queries=None, *, metrics=None, ignore_identical_ids: bo
         raise InputError(f"depth {depth!r} is not a whole number of 1 or more.", fix="pass depth=N, N >= 1 (-M N).")
     if isinstance(level, bool) or not isinstance(level, int):
         raise InputError(f"level {level!r} is not a whole number.", fix="pass level=N (-l N), e.g. 2.")
+    if isinstance(zscores, (str, Path)):
+        from .scoring import zscores as _zscores
+
+        zscores = _zscores.read(zscores)
     return _metrics.evaluate(table, qrels, queries, k_values, measures=metrics, level=level, depth=depth,
-                             complete=complete, ignore_identical_ids=ignore_identical_ids)
+                             complete=complete, ignore_identical_ids=ignore_identical_ids, judged_only=judged_only,
+                             num_docs=num_docs, zscores=zscores)
 
 
 def _named_runs(runs_) -> dict:

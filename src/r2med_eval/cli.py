@@ -26,15 +26,8 @@ DEFAULT_METRICS = ("nDCG@10", "R@100", "P@10", "AP@100", "RR")
 
 
 def _measures(names: list[str]) -> list[str]:
-    """``-m`` values; trec_eval's comma lists expand (``P.5,10`` -> ``P.5``, ``P.10``)."""
-    out = []
-    for name in names:
-        head, _, tail = name.partition(".")
-        if tail and "," in tail:
-            out += [f"{head}.{k}" for k in tail.split(",") if k]
-        else:
-            out.append(name)
-    return list(dict.fromkeys(out))
+    """``-m`` values, each once (trec_eval's comma lists, ``P.5,10``, expand in ``metrics.measures``)."""
+    return list(dict.fromkeys(names))
 
 
 def _fields(path) -> int | None:
@@ -72,14 +65,20 @@ def _read_qrels(args):
 
 def cmd_eval(args) -> int:
     from . import api
-    from .scoring import metrics
+    from .scoring import metrics, trec_all, zscores
 
     names = _measures(args.metrics or list(DEFAULT_METRICS))
     chosen = metrics.chosen(names)
     _swapped(args.qrels, args.run)
+    if args.rel_format != "qrels":
+        raise InputError(f"-R {args.rel_format}: only trec_eval's qrels format (-R qrels, the default) is read.",
+                         fix="give the judgments as TREC qrels (qid iter docid grade), BEIR or R2MED qrels.")
+    table = zscores.read(args.zscores) if args.zscores else None
     qrels = _read_qrels(args)
+    complete = False if args.retrieved_only else True if args.complete else None
     result = api.evaluate(qrels, args.run, metrics=chosen, ignore_identical_ids=args.ignore_identical_ids,
-                          level=args.level, depth=args.depth, complete=not args.retrieved_only)
+                          level=args.level, depth=args.depth, complete=complete, judged_only=args.judged_only,
+                          num_docs=args.num_docs, zscores=table)
     keys = [m.name for m in chosen]
     if args.format == "json":
         out = {"qrels": args.qrels, "run": args.run, "metrics": result["metrics"], "counts": result["counts"]}
@@ -87,17 +86,24 @@ def cmd_eval(args) -> int:
             out["per_query"] = result["per_query"]
         print(json.dumps(out, indent=1))
         return 0
-    counts = {m.name for m in chosen if m.family in metrics.COUNT_FAMILIES}
+    z = "Z" if table is not None else ""
+    counts = {m.name for m in chosen if m.family in metrics.COUNT_FAMILIES} if not z else set()
     silent = {m.name for m in chosen if m.family in metrics.PER_QUERY_SILENT}
+    strings = {m.name for m in chosen if m.family in trec_all.STRINGS}
 
     def shown(name, value):
+        if name in strings:
+            return f"'{value}'" if name not in silent else str(value)
+        if value != value:  # nan: trec_eval's 0 / 0, which C's printf shows as -nan
+            return "-nan"
         return str(int(round(value))) if name in counts else f"{value:.{args.decimals}f}"
 
     lines = []
     if args.per_query:
         for qid, row in result["per_query"].items():
-            lines += [f"{name}\t{qid}\t{shown(name, row[name])}" for name in keys if name not in silent]
-    lines += [f"{name}\tall\t{shown(name, result['metrics'][name])}" for name in keys]
+            lines += [f"{z}{name}\t{qid}\t{shown(name, row[name])}" for name in keys if name not in silent]
+    lines += [f"{'' if name in strings else z}{name}\tall\t{shown(name, result['metrics'][name])}" for name in keys
+              if name in result["metrics"]]
     print("\n".join(lines))
     return 0
 
@@ -300,7 +306,7 @@ def parser() -> argparse.ArgumentParser:
                                    "number syntax, no document twice for a query).")
     qrels_options(p)
     p.add_argument("run", help="a TREC run file (or a binary .run.npz run of the pipeline)")
-    p.add_argument("-m", "--metrics", nargs="+", metavar="METRIC",
+    p.add_argument("-m", "--metrics", nargs="+", action="extend", metavar="METRIC",
                    help="ir_measures names (nDCG@10 R@100 P@10 AP@100 RR RR@10 Success@10 P(rel=2)@10 Judged@10) "
                         "or trec_eval's (ndcg_cut_10 recall_100 P.5,10 map_cut_100 recip_rank map num_ret num_rel "
                         "num_rel_ret gm_map iprec_at_recall Rprec_mult official); default: "
@@ -316,6 +322,14 @@ def parser() -> argparse.ArgumentParser:
                    help="relevance level: grades below N count as not relevant (trec_eval -l; default 1)")
     p.add_argument("-M", "--depth", type=_count, metavar="N",
                    help="only the first N documents of each query, in trec_eval's order (trec_eval -M)")
+    p.add_argument("-J", "--judged-only", action="store_true",
+                   help="drop the documents without a judgment before ranking (trec_eval -J)")
+    p.add_argument("-N", "--num-docs", type=_level, default=0, metavar="N",
+                   help="documents in the collection, for utility's fourth parameter (trec_eval -N; default 0)")
+    p.add_argument("-Z", "--zscores", metavar="FILE",
+                   help="print each value as a z-score against FILE's `qid measure mean stddev` lines (trec_eval -Z)")
+    p.add_argument("-R", "--rel-format", default="qrels", metavar="FORMAT",
+                   help="the judgments' format: qrels (trec_eval -R; the default, the only one read)")
     p.add_argument("--format", choices=["trec", "json"], default="trec")
     p.add_argument("--decimals", type=_level, default=4, help="decimals of the trec format (default 4, as trec_eval)")
     p.set_defaults(func=cmd_eval)
