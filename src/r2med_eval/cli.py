@@ -101,7 +101,8 @@ def cmd_eval(args) -> int:
     lines = []
     if args.per_query:
         for qid, row in result["per_query"].items():
-            lines += [f"{z}{name}\t{qid}\t{shown(name, row[name])}" for name in keys if name not in silent]
+            lines += [f"{'' if name in strings else z}{name}\t{qid}\t{shown(name, row[name])}" for name in keys
+                      if name not in silent]
     lines += [f"{'' if name in strings else z}{name}\tall\t{shown(name, result['metrics'][name])}" for name in keys
               if name in result["metrics"]]
     print("\n".join(lines))

@@ -19,6 +19,7 @@ a second per million lines; any other is read line by line, which also names the
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import re
@@ -30,6 +31,7 @@ from ..errors import InputError
 from . import binrun
 from .binrun import numpy_of
 
+log = logging.getLogger(__name__)
 MAX_LINE = 1 << 16  # bytes; trec_eval's own buffer for a run on standard input is 10,000
 BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark: kept, as trec_eval keeps it, in the first line's first field
 _NAMES = ["qid", "q0", "doc", "rank", "score", "tag"]
@@ -238,6 +240,9 @@ def lines(path, fix: str = RUN_FIX):
                 raise InputError(f"a NUL byte at column {nul + 1} (a binary or UTF-16 file?).", path=path,
                                  line=lineno, fix="write the run as UTF-8 text, one line per document.")
             parts = raw.split()  # bytes.split: exactly C's isspace in the C locale
+            if lineno == 1 and raw.startswith(BOM):
+                log.warning("%s starts with a byte-order mark: read, as trec_eval reads it, as part of the first "
+                            "query id", path)
             if not parts or parts[0].startswith(b"#"):
                 continue
             try:

@@ -486,7 +486,7 @@ def value(q: Query, family: str, cut, params: tuple):
     raise ValueError(f"no such measure family {family!r}")
 
 
-# names that, on a missing query under -c, trec_eval resets after computing them on an empty ranking
+# names that, on a missing query under -c, trec_eval resets after computing them on its one-document stand-in
 RESET_WHEN_MISSING = {"utility": 0.0, "relstring": "", "unj": 0.0, "rbp_resid": 0.0}
 
 
@@ -533,7 +533,8 @@ def compute(ranked, judgments, measures, level: int = 1, num_docs: int = 0, judg
             out[m.name] = [tag or ""] * len(qs)
             continue
         params = m.params if m.params is not None else ROOTS[m.family].defaults if m.family in ROOTS else ()
-        reset = RESET_WHEN_MISSING.get(m.family)
+        # trec_eval resets utility, relstring and rbp_resid by their plain names only (not utility_1,-1,0,0), unj_*
+        reset = RESET_WHEN_MISSING.get(m.family) if m.label is None or m.family == "unj" else None
         values = [reset if (reset is not None and gone) else value(q, m.family, m.cut, params)
                   for q, gone in zip(qs, missing)]
         out[m.name] = values if m.family == "relstring" else np.asarray(values, dtype=np.float64)
