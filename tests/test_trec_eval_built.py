@@ -254,7 +254,7 @@ def test_byte_order_marks_are_part_of_the_first_query_id(trec_eval, capsys, tmp_
                 api = r2med_eval.evaluate(tmp_path / qrels, path, metrics=["map"], complete=True)
                 assert {q: f"{row['map']:.4f}" for q, row in api["per_query"].items()} == {
                     q: v for (m, q), v in want.items() if m == "map" and q != "all"}
-    assert theirs(trec_eval, [*measures, tmp_path / "qrels", paths[0]])[("num_ret", "q1")] == "1"  # b only: a is \ufeffq1's
+    assert theirs(trec_eval, [*measures, tmp_path / "qrels", paths[0]])[("num_ret", "q1")] == "1"  # b: a is \ufeffq1's
     assert theirs(trec_eval, [*measures, tmp_path / "qrels.bom", paths[0]])[("num_ret", "\ufeffq1")] == "1"
 
 

@@ -45,11 +45,45 @@ def read_qrels(path, *, split: str = "test", duplicates: str = "error", duplicat
 
 
 def _qrels(qrels) -> dict:
-    return read_qrels(qrels) if isinstance(qrels, (str, Path)) else qrels
+    if isinstance(qrels, (str, Path)):
+        return read_qrels(qrels)
+    return qrels if isinstance(qrels, dict) else _records(qrels, "relevance", "judgments")
 
 
 def _run(run) -> dict:
-    return read_run(run) if isinstance(run, (str, Path)) else run
+    if isinstance(run, (str, Path)):
+        return read_run(run)
+    return run if isinstance(run, dict) or not _is_records(run) else _records(run, "score", "run")
+
+
+def _is_records(x) -> bool:
+    return hasattr(x, "columns") or (not isinstance(x, (dict, str, bytes, Path)) and hasattr(x, "__iter__"))
+
+
+def _records(data, value: str, what: str) -> dict:
+    """ir_measures' other inputs as {qid: {docid: value}}: a pandas DataFrame with columns ``query_id``, ``doc_id``
+    and ``relevance`` (judgments) or ``score`` (a run), or an iterable of such records (ir_measures' ``Qrel`` and
+    ``ScoredDoc`` named tuples, or plain (query_id, doc_id, value) tuples)."""
+    if hasattr(data, "columns"):
+        missing = [c for c in ("query_id", "doc_id", value) if c not in data.columns]
+        if missing:
+            raise InputError(f"the {what} DataFrame has no column {', '.join(missing)}.",
+                             fix=f"name its columns query_id, doc_id and {value} (ir_measures' names).")
+        rows = zip(data["query_id"].tolist(), data["doc_id"].tolist(), data[value].tolist())
+    else:
+        rows = ((getattr(r, "query_id", None), getattr(r, "doc_id", None), getattr(r, value, None))
+                if hasattr(r, "query_id") else tuple(r)[:3] for r in data)
+    out: dict = {}
+    for n, (qid, did, v) in enumerate(rows, start=1):
+        if qid is None or did is None or v is None:
+            raise InputError(f"{what} record {n} lacks its query_id, doc_id or {value}.",
+                             fix=f"give records of (query_id, doc_id, {value}).")
+        docs = out.setdefault(str(qid), {})
+        if str(did) in docs:
+            raise InputError(f"{what} record {n}: document {str(did)[:80]!r} appears twice for query "
+                             f"{str(qid)[:80]!r}.", fix="keep one record per (query, document).")
+        docs[str(did)] = int(v) if value == "relevance" else float(v)
+    return out
 
 
 def evaluate(qrels, run, queries=None, *, metrics=None, ignore_identical_ids: bool = False,
@@ -69,6 +103,7 @@ def evaluate(qrels, run, queries=None, *, metrics=None, ignore_identical_ids: bo
     ir_measures). Returns {"metrics": means over the judged queries, "per_query": {qid: {metric: value}}, "counts":
     which queries were scored, "run_depth": the run's most documents for one query}."""
     qrels = _qrels(qrels)
+    run = _run(run) if _is_records(run) and not isinstance(run, runs.RunTable) else run
     table = runs.as_table(run, duplicates=False)  # a path is read as columns, never as dicts; duplicates: in rank
     if not qrels:
         raise InputError("the judgments are empty: every metric would be undefined.", fix="pass the task's qrels.")

@@ -118,6 +118,14 @@ def measure(name: str) -> Measure:
         if key == "numret" and rel is not None:  # ir_measures' NumRet(rel=1): trec_eval's num_rel_ret
             plain = "num_rel_ret"
         if cutoff is None and plain is None:
+            from . import irm
+
+            try:
+                found = irm.parse(text)  # Judged without a cutoff: ir_measures' whole ranking
+            except InputError:  # ir_measures needs the cutoff too: our message names an example
+                found = None
+            if found is not None:
+                return found
             example = "0.1" if cut_family in _FRACTIONS else "10" if key == "judged" else "100"
             raise InputError(f"the measure {text!r} needs a cutoff, e.g. {m.group(1)}@{example}.",
                              fix=f"name {EXAMPLES}.")
@@ -152,9 +160,6 @@ def measure(name: str) -> Measure:
     found = irm.parse(text)
     if found is not None:
         return found
-    if irm.in_registry(text):
-        raise InputError(f"ir_measures' {text!r} has a parameter or value its measure does not document.",
-                         fix="check the measure's parameters at https://ir-measur.es (e.g. nDCG(dcg='exp-log2')@10).")
     known = ["nDCG@10", "R@100", "P@10", "AP@100", "AP", "RR", "RR@10", "Success@10", "Rprec", "Bpref", "Judged@10",
              "ndcg_cut_10", "recall_100", "P_10", "map_cut_100", "map", "recip_rank", "ndcg", "num_ret", "num_rel",
              "num_rel_ret", "gm_map", "iprec_at_recall_0.10", "Rprec_mult_0.20"]
