@@ -163,16 +163,55 @@ def compare(runs, qrels, *, baseline: str, metric: str = "ndcg_at_10", ignore_id
 
 
 def fuse(runs, method: str = "rrf", *, k: int = 60, weights=None, depth: int | None = None,
-         convention: str = "floor") -> dict:
+         convention: str = "floor", norm: str = "min-max", params: dict | None = None) -> dict:
     """The fused run of rule ``fuse_runs``: ``rrf`` (reciprocal rank fusion, constant ``k``) or ``minmax`` /
-    ``zscore`` (linear fusion of per-query normalised scores, ``weights`` equal by default); ``depth``: only the
-    top ``depth`` of each run; ``convention``: ``floor`` or ``ranx`` (``scoring.fusion``). ``runs``: runs or
-    paths, in the order the fusion sums them; a mapping's values are taken in its order.
-    ``write_run(fused, path, tag=..., decimals=8)`` writes what the pipeline writes."""
-    from .scoring import fusion
+    ``zscore`` (linear fusion of per-query normalised scores, ``weights`` equal by default; ``convention``: ``floor``
+    or ``ranx``, ``scoring.fusion``), or any other of ranx's fusion methods (``wsum``, ``mnz``, ``isr``,
+    ``bordafuse``, ``condorcet``, ...) through ranx with its normalisation ``norm`` and ``params``
+    (``scoring.ranx_fusion``); ``depth``: only the top ``depth`` of each run. ``runs``: runs or paths, in the order
+    the fusion sums them; a mapping's values are taken in its order. ``write_run(fused, path, tag=..., decimals=8)``
+    writes what the pipeline writes."""
+    from .scoring import fusion, ranx_fusion
 
     inputs = [_run(r) for r in (runs.values() if isinstance(runs, dict) else runs)]
-    return fusion.fuse(inputs, method, k=k, weights=weights, depth=depth, convention=convention)
+    if method in fusion.METHODS:
+        return fusion.fuse(inputs, method, k=k, weights=weights, depth=depth, convention=convention)
+    fusion.check_options("rrf", len(inputs), 60, None, depth)  # the depth's check
+    return ranx_fusion.fuse(fusion.cut(inputs, depth), method, norm, params)
+
+
+def optimize_fusion(qrels_train, runs, method: str = "wsum", *, norm: str = "min-max", metric: str = "ndcg@10",
+                    depth: int | None = None, **options) -> tuple[dict, dict]:
+    """ranx's ``optimize_fusion`` on the training queries only (the queries of ``qrels_train``: judgments or a path),
+    then ranx's fusion of the runs with the learned parameters on the other queries: (the fused run of the queries
+    that are not training queries, the parameters). ``metric`` is ranx's name (``ndcg@10``, ``map@100``, ``mrr``);
+    ``options`` go to ranx (``step``, ``n_segments``, ...). Evaluate the fused run on the held-out queries."""
+    from .scoring import fusion, ranx_fusion
+
+    inputs = [_run(r) for r in (runs.values() if isinstance(runs, dict) else runs)]
+    return ranx_fusion.fuse_trained(_qrels(qrels_train), fusion.cut(inputs, depth), method, norm, metric, **options)
+
+
+def compare_pairs(runs, qrels, *, metrics=("nDCG@10",), test: str = "student", alpha: float = 0.05,
+                  correction: str = "holm", permutations: int = 1000, seed: int = 42,
+                  ignore_identical_ids: bool = False) -> list[dict]:
+    """Every pair of the runs on every measure of ``metrics`` (any name ``evaluate`` takes), tested with ranx's
+    ``test`` (``student``, ``fisher`` or ``tukey``) on the per-query values over the judged queries, Holm's
+    correction over the whole family (``correction="none"``: ranx's p-values): one row per (pair, measure) with
+    ``p``, ``p_adjusted`` and ``significant`` (``scoring.comparison``; ``comparison.report(rows, ...)`` is ranx's
+    report of them, ``.to_latex()`` its LaTeX table)."""
+    from .scoring import comparison
+
+    named = _named_runs(runs)
+    qrels = _qrels(qrels)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    values = {}
+    for name, run in named.items():
+        per_query = evaluate(qrels, run, metrics=metrics, ignore_identical_ids=ignore_identical_ids)["per_query"]
+        qids = sorted(per_query)
+        values[name] = {m: [per_query[q][m] for q in qids] for m in metrics}
+    return comparison.pairs(values, metrics, test=test, alpha=alpha, correction=correction,
+                            permutations=permutations, seed=seed)
 
 
 def evaluate_cliniq(run, judgments, query_types: dict, chunk_ids) -> dict:
@@ -199,4 +238,5 @@ def evaluate_cliniq(run, judgments, query_types: dict, chunk_ids) -> dict:
     return cliniq.evaluate(run, rows, types, ids, irrelevant)
 
 
-__all__ = ["compare", "evaluate", "evaluate_cliniq", "fuse", "load_task", "read_qrels", "read_run", "write_run"]
+__all__ = ["compare", "compare_pairs", "evaluate", "evaluate_cliniq", "fuse", "load_task", "optimize_fusion",
+           "read_qrels", "read_run", "write_run"]

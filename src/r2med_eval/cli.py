@@ -116,16 +116,46 @@ def cmd_compare(args) -> int:
     if args.names and len(args.names) != len(args.runs):
         raise InputError(f"--names gives {len(args.names)} names for {len(args.runs)} runs.", fix="one name per run.")
     runs = dict(zip(args.names, args.runs)) if args.names else list(args.runs)
-    rows = api.compare(runs, _read_qrels(args),
-                       baseline=args.baseline, metric=args.metric, ignore_identical_ids=args.ignore_identical_ids,
-                       permutations=args.permutations, resamples=args.bootstrap, seed=args.seed, alpha=args.alpha,
-                       benchmark=args.benchmark, task=args.task)
+    measures = list(dict.fromkeys(args.metric or ["ndcg_at_10"]))
+    if args.baseline is None:
+        return _compare_pairs(args, runs, measures)
+    rows = []
+    for measure in measures:
+        rows += api.compare(runs, _read_qrels(args), baseline=args.baseline, metric=measure,
+                            ignore_identical_ids=args.ignore_identical_ids, permutations=args.permutations,
+                            resamples=args.bootstrap, seed=args.seed, alpha=args.alpha, benchmark=args.benchmark,
+                            task=args.task)
     if args.format == "csv":
         sys.stdout.write(significance.to_csv(rows))
     elif args.format == "json":
         print(json.dumps(rows, indent=1))
+    elif args.format == "latex":
+        raise InputError("--format latex is the table of every pair (without --baseline).",
+                         fix="drop --baseline, or use --format md, csv or json.")
     else:
         sys.stdout.write(significance.to_markdown(rows, args.baseline, args.alpha, args.permutations, args.bootstrap))
+    return 0
+
+
+def _compare_pairs(args, runs, measures) -> int:
+    """``compare`` without ``--baseline``: every pair on every measure, ranx's test, Holm over the family."""
+    from . import api
+    from .scoring import comparison
+
+    rows = api.compare_pairs(runs, _read_qrels(args), metrics=measures, test=args.test, alpha=args.alpha,
+                             correction=args.correction, permutations=args.permutations, seed=args.seed,
+                             ignore_identical_ids=args.ignore_identical_ids)
+    names = list(dict.fromkeys([r["a"] for r in rows] + [r["b"] for r in rows]))
+    if args.format == "csv":
+        sys.stdout.write(comparison.to_csv(rows))
+    elif args.format == "json":
+        print(json.dumps(rows, indent=1))
+    else:
+        report = comparison.report(rows, names, measures, args.test, args.alpha)
+        print(report.to_latex() if args.format == "latex" else report.to_table())
+        if args.format == "md":
+            print(f"\nSuperscripts: the runs a mean is significantly above ({args.test}, "
+                  f"{'Holm-adjusted ' if args.correction == 'holm' else ''}p <= {args.alpha}; {len(rows)} tests).")
     return 0
 
 
@@ -140,7 +170,7 @@ def _check_output(path: str) -> None:
 
 def cmd_fuse(args) -> int:
     from . import api
-    from .scoring import runs
+    from .scoring import fusion, runs
 
     if args.weights is not None and len(args.weights) != len(args.runs):
         raise InputError(f"--weights gives {len(args.weights)} weights for {len(args.runs)} runs.",
@@ -150,8 +180,20 @@ def cmd_fuse(args) -> int:
                          fix="drop --weights, or pass --method minmax or zscore.")
     if args.output != "-":
         _check_output(args.output)
-    fused = api.fuse(list(args.runs), args.method, k=args.k, weights=args.weights, depth=args.depth,
-                     convention=args.convention)
+    params = _params(args.param)
+    if args.weights is not None and args.method not in fusion.METHODS:
+        params.setdefault("weights", list(args.weights))
+    if args.optimize:
+        if not args.train_qrels:
+            raise InputError("--optimize learns on declared training queries: --train-qrels is missing.",
+                             fix="pass --train-qrels FILE with the judgments of the training queries only.")
+        fused, learned = api.optimize_fusion(api.read_qrels(args.train_qrels), list(args.runs), args.method,
+                                             norm=args.norm, metric=args.optimize, depth=args.depth)
+        print(f"r2med-eval: learned on {args.train_qrels}'s queries ({args.optimize}): {json.dumps(learned)[:400]}; "
+              "the fused run holds the other queries", file=sys.stderr)
+    else:
+        fused = api.fuse(list(args.runs), args.method, k=args.k, weights=args.weights, depth=args.depth,
+                         convention=args.convention, norm=args.norm, params=params)
     if args.output == "-":
         import tempfile
 
@@ -163,6 +205,22 @@ def cmd_fuse(args) -> int:
         print(f"r2med-eval: fused {len(args.runs)} runs ({args.method}) into {args.output}: {len(fused)} queries, "
               f"{n} lines", file=sys.stderr)
     return 0
+
+
+def _params(items) -> dict:
+    """``--param name=value`` (a JSON value: 0.5, [0.7, 0.3], true), ranx's parameters of a fusion method."""
+    out = {}
+    for item in items or []:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise InputError(f"--param {item!r} is not name=value.", fix="write e.g. --param gamma=0.5 or "
+                                                                        "--param weights=[0.7,0.3].")
+        try:
+            out[name] = json.loads(text)
+        except ValueError:
+            raise InputError(f"--param {item!r}: {text!r} is not a number, a list or true/false.",
+                             fix="write e.g. --param phi=0.8 or --param weights=[0.7,0.3].") from None
+    return out
 
 
 def _count(text: str, low: int = 1) -> int:
@@ -284,6 +342,8 @@ def cmd_build_medquad(args) -> int:
 def parser() -> argparse.ArgumentParser:
     from . import __version__
     from .scoring.fusion import METHODS
+    from .scoring.ranx_fusion import METHODS as RANX_METHODS
+    from .scoring.ranx_fusion import NORMS
 
     top = _Parser(prog="r2med-eval", description="Medical retrieval evaluation: score, compare and "
                   "fuse TREC runs as the r2med-eval pipeline does, or run the pipeline.")
@@ -340,9 +400,15 @@ def parser() -> argparse.ArgumentParser:
                                    "t-test and randomization test, Holm-corrected, 95% bootstrap intervals.")
     qrels_options(p)
     p.add_argument("runs", nargs="+", help="TREC run files (named after their file names, or --names)")
-    p.add_argument("--baseline", required=True, help="the run the others are tested against")
+    p.add_argument("--baseline", help="the run the others are tested against (the pipeline's significance table); "
+                                       "without it, every pair is tested with --test")
     p.add_argument("--names", nargs="+", help="the runs' names, in order")
-    p.add_argument("-m", "--metric", default="ndcg_at_10", help="the measure (default ndcg_at_10, i.e. nDCG@10)")
+    p.add_argument("-m", "--metric", nargs="+", action="extend", metavar="METRIC",
+                   help="the measures (any eval takes; default ndcg_at_10, i.e. nDCG@10)")
+    p.add_argument("--test", choices=["student", "fisher", "tukey"], default="student",
+                   help="every pair: ranx's test (paired t-test, Fisher's randomization test, Tukey's HSD)")
+    p.add_argument("--correction", choices=["holm", "none"], default="holm",
+                   help="every pair: Holm's correction over every (pair, measure) test (default), or none")
     p.add_argument("--permutations", type=_count, default=10000,
                    help="randomization test sign flips (default 10000)")
     p.add_argument("--bootstrap", type=_count, default=10000, help="bootstrap resamples (default 10000)")
@@ -350,13 +416,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=_alpha, default=0.05)
     p.add_argument("--benchmark", default="", help="the benchmark column of the table")
     p.add_argument("--task", default="", help="the task column of the table")
-    p.add_argument("--format", choices=["md", "csv", "json"], default="md")
+    p.add_argument("--format", choices=["md", "csv", "json", "latex"], default="md",
+                   help="latex: ranx's LaTeX table of every pair")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("fuse", help="fuse runs (RRF or linear)", description="Fuse TREC runs as the pipeline's "
-                       "fuse_runs rule does.")
+    p = sub.add_parser("fuse", help="fuse runs (RRF, linear, or any of ranx's methods)",
+                       description="Fuse TREC runs as the pipeline's fuse_runs rule does: rrf, minmax, zscore, or "
+                                   "any of ranx's 25 fusion methods with its normalisations, through ranx.")
     p.add_argument("runs", nargs="+", help="run files (TREC, or the pipeline's .run.npz), in the order they are summed")
-    p.add_argument("--method", choices=list(METHODS), default="rrf")
+    p.add_argument("--method", choices=list(dict.fromkeys([*METHODS, *RANX_METHODS])), default="rrf",
+                   help="rrf, minmax, zscore (the pipeline's), or ranx's: " + ", ".join(RANX_METHODS))
+    p.add_argument("--norm", choices=list(NORMS), default="min-max",
+                   help="ranx's methods: ranx's normalisation (default min-max)")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="ranx's methods: a parameter (JSON value), e.g. --param gamma=0.5 --param weights=[0.7,0.3]")
+    p.add_argument("--optimize", metavar="METRIC",
+                   help="learn the method's parameters with ranx's optimize_fusion for METRIC (ranx's name, e.g. "
+                        "ndcg@10) on the training queries of --train-qrels; the fused run holds the other queries")
+    p.add_argument("--train-qrels", metavar="FILE", help="the judgments of the training queries (--optimize)")
     p.add_argument("--k", type=_rrf_k, default=60, help="RRF constant, 0 or more (default 60)")
     p.add_argument("--weights", type=_finite, nargs="+", help="linear fusion weights, one per run (default equal)")
     p.add_argument("--depth", type=_count, help="use only each run's top DEPTH (1 or more)")
