@@ -1,16 +1,21 @@
 """Every pair of several runs on several measures, tested with ranx's statistical tests, Holm across the family.
 
 The per-query values are r2med-eval's (``metrics.evaluate``: trec_eval's measures, or ir_measures' through
-``scoring.irm``), over the judged queries; the tests are ranx 0.3's own functions under ranx's names
-(``ranx.statistical_tests``): ``student`` (two-sided paired t-test, scipy's ``ttest_rel``), ``fisher`` (Fisher's
-paired randomization test, ``permutations`` sign flips from ``seed``) and ``tukey`` (Tukey's HSD over all the runs of a
-measure, scipy's ``tukey_hsd``). ranx reports each p-value as it is; here the family is every (pair, measure) test of
-the comparison and Holm's correction runs over it (``correction="holm"``, the default; ``none`` keeps ranx's p-values).
-For Tukey's HSD, whose p-values already allow for the pairs of one measure, Holm then also allows for the measures (a
-conservative family-wise bound). A difference is significant when its adjusted p is at most ``alpha`` (ranx's
-``max_p``).
+``scoring.irm``), over the judged queries; the tests are ranx 0.3's, under ranx's names: ``student`` (two-sided paired
+t-test: ranx's ``paired_student_t_test``, scipy's ``ttest_rel``), ``tukey`` (Tukey's HSD over all the runs of a
+measure: ranx's ``tukey_hsd_test``, scipy's ``tukey_hsd``) and ``fisher`` (Fisher's paired randomization test as ranx
+computes it: p is the share of ``permutations`` random swaps of each query's two values whose absolute mean difference
+reaches the observed one, without the +1 of the pipeline's randomization test). ranx draws Fisher's permutations in a
+parallel numba loop whose threads do not share its seeded generator, so the same seed gives other p-values from call
+to call; here they come from numpy's generator seeded with ``seed`` (one swap per query and permutation: a sign flip
+of its difference), so the same inputs give the same p.
 
-:func:`report` builds ranx's own ``Report`` from these figures, so that its table (``str``) and its LaTeX table
+ranx reports each p-value as it is; here the family is every (pair, measure) test of the comparison and Holm's
+correction runs over it (``correction="holm"``, the default; ``none`` keeps the tests' p-values). For Tukey's HSD, whose
+p-values already allow for the pairs of one measure, Holm then also allows for the measures (a conservative
+family-wise bound). A difference is significant when its adjusted p is at most ``alpha`` (ranx's ``max_p``).
+
+:func:`report` builds ranx's own ``Report`` from these figures, so that its table (``to_table``) and its LaTeX table
 (``to_latex``: the runs as rows a, b, c, ..., a superscript on a mean for each run it is significantly above, the best
 mean of each measure in bold) are ranx's, with the measures under r2med-eval's names and Holm's decisions.
 """
@@ -44,8 +49,12 @@ def pairs(values: dict, measures: list[str], test: str = "student", alpha: float
     if len(n) != 1 or n.pop() < 2:
         raise InputError("the runs' per-query values do not cover the same 2 or more queries.",
                          fix="score every run on the same judged queries.")
-    found = compute_statistical_significance(model_names=names, metric_scores=scores, stat_test=test,
-                                             n_permutations=permutations, max_p=alpha, random_seed=seed)
+    if test == "fisher":
+        found = {(a, b): {m: {"p_value": fisher(scores[a][m], scores[b][m], permutations, seed)} for m in measures}
+                 for i, a in enumerate(names) for b in names[i + 1:]}
+    else:
+        found = compute_statistical_significance(model_names=names, metric_scores=scores, stat_test=test,
+                                                 n_permutations=permutations, max_p=alpha, random_seed=seed)
     rows = []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -58,6 +67,23 @@ def pairs(values: dict, measures: list[str], test: str = "student", alpha: float
         row["p_adjusted"] = p
         row["significant"] = p <= alpha
     return rows
+
+
+def fisher(a, b, permutations: int = 1000, seed: int = 42, chunk: int = 1000) -> float:
+    """ranx's Fisher randomization test of paired values, drawn from numpy's generator seeded with ``seed``: the
+    share of random swaps (sign flips of each difference) whose |mean difference| is at least the observed one."""
+    import numpy as np
+
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    observed = abs(np.asarray(a, dtype=np.float64).mean() - np.asarray(b, dtype=np.float64).mean())
+    rng = np.random.default_rng(seed)
+    hits, done = 0, 0
+    while done < permutations:
+        size = min(chunk, permutations - done)
+        signs = rng.integers(0, 2, size=(size, len(d)), dtype=np.int8).astype(np.float64) * 2.0 - 1.0
+        hits += int(np.count_nonzero(np.abs(signs @ d) / len(d) >= observed))
+        done += size
+    return hits / permutations
 
 
 def report(rows: list[dict], names: list[str], measures: list[str], test: str, alpha: float, digits: int = 4):

@@ -6,11 +6,15 @@ under that name: the same sums, tested equal), ``NORMS`` its 7 normalisations an
 are ranx's (``weights`` for ``wsum``, ``gamma`` for ``gmnz``, ``phi`` for ``rbc``, ``k`` for ``rrf``, ...); a missing
 or unknown one stops with one line naming what the method takes.
 
-**Ties.** ranx ranks a run's documents in the order it is given them (its rank-based methods and norms read the
-dict's order). Every run is handed to ranx with each query's documents in trec_eval's order (score descending, then
-document id descending), so a fusion here is ranx's on the runs as trec_eval ranks them; ranx given the same runs in
-another order (e.g. equal scores by id ascending) ranks those ties otherwise. The fused run is written in trec_eval's
-order like every run.
+**Ties.** ranx sorts each query's documents by score with numba's ``argsort`` (not stable), so its rank-based
+methods and norms (``rrf``, ``isr``, ``bordafuse``, ``rank``, ...) give equal scores an order of ranx's own, which is
+not trec_eval's (id descending) and not always the order given. Every fusion here is ranx's own computation on the
+runs, handed over in trec_eval's order, and the fused run is written in trec_eval's order like every run; the
+pipeline's ``rrf`` ranks each input in trec_eval's order, so it is ranx's ``rrf`` wherever no scores tie
+(``tests/test_ranx_fusion.py``) and differs where ranx orders a tie otherwise. ranx lists each query's candidate
+documents (borda's normalisation, ``bordafuse``, ``condorcet`` and their weighted forms) from a Python set, whose order
+follows the interpreter's hash seed, so that on ties ranx's own output changes from process to process; here that list
+is sorted (document id descending) while ranx runs, so the same runs give the same fused run every time.
 
 **Learned fusions.** ``optimize`` runs ``ranx.optimize_fusion`` (the weights of ``wsum``, ``mnz``, ``w_bordafuse``,
 ...; the probabilities of ``probfuse``, ``slidefuse``, ``bayesfuse``, ``mapfuse``, ``posfuse``, ``segfuse``) on the
@@ -34,32 +38,30 @@ TRAINED = ("bayesfuse", "mapfuse", "posfuse", "probfuse", "segfuse", "slidefuse"
 FIX = "see ranx's fusion docs (https://amenra.github.io/ranx/fusion/) and docs/api.md#fusion."
 
 
-def required(method: str) -> list[str]:
-    """The parameters ranx's function for ``method`` needs (``weights`` for ``wsum``), and so ``params`` must give."""
-    import inspect
-
-    from ranx.fusion import fusion_switch
-
-    fn = fusion_switch(method)
-    return [n for n, p in inspect.signature(fn).parameters.items()
-            if n not in ("runs", "name") and p.default is inspect.Parameter.empty]
+# each method's parameters in ranx 0.3.21 (its functions' signatures, tests/test_ranx_fusion.py checks them):
+# (required, optional); read without importing ranx, so that the configuration's check stays fast
+PARAMS = {
+    "anz": ((), ()), "bayesfuse": (("log_odds",), ()), "bordafuse": ((), ()), "condorcet": ((), ()),
+    "gmnz": (("gamma",), ()), "isr": ((), ()), "log_isr": ((), ()), "logn_isr": ((), ("sigma",)),
+    "mapfuse": (("map_scores",), ()), "max": ((), ()), "med": ((), ()), "min": ((), ()), "mixed": (("weights",), ()),
+    "mnz": ((), ()), "posfuse": (("probs",), ()), "probfuse": (("probs",), ()), "rbc": (("phi",), ()),
+    "rrf": ((), ("k",)), "segfuse": (("probs",), ()), "slidefuse": (("probs", "w"), ()), "sum": ((), ()),
+    "w_bordafuse": (("weights",), ()), "w_condorcet": (("weights",), ()), "wmnz": (("weights",), ()),
+    "wsum": (("weights",), ()),
+}
 
 
 def check(method: str, norm: str, params: dict | None, n_runs: int) -> dict:
-    """``params`` for ranx's ``method`` checked without running it: known method and norm, every required parameter
-    given and no unknown one, weights one finite number per run."""
-    import inspect
-
-    from ranx.fusion import fusion_switch
-
+    """``params`` for ranx's ``method`` checked without running it (nor importing ranx): known method and norm,
+    every required parameter given and no unknown one, weights one finite number per run."""
     names(method, norm)
     params = dict(params or {})
-    known = [n for n in inspect.signature(fusion_switch(method)).parameters if n not in ("runs", "name")]
-    unknown = sorted(set(params) - set(known))
+    required, optional = PARAMS[method]
+    unknown = sorted(set(params) - set(required) - set(optional))
     if unknown:
         raise InputError(f"ranx's {method} takes no parameter {', '.join(unknown)} (it takes "
-                         f"{', '.join(known) or 'none'}).", fix=FIX)
-    missing = [n for n in required(method) if n not in params]
+                         f"{', '.join(required + optional) or 'none'}).", fix=FIX)
+    missing = [n for n in required if n not in params]
     if missing:
         learned = " (learned: --optimize with training judgments)" if method in TRAINED else ""
         raise InputError(f"ranx's {method} needs {', '.join(missing)}{learned}.", fix=FIX)
@@ -114,15 +116,54 @@ def fuse(runs: list[dict], method: str, norm: str = "min-max", params: dict | No
 
 
 def _quiet():
-    """numba's type-safety warnings from ranx's kernels (an index cast) are not the user's to read."""
+    """numba's type-safety warnings from ranx's kernels (an index cast) are not the user's to read; and ranx's
+    candidate lists in a fixed order (:func:`_candidates`) while it runs."""
     import contextlib
+    import importlib
     import warnings
 
     stack = contextlib.ExitStack()
     stack.enter_context(warnings.catch_warnings())
     warnings.filterwarnings("ignore", module="numba")
     warnings.filterwarnings("ignore", message=".*unsafe cast.*")
+    for name in CANDIDATE_MODULES:
+        module = importlib.import_module(name)
+        stack.enter_context(_patched(module, "get_candidates", _candidates(module.get_candidates)))
     return stack
+
+
+# ranx's modules that list each query's candidate documents (every document of any run) from a Python set
+CANDIDATE_MODULES = ("ranx.normalization.borda_norm", "ranx.fusion.bordafuse", "ranx.fusion.weighted_bordafuse",
+                     "ranx.fusion.condorcet", "ranx.fusion.weighted_condorcet")
+
+
+def _candidates(original):
+    """ranx's ``get_candidates`` with each query's list in a fixed order (document id descending, trec_eval's order of
+    ties) instead of the set's, whose order follows the interpreter's hash seed: borda's normalisation, bordafuse and
+    condorcet then give the same fused run in every process."""
+    from numba.typed import List as TypedList
+    from numba.types import unicode_type
+
+    def fixed(runs):
+        out = TypedList()
+        for found in original(runs):
+            ordered = sorted(found, reverse=True)
+            out.append(TypedList(ordered) if ordered else TypedList.empty_list(unicode_type))
+        return out
+
+    return fixed
+
+
+class _patched:
+    def __init__(self, module, name, value):
+        self.module, self.name, self.value = module, name, value
+
+    def __enter__(self):
+        self.before = getattr(self.module, self.name)
+        setattr(self.module, self.name, self.value)
+
+    def __exit__(self, *exc):
+        setattr(self.module, self.name, self.before)
 
 
 def split(qrels_train: dict, runs: list[dict]) -> tuple[list[str], list[str]]:

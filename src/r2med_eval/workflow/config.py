@@ -229,6 +229,25 @@ def _check_derived(cfg: dict, config_file: str) -> None:
         if "weights" in spec and len(spec["weights"]) != len(spec["runs"]):
             raise ConfigError(f"fusion.{name}.weights has {len(spec['weights'])} values for {len(spec['runs'])} runs.",
                               path=config_file, fix="give one weight per run.")
+        _check_ranx_fusion(name, spec, config_file)
+
+
+def _check_ranx_fusion(name: str, spec: dict, config_file: str) -> None:
+    """A fusion run by ranx: its parameters ranx's (``ranx_fusion.PARAMS``, no import of ranx); the pipeline's own
+    methods take no ``norm`` or ``params``."""
+    from ..errors import InputError
+    from ..scoring import fusion, ranx_fusion
+
+    if spec["method"] in fusion.METHODS:
+        extra = [k for k in ("params",) if spec.get(k)] + (["norm"] if spec.get("norm", "min-max") != "min-max" else [])
+        if extra:
+            raise ConfigError(f"fusion.{name}: {' and '.join(extra)} apply to ranx's methods, not to "
+                              f"{spec['method']}.", path=config_file, fix=f"drop {' and '.join(extra)}.")
+        return
+    try:
+        ranx_fusion.check(spec["method"], spec.get("norm", "min-max"), spec.get("params"), len(spec["runs"]))
+    except InputError as exc:
+        raise ConfigError(f"fusion.{name}: {exc.problem}", path=config_file, fix=exc.fix) from None
 
 
 def metric_name(name, key: str = "leaderboard.metric", config_file: str = "config.yaml") -> str:
