@@ -31,11 +31,11 @@ def outside(m) -> bool:
 
 
 def parse(text: str):
-    """A ``metrics.Measure`` for an ir_measures name, or None where ir_measures does not know the name. A known name
-    whose parameters ir_measures' own check refuses (a required one missing, an unknown one, a value of the wrong
-    type) stops with one InputError saying which."""
+    """(ir_measures' measure, its aggregate: ``mean`` or ``sum``) for an ir_measures name, or None where ir_measures
+    does not know the name (``metrics.measure`` makes it a Measure of family ``FAMILY``). A known name whose
+    parameters ir_measures' own check refuses (a required one missing, an unknown one, a value of the wrong type)
+    stops with one InputError saying which."""
     from ..errors import InputError
-    from .metrics import Measure
 
     try:
         import ir_measures
@@ -53,8 +53,7 @@ def parse(text: str):
         measure.validate_params()
     except (AssertionError, KeyError, TypeError, ValueError) as exc:
         raise InputError(f"ir_measures refuses the measure {text!r}: {_said(exc)}.", fix=_FIX) from None
-    agg = "sum" if type(measure.aggregator()).__name__ == "SumAgg" else "mean"
-    return Measure(text, FAMILY, None, None, None, (measure,), agg)
+    return measure, "sum" if type(measure.aggregator()).__name__ == "SumAgg" else "mean"
 
 
 _FIX = ("give the parameters ir_measures documents for it, with their types (https://ir-measur.es; e.g. P@10, "

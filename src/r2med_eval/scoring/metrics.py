@@ -118,10 +118,9 @@ def measure(name: str) -> Measure:
         if key == "numret" and rel is not None:  # ir_measures' NumRet(rel=1): trec_eval's num_rel_ret
             plain = "num_rel_ret"
         if cutoff is None and plain is None:
-            from . import irm
 
             try:
-                found = irm.parse(text)  # Judged without a cutoff: ir_measures' whole ranking
+                found = _from_ir_measures(text)  # Judged without a cutoff: ir_measures' whole ranking
             except InputError:  # ir_measures needs the cutoff too: our message names an example
                 found = None
             if found is not None:
@@ -155,9 +154,7 @@ def measure(name: str) -> Measure:
     m = re.fullmatch(r"judged_at_(\d+)", text)
     if m:
         return _checked(Measure(text, "judged", int(m.group(1))), text)
-    from . import irm
-
-    found = irm.parse(text)
+    found = _from_ir_measures(text)
     if found is not None:
         return found
     known = ["nDCG@10", "R@100", "P@10", "AP@100", "AP", "RR", "RR@10", "Success@10", "Rprec", "Bpref", "Judged@10",
@@ -192,6 +189,14 @@ def _with_params(text: str, root: str, params: str) -> Measure:
 
 
 _SIGNED = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+
+
+def _from_ir_measures(text: str) -> Measure | None:
+    """A name ir_measures parses, as a Measure computed through ir_measures (``scoring.irm``); None if unknown."""
+    from . import irm
+
+    parsed = irm.parse(text)
+    return None if parsed is None else Measure(text, irm.FAMILY, None, None, None, (parsed[0],), parsed[1])
 
 
 def _int(text: str | None, name: str) -> int | None:
