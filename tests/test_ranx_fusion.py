@@ -201,6 +201,7 @@ fusion:
   bordafuse: {{method: bordafuse, runs: [r1, r4], norm: borda}}
   gmnz-max: {{method: gmnz, runs: [r1, r4], norm: max, params: {{gamma: 0.7}}, depth: 20}}
   rbc: {{method: rbc, runs: [r4, r1], norm: none, params: {{phi: 0.6}}}}
+  learned: {{method: probfuse, runs: [r1, r4], optimize: {{metric: ndcg@10, train_qrels: "train/{{benchmark}}.qrels"}}}}
 report:
   baseline: r1
 """
@@ -213,8 +214,11 @@ def test_fusion_entries_with_ranx_methods_run_in_the_workflow(demo, tmp_path):
 
     folder, _, _, _ = demo
     work = workflow_dir(tmp_path, WORKFLOW.format(demo=REPO / "data" / "demo", runs=folder))
+    (work / "train").mkdir()
+    (work / "train" / "demo.qrels").write_text((folder / "train.qrels").read_text())
     targets = [f"results/runs/demo/demo/{n}.trec" for n in ("mnz-zmuv", "wsum-rank", "bordafuse", "gmnz-max", "rbc")]
-    snakemake(work, "--cores", "2", *targets, "results/metrics/demo/demo/wsum-rank.json")
+    snakemake(work, "--cores", "2", *targets, "results/metrics/demo/demo/wsum-rank.json",
+              "results/metrics/demo/demo/learned.json")
     runs = [r2med_eval.read_run(work / "results/runs/demo/demo" / f"{n}.trec") for n in ("r1", "r4")]  # imported
     cases = {"mnz-zmuv": ("mnz", "zmuv", {}, runs[:2]),
              "wsum-rank": ("wsum", "rank", {"weights": [0.3, 0.7]}, runs[:2]),
@@ -225,6 +229,18 @@ def test_fusion_entries_with_ranx_methods_run_in_the_workflow(demo, tmp_path):
         _same(work / "results/runs/demo/demo" / f"{name}.trec", _ranx(inputs, method, norm, params), name)
         lineage = json.loads((work / "results/runs/demo/demo" / f"{name}.lineage.json").read_text())
         assert lineage["method"] == method and lineage["norm"] == norm
+    # probfuse learned on the 12 training queries of train/demo.qrels: the fused run and its scores lack them
+    train = r2med_eval.read_qrels(work / "train" / "demo.qrels")
+    want, learned = ranx_fusion.fuse_trained(train, runs, "probfuse", "min-max", "ndcg@10")
+    _same(work / "results/runs/demo/demo/learned.trec", want, "learned")
+    lineage = json.loads((work / "results/runs/demo/demo/learned.lineage.json").read_text())
+    assert lineage["training_queries"] == 12 and lineage["learned"]["probs"] == learned["probs"]
+    scored = json.loads((work / "results/metrics/demo/demo/learned.json").read_text())["counts"]
+    plain = json.loads((work / "results/metrics/demo/demo/wsum-rank.json").read_text())["counts"]
+    assert scored["judged_queries_scored"] == plain["judged_queries_scored"] - 12
+    rows = (work / "results/per_query/demo/demo/learned.tsv").read_text().splitlines()[1:]
+    assert not {r.split("\t")[0] for r in rows} & set(train)
+    assert scored["judged_queries_with_empty_run"] == 0  # the training queries are not scored as empty
 
 
 def test_a_fusion_entry_ranx_would_refuse_stops_the_configuration():
@@ -232,12 +248,17 @@ def test_a_fusion_entry_ranx_would_refuse_stops_the_configuration():
     from r2med_eval.workflow import config as wconfig
 
     base = {"method": "gmnz", "runs": ["bm25", "minilm"], "norm": "min-max", "params": {}}
+    learn = {"metric": "ndcg@10", "train_qrels": "t.qrels"}
     for spec, words in ((base, "needs gamma"), ({**base, "params": {"gamma": 1, "x": 2}}, "no parameter x"),
                         ({**base, "method": "rrf", "norm": "zmuv"}, "norm apply to ranx's methods"),
+                        ({**base, "method": "rrf", "optimize": learn}, "optimize apply to ranx's methods"),
+                        ({**base, "method": "probfuse"}, "needs probs"),
+                        ({**base, "optimize": learn, "params": {"gamma": 1}}, "params would be overwritten"),
                         ({**base, "norm": "l2"}, "unknown normalisation")):
         with pytest.raises(ConfigError, match=words):
             wconfig._check_ranx_fusion("f", spec, "config.yaml")
     wconfig._check_ranx_fusion("f", {**base, "params": {"gamma": 0.5}}, "config.yaml")
+    wconfig._check_ranx_fusion("f", {**base, "method": "probfuse", "optimize": learn}, "config.yaml")
 
 
 @pytest.mark.parametrize("test", ["student", "fisher", "tukey"])
