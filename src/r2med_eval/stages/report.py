@@ -57,6 +57,9 @@ def leaderboard(sm) -> None:
                      f"({', '.join(earlier)}); this configuration does not select "
                      f"{'it' if len(shown) == 1 else 'them'} (benchmarks_to_run), so those columns are as that run "
                      "left them, with the significance marks of its own per-benchmark table.")
+    from ..report import synthetic
+
+    notes += synthetic.note(rep.get("synthetic", ()), rep.get("synthetic", ()))
     for task, runs in sorted(rep.get("unselected", {}).items()):
         notes.append(f"Not shown: {len(runs)} run{'s' if len(runs) != 1 else ''} scored earlier on {task} that this "
                      f"configuration does not select: {', '.join(runs)} (their metrics stay in "
@@ -91,6 +94,9 @@ def leaderboard_benchmark(sm) -> None:
                     if r["benchmark"] == bench and r["note"] and r["note"] != "baseline"})
     n = sorted({(r["task"], r["n_queries"]) for r in rows if r["benchmark"] == bench and r["note"] == "baseline"})
     notes = [f"Queries compared per task: {', '.join(f'{t} {k}' for t, k in n)}."] + notes if n else notes
+    from ..report import synthetic
+
+    notes = synthetic.note([bench], rep.get("synthetic", ())) + notes
     lb.write_benchmark(list(sm.input.metrics), bench, sm.output.csv, sm.output.md, sm.output.html,
                        metric=rep["metric"], significance=sig.marks(rows),
                        legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"], family),
@@ -259,6 +265,7 @@ def report_cliniq(sm) -> None:
     )
     from ..cliniq.tables import wide_latex, wide_markdown, wide_tables
     from ..io import read_json, read_lines, write_text
+    from ..report.synthetic import titled
     from ..report.tables import tex_label
 
     spec = sm.params.spec
@@ -271,8 +278,9 @@ def report_cliniq(sm) -> None:
         rows = [r for m in models for r in cliniq.table_rows(m, nan_back(results[m]), grouping)]
         write_text(csv_out, table_csv(rows))
         tables = wide_tables(rows)
-        write_text(md_out, wide_markdown(tables, f"{title} ({bench})") + "\n" + completeness_markdown(models, results))
-        write_text(tex_out, wide_latex(tables, f"{title} ({bench})", tex_label("tab", "cliniq", bench, grouping)))
+        named = f"{title} ({titled(bench, spec.get('synthetic'))})"
+        write_text(md_out, wide_markdown(tables, named) + "\n" + completeness_markdown(models, results))
+        write_text(tex_out, wide_latex(tables, named, tex_label("tab", "cliniq", bench, grouping)))
     rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)
     judged = judged_chunks(rows, irrelevant)
     qtypes = read_query_types(sm.input.query_types)
@@ -361,6 +369,7 @@ def claims(sm) -> None:
         found += assess(b, entry["kind"], entry["claims"], data[b], rules, resampling, figures=entry["figures"])
     for c in found:
         c["figures"] = [paths.fill(paths.PLOT, benchmark=c["benchmark"], name=n, ext="png") for n in c["figures"]]
+        c["synthetic"] = bool(benchmarks[c["benchmark"]].get("synthetic"))
         log.info("%s on %s: %s", c["id"], c["benchmark"], c["verdict"])
     write_json(sm.output.json, found)
     write_text(sm.output.md, render.markdown(found, rules, resampling))
@@ -371,6 +380,7 @@ def report_index(sm) -> None:
     """``results/index.html``: every table rendered, every plot shown, a link to every output."""
     from ..io import read_json, write_text
     from ..report import html as h
+    from ..report.synthetic import titled
     from ..workflow import paths
 
     spec = sm.params.spec
@@ -423,7 +433,8 @@ def report_index(sm) -> None:
             links(claims["json"], claims["md"], paths.fill(paths.TABLE, name="claims"))]))
     for b in spec["benchmarks"] + earlier:
         per = {e: paths.fill(paths.BENCHMARK_LEADERBOARD, benchmark=b, ext=e) for e in ("md", "csv", "html")}
-        sections.append((f"benchmark-{b}", f"Benchmark {b}" + (" (earlier run)" if b in earlier else ""),
+        sections.append((f"benchmark-{b}", f"Benchmark {titled(b, spec.get('synthetic'))}"
+                         + (" (earlier run)" if b in earlier else ""),
                          (earlier_note if b in earlier else []) + rendered(per["md"]) + [
             links(per["csv"], per["md"], per["html"], paths.fill(paths.TABLE, name=f"leaderboard-{b}"),
                   paths.fill(paths.PALETTE, benchmark=b))]
@@ -440,7 +451,8 @@ def report_index(sm) -> None:
                                                    paths.fill(paths.TABLE, name=f"cliniq-{b}-by_{g}"))]
             body += plots(b, (f"cliniq_by_{g}",))
         body.append(links(paths.fill(paths.CLINIQ_POOL, benchmark=b)))
-        sections.append((f"cliniq-{b}", f"CliniQ tables: {b}" + (" (earlier run)" if b in earlier else ""), body))
+        sections.append((f"cliniq-{b}", f"CliniQ tables: {titled(b, spec.get('synthetic'))}"
+                         + (" (earlier run)" if b in earlier else ""), body))
     completion_earlier = [b for b in earlier if paths.fill(paths.COMPLETION_FILE, benchmark=b, name="verdict",
                                                            ext="md") in files]
     for b in list(spec.get("completion") or ()) + completion_earlier:  # the judgment completion: the verdict first
@@ -454,7 +466,7 @@ def report_index(sm) -> None:
         body.append(links(*[f for (n, e), f in done.items() if e != "md"], *[done[(n, "md")] for n in (
             "verdict", "estimates", "agreement", "rescored")], *[paths.fill(p, benchmark=b) for p in (
                 paths.COMPLETION_SAMPLE, paths.COMPLETION_DESIGN, paths.COMPLETION_LABELS, paths.COMPLETION_JUDGING)]))
-        sections.append((f"completion-{b}", f"CliniQ judgment completion: {b}", body))
+        sections.append((f"completion-{b}", f"CliniQ judgment completion: {titled(b, spec.get('synthetic'))}", body))
     sections.append(("paper", "R2MED: ours against the paper", rendered(paths.R2MED_VS_PAPER) + [
         links(paths.R2MED_VS_PAPER, *tex("r2med_vs_paper"))]))
     prov = read_json(paths.PROVENANCE) if paths.PROVENANCE in files else {"runs": [], "datasets": {}}
