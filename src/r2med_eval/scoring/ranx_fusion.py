@@ -73,6 +73,40 @@ def check(method: str, norm: str, params: dict | None, n_runs: int) -> dict:
     return params
 
 
+def check_entry(spec: dict) -> None:
+    """A ``fusion:`` entry of the configuration as ranx would take it (no import of ranx): the pipeline's own methods
+    take no ``norm``, ``params`` or ``optimize``; ranx's take their parameters (``check``) or learn them
+    (``optimize``, then no ``params``); a learned fusion is refused where ``spec["cliniq"]`` names CliniQ benchmarks
+    (their scoring does not leave training queries out)."""
+    from . import fusion
+
+    if spec["method"] in fusion.METHODS:
+        extra = [k for k in ("params", "optimize") if spec.get(k)] + (
+            ["norm"] if spec.get("norm", "min-max") != "min-max" else [])
+        if extra:
+            raise InputError(f"{' and '.join(extra)} apply to ranx's methods, not to {spec['method']}.",
+                             fix=f"drop {' and '.join(extra)}.")
+        return
+    if not spec.get("optimize"):
+        try:
+            check(spec["method"], spec.get("norm", "min-max"), spec.get("params"), len(spec["runs"]))
+        except InputError as exc:
+            if spec["method"] not in TRAINED:
+                raise
+            raise InputError(exc.problem, fix="add optimize: {metric: ndcg@10, train_qrels: <the training queries' "
+                                              "judgments>}.") from None
+        return
+    if spec.get("params"):
+        raise InputError("optimize learns the parameters; params would be overwritten.",
+                         fix="drop params, or drop optimize and give them all.")
+    names(spec["method"], spec.get("norm", "min-max"))
+    if spec.get("cliniq"):
+        raise InputError(f"a learned fusion (optimize) is scored without its training queries by score_run only, and "
+                         f"{spec['cliniq'][0]} is a CliniQ benchmark (score_cliniq).",
+                         fix="learn it with r2med-eval fuse --optimize and add its run as a type: run model, or drop "
+                             "optimize.")
+
+
 def names(method: str, norm: str) -> None:
     """Stop with one line on a method or normalisation ranx does not have."""
     if method not in METHODS:

@@ -229,43 +229,19 @@ def _check_derived(cfg: dict, config_file: str) -> None:
         if "weights" in spec and len(spec["weights"]) != len(spec["runs"]):
             raise ConfigError(f"fusion.{name}.weights has {len(spec['weights'])} values for {len(spec['runs'])} runs.",
                               path=config_file, fix="give one weight per run.")
-        _check_ranx_fusion(name, spec, config_file)
-        cliniq = sorted(b for b, bench in cfg["benchmarks"].items() if bench.get("layout") == "cliniq")
-        if spec.get("optimize") and cliniq:
-            raise ConfigError(f"fusion.{name}: a learned fusion (optimize) is scored without its training queries by "
-                              f"score_run only, and {cliniq[0]} is a CliniQ benchmark (score_cliniq).",
-                              path=config_file, fix="learn the fusion with r2med-eval fuse --optimize and add its "
-                                                    "run as a type: run model, or drop optimize.")
+        _check_ranx_fusion(name, {**spec, "cliniq": [b for b, v in cfg["benchmarks"].items()
+                                                     if v.get("layout") == "cliniq"]}, config_file)
 
 
 def _check_ranx_fusion(name: str, spec: dict, config_file: str) -> None:
-    """A fusion run by ranx: its parameters ranx's (``ranx_fusion.PARAMS``, no import of ranx); the pipeline's own
-    methods take no ``norm`` or ``params``."""
+    """A fusion entry's method, norm, params and optimize as ranx takes them (``ranx_fusion.check_entry``)."""
     from ..errors import InputError
-    from ..scoring import fusion, ranx_fusion
+    from ..scoring import ranx_fusion
 
-    if spec["method"] in fusion.METHODS:
-        extra = [k for k in ("params", "optimize") if spec.get(k)] + (
-            ["norm"] if spec.get("norm", "min-max") != "min-max" else [])
-        if extra:
-            raise ConfigError(f"fusion.{name}: {' and '.join(extra)} apply to ranx's methods, not to "
-                              f"{spec['method']}.", path=config_file, fix=f"drop {' and '.join(extra)}.")
-        return
-    if spec.get("optimize"):
-        if spec.get("params"):
-            raise ConfigError(f"fusion.{name}: optimize learns the parameters; params would be overwritten.",
-                              path=config_file, fix="drop params, or drop optimize and give them all.")
-        try:
-            ranx_fusion.names(spec["method"], spec.get("norm", "min-max"))
-        except InputError as exc:
-            raise ConfigError(f"fusion.{name}: {exc.problem}", path=config_file, fix=exc.fix) from None
-        return
     try:
-        ranx_fusion.check(spec["method"], spec.get("norm", "min-max"), spec.get("params"), len(spec["runs"]))
+        ranx_fusion.check_entry(spec)
     except InputError as exc:
-        fix = exc.fix if spec["method"] not in ranx_fusion.TRAINED else (
-            "add optimize: {metric: ndcg@10, train_qrels: <the training queries' judgments>}.")
-        raise ConfigError(f"fusion.{name}: {exc.problem}", path=config_file, fix=fix) from None
+        raise ConfigError(f"fusion.{name}: {exc.problem}", path=config_file, fix=exc.fix) from None
 
 
 def metric_name(name, key: str = "leaderboard.metric", config_file: str = "config.yaml") -> str:

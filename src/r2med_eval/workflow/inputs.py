@@ -250,10 +250,6 @@ class Inputs:
         job = self.reg.derived[wildcards.model]
         return [self._run(wildcards.benchmark, wildcards.task, r) for r in job_inputs(job)]
 
-    def train_qrels(self, wildcards) -> list[str]:
-        """A learned fusion's training judgments: fuse_runs learns on them, score_run leaves their queries out."""
-        return self.reg.train_qrels(wildcards.model, wildcards.benchmark, wildcards.task)
-
     def _run(self, benchmark: str, task: str, model: str) -> str:
         """A run's file: binary on a CliniQ benchmark (full depth), TREC text elsewhere."""
         return fill(RUN_BINARY if self.reg.is_cliniq(benchmark) else RUN, benchmark=benchmark, task=task, model=model)
