@@ -88,7 +88,7 @@ def _records(data, value: str, what: str) -> dict:
 
 def evaluate(qrels, run, queries=None, *, metrics=None, ignore_identical_ids: bool = False,
              k_values=_metrics.K_VALUES, level: int = 1, depth: int | None = None, complete: bool | None = None,
-             judged_only: bool = False, num_docs: int = 0, zscores=None) -> dict:
+             judged_only: bool = False, num_docs: int = 0, zscores=None, judgment_groups=None) -> dict:
     """Score a run as rule ``score_run`` does (trec_eval's measures through pytrec_eval).
 
     ``qrels``: {qid: {docid: grade}} or a path (``read_qrels``); ``run``: {qid: {docid: score}} or a TREC run
@@ -119,7 +119,7 @@ def evaluate(qrels, run, queries=None, *, metrics=None, ignore_identical_ids: bo
         zscores = _zscores.read(zscores)
     return _metrics.evaluate(table, qrels, queries, k_values, measures=metrics, level=level, depth=depth,
                              complete=complete, ignore_identical_ids=ignore_identical_ids, judged_only=judged_only,
-                             num_docs=num_docs, zscores=zscores)
+                             num_docs=num_docs, zscores=zscores, groups=judgment_groups)
 
 
 def _named_runs(runs_) -> dict:

@@ -65,20 +65,18 @@ def _read_qrels(args):
 
 def cmd_eval(args) -> int:
     from . import api
-    from .scoring import metrics, trec_all, zscores
+    from .scoring import metrics, trec_all, trec_jg, zscores
 
     names = _measures(args.metrics or list(DEFAULT_METRICS))
     chosen = metrics.chosen(names)
     _swapped(args.qrels, args.run)
-    if args.rel_format != "qrels":
-        raise InputError(f"-R {args.rel_format}: only trec_eval's qrels format (-R qrels, the default) is read.",
-                         fix="give the judgments as TREC qrels (qid iter docid grade), BEIR or R2MED qrels.")
+    groups = _rel_format(args, chosen)
     table = zscores.read(args.zscores) if args.zscores else None
-    qrels = _read_qrels(args)
+    qrels = _read_qrels(args) if groups is None else trec_jg.merged(groups)
     complete = False if args.retrieved_only else True if args.complete else None
     result = api.evaluate(qrels, args.run, metrics=chosen, ignore_identical_ids=args.ignore_identical_ids,
                           level=args.level, depth=args.depth, complete=complete, judged_only=args.judged_only,
-                          num_docs=args.num_docs, zscores=table)
+                          num_docs=args.num_docs, zscores=table, judgment_groups=groups)
     keys = [m.name for m in chosen]
     if args.format == "json":
         out = {"qrels": args.qrels, "run": args.run, "metrics": result["metrics"], "counts": result["counts"]}
@@ -107,6 +105,23 @@ def cmd_eval(args) -> int:
               if name in result["metrics"]]
     print("\n".join(lines))
     return 0
+
+
+def _rel_format(args, chosen) -> dict | None:
+    """trec_eval's ``-R``: ``qrels`` (None: the judgments as read_qrels reads them) or ``qrels_jg`` (the judgments in
+    groups, ``scoring.trec_jg``: only its measures, num_q and runid read them, as in trec_eval)."""
+    from .scoring import trec_jg
+
+    if args.rel_format == "qrels":
+        return None
+    if args.rel_format != "qrels_jg":
+        raise InputError(f"-R {args.rel_format}: trec_eval's preference formats (prefs, qrels_prefs) are not read.",
+                         fix="use -R qrels (the default) or -R qrels_jg.")
+    other = [m.name for m in chosen if m.family not in trec_jg.FAMILIES + ("num_q", "runid")]
+    if other:
+        raise InputError(f"-R qrels_jg: {other[0]} does not read judgments in groups (trec_eval cannot compute it "
+                         "either).", fix="name map_avgjg, P_avgjg, Rprec_mult_avgjg, num_q, runid or qrels_jg.")
+    return trec_jg.read(args.qrels)
 
 
 def cmd_compare(args) -> int:
@@ -390,7 +405,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-Z", "--zscores", metavar="FILE",
                    help="print each value as a z-score against FILE's `qid measure mean stddev` lines (trec_eval -Z)")
     p.add_argument("-R", "--rel-format", default="qrels", metavar="FORMAT",
-                   help="the judgments' format: qrels (trec_eval -R; the default, the only one read)")
+                   help="the judgments' format (trec_eval -R): qrels (the default) or qrels_jg (qid jg docno rel: "
+                        "judgment groups, for map_avgjg, P_avgjg, Rprec_mult_avgjg)")
     p.add_argument("--format", choices=["trec", "json"], default="trec")
     p.add_argument("--decimals", type=_level, default=4, help="decimals of the trec format (default 4, as trec_eval)")
     p.set_defaults(func=cmd_eval)

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import InputError, did_you_mean
-from . import trec, trec_all
+from . import trec, trec_all, trec_jg
 
 K_VALUES = (1, 10, 25, 50, 100)
 FAMILIES = (("ndcg_at_{k}", "ndcg_cut_{k}"), ("map_at_{k}", "map_cut_{k}"),
@@ -78,7 +78,7 @@ _IR_MEASURES = {"ndcg": ("ndcg_cut", "ndcg"), "ap": ("map_cut", "map"), "map": (
                 "mrr": (None, "recip_rank"), "success": ("success", None), "rprec": (None, "Rprec"),
                 "bpref": (None, "bpref"), "judged": ("judged", None), "iprec": ("iprec_at_recall", None),
                 "numret": (None, "num_ret"), "numrel": (None, "num_rel"), "numq": (None, "num_q")}
-_FRACTIONS = {"iprec_at_recall", "Rprec_mult"}
+_FRACTIONS = {"iprec_at_recall", "Rprec_mult", "Rprec_mult_avgjg"}
 _TREC_PLAIN = {r.name for r in trec_all.ROOTS.values() if r.kind not in ("cut", "cutd")}
 # trec_eval's default cutoffs of a family named without one, and its nicknames (``official``, ``all_trec``, ``set``)
 TREC_DEFAULTS = {r.name: r.defaults for r in trec_all.ROOTS.values() if r.kind in ("cut", "cutd")}
@@ -134,11 +134,11 @@ def measure(name: str) -> Measure:
             raise InputError(f"the measure {text!r} takes no cutoff.", fix=f"write {m.group(1)} alone.")
         value = float(cutoff) if cut_family in _FRACTIONS else _int(cutoff, text)
         return _checked(Measure(text, cut_family, value, rel), text)
-    cut_roots = "|".join(r for r in TREC_DEFAULTS if r not in _FRACTIONS)
+    cut_roots = "|".join(sorted((r for r in TREC_DEFAULTS if r not in _FRACTIONS), key=len, reverse=True))
     m = re.fullmatch(rf"({cut_roots})[._](\d+)", text)
     if m:
         return _checked(Measure(text, m.group(1), int(m.group(2))), text)
-    m = re.fullmatch(rf"(iprec_at_recall|Rprec_mult)[._]({_NUMBER})", text)
+    m = re.fullmatch(rf"(iprec_at_recall|Rprec_mult_avgjg|Rprec_mult)[._]({_NUMBER})", text)
     if m:
         return _checked(Measure(text, m.group(1), float(m.group(2))), text)
     if text in _TREC_PLAIN:
@@ -240,15 +240,16 @@ def chosen(names) -> list[Measure]:
 
 def score(table, qrels: dict, measures_, *, level: int = 1, depth: int | None = None, complete: bool | None = None,
           ignore_identical_ids: bool = False, queries=None, judged_only: bool = False, num_docs: int = 0,
-          zscores: dict | None = None) -> dict:
+          zscores: dict | None = None, groups: dict | None = None) -> dict:
     """Score a run held as a ``runfile.RunTable``: {"metrics": {name: figure}, "per_query": {qid: {name: value}},
     "counts": which queries were scored, "run_depth": the run's most documents for one query}. trec_eval's options:
     ``level`` ``-l``; ``depth`` ``-M`` (each query's first documents only); ``complete`` ``-c`` (None, the default,
     and True: every judged query, one the run misses scoring 0; True is trec_eval's ``-c`` itself, whose ``num_rel``
     sum counts every judgment graded above 0; False: the judged queries the run retrieved for); ``judged_only``
     ``-J`` (unjudged documents dropped before ranking); ``num_docs`` ``-N`` (the collection's size: ``utility``);
-    ``zscores`` ``-Z`` (``zscores.read``'s table: every value as a z-score); ``queries``: the task's query ids, to
-    count unjudged ones."""
+    ``zscores`` ``-Z`` (``zscores.read``'s table: every value as a z-score); ``groups``: ``-R qrels_jg``'s judgments
+    in groups (``trec_jg.read``; ``qrels`` is then ``trec_jg.merged(groups)``), which its measures read; ``queries``:
+    the task's query ids, to count unjudged ones."""
     import numpy as np
 
     from . import irm
@@ -267,7 +268,13 @@ def score(table, qrels: dict, measures_, *, level: int = 1, depth: int | None = 
         ranked = ranked.judged()
     here = [m for m in measures_ if trec_all.here(m)]
     outside = [m for m in measures_ if irm.outside(m)]
-    values = trec.compute(ranked, judgments, [m for m in measures_ if m not in here and m not in outside], level)
+    grouped = [m for m in measures_ if m.family in trec_jg.FAMILIES]
+    if grouped and groups is None:
+        raise InputError(f"{grouped[0].name} reads judgments in groups.", fix="pass -R qrels_jg and qrels_jg "
+                                                                                "judgments (qid jg docno rel).")
+    values = trec.compute(ranked, judgments, [m for m in measures_ if m not in here + outside + grouped], level)
+    if grouped:
+        values.update(trec_jg.compute(table, groups, grouped, judgments.qids, level, depth, judged_only, complete))
     values.update(trec_all.compute(ranked, judgments, here, level, num_docs, judged_only, table.tag, ~retrieved))
     if outside:
         values.update(irm.compute(table, qrels, outside, judgments.qids))

@@ -9,10 +9,13 @@ of 0 or more (``levels``). Loops run in trec_eval's order, so sums round as trec
 * ``infAP``, ``gm_bpref``, ``utility`` (parameters p1..p4, with ``-N``), ``11pt_avg`` (recall points), ``binG``,
   ``G``, ``ndcg`` with gains (``ndcg.1=3,2=9``), ``ndcg_rel``, ``Rndcg``, ``relative_P``, ``set_P``,
   ``set_relative_P``, ``set_recall``, ``set_map``, ``set_F`` (its beta), ``num_nonrel_judged_ret``, ``rbp`` and
-  ``rbp_resid`` (``p=``), ``unj`` (cutoffs), ``relstring`` (a string per query), ``runid`` (the run's tag).
+  ``rbp_resid`` (``p=``), ``unj`` (cutoffs), ``relstring`` (a string per query), ``runid`` (the run's tag), and
+  ``yaap`` (not in ``all_trec``); the ``-R qrels_jg`` measures are ``scoring.trec_jg``'s.
 
 ``rbp`` reads two variables trec_eval leaves uninitialised (the smallest and largest gain); this module takes them
-as the gains' true minimum and maximum, which is what trec_eval's own test outputs show. ``ROOTS`` is trec_eval's
+as the gains' true minimum and maximum, which is what trec_eval's own test outputs show and what the built trec_eval
+gives with ``-m all_trec``; with ``yaap`` computed before it (``-m all_trec -m yaap``) trec_eval's stack leaves other
+values there and its ``rbp`` of graded judgments changes, a bug of trec_eval's not reproduced here. ``ROOTS`` is trec_eval's
 measure table in its order (``measures.c``), the fast path's measures included, with each root's kind (how its
 parameters read, how it is named, printed and averaged) and defaults; ``NICKNAMES`` its nicknames.
 """
@@ -55,7 +58,10 @@ ROOTS = {r.name: r for r in (
     Root("relative_P", "cut", CUTS), Root("success", "cut", (1, 5, 10)), Root("set_P", "double"),
     Root("set_relative_P", "double"), Root("set_recall", "double"), Root("set_map", "double"),
     Root("set_F", "pdouble", (1.0,)), Root("num_nonrel_judged_ret", "long"), Root("rbp", "pair"),
-    Root("rbp_resid", "pair"), Root("unj", "cut", (5, 10, 20)),
+    Root("rbp_resid", "pair"), Root("unj", "cut", (5, 10, 20)), Root("yaap", "double"),
+    # -R qrels_jg's measures (scoring.trec_jg)
+    Root("map_avgjg", "double"), Root("P_avgjg", "cut", CUTS),
+    Root("Rprec_mult_avgjg", "cutd", (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)),
 )}
 ORDER = {name: i for i, name in enumerate(ROOTS)}
 NICKNAMES = {
@@ -68,11 +74,12 @@ NICKNAMES = {
                  "set_F", "num_nonrel_judged_ret"),
     "set": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "utility", "set_P", "set_recall",
             "set_relative_P", "set_map", "set_F"),
+    "qrels_jg": ("runid", "num_q", "map_avgjg", "P_avgjg", "Rprec_mult_avgjg"),
 }
 # the measures of this module (the others are scoring.trec's), by the trec_eval root a Measure's family names
 COMPUTED_HERE = {"infAP", "gm_bpref", "utility", "11pt_avg", "binG", "G", "ndcg_rel", "Rndcg",
                  "relative_P", "set_P", "set_relative_P", "set_recall", "set_map", "set_F", "num_nonrel_judged_ret",
-                 "rbp", "rbp_resid", "unj", "relstring", "runid"}
+                 "rbp", "rbp_resid", "unj", "relstring", "runid", "yaap"}
 STRINGS = ("relstring", "runid")  # measures whose value is text
 
 
@@ -479,6 +486,13 @@ def value(q: Query, family: str, cut, params: tuple):
         return unj(q, cut)
     if family.startswith("set_"):
         return set_measure(q, family, params)
+    if family == "yaap":  # m_yaap.c: log((1 + sum of precisions at the relevant) / (1 + R - that sum))
+        rel_so_far, total = 0, 0.0
+        for i, r in enumerate(q.rel):
+            if r >= q.level:
+                rel_so_far += 1
+                total += rel_so_far / (i + 1)
+        return math.log((1.0 + total) / (1.0 + q.num_rel - total))
     if family == "num_nonrel_judged_ret":
         return float(q.num_ret - q.nonpool - q.unjudged - q.num_rel_ret)
     if family == "relstring":
