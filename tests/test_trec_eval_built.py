@@ -1,8 +1,8 @@
 """trec_eval 10.0 itself, built from its source (``tests/conftest.py``'s ``trec_eval``), against ``r2med-eval eval``.
 
 Every line trec_eval prints for ``-m all_trec -q`` (each measure, parameters included, per query and ``all``) must be
-the line r2med-eval prints, to the printed digit, with ``-c``, ``-M``, ``-l``, ``-J``, ``-N``, ``-Z`` and ``-R`` (``qrels``
-and ``qrels_jg``: ``-m qrels_jg``'s measures over judgment groups),
+the line r2med-eval prints, to the printed digit, with ``-c``, ``-M``, ``-l``, ``-J``, ``-N``, ``-Z`` and ``-R``
+(``qrels`` and ``qrels_jg``: ``-m qrels_jg``'s measures over judgment groups),
 on trec_eval's own test files (tests/data/trec_eval) and on runs of the demo (data/demo: word-overlap retrievers whose
 scores tie everywhere, a judged query missing, negative grades): the run read as text on the fast path and line by
 line, as a binary ``.run.npz`` run, and through the API. Then issue 49's three edge cases on every path: the ``-l 2``

@@ -15,9 +15,9 @@ of 0 or more (``levels``). Loops run in trec_eval's order, so sums round as trec
 ``rbp`` reads two variables trec_eval leaves uninitialised (the smallest and largest gain); this module takes them
 as the gains' true minimum and maximum, which is what trec_eval's own test outputs show and what the built trec_eval
 gives with ``-m all_trec``; with ``yaap`` computed before it (``-m all_trec -m yaap``) trec_eval's stack leaves other
-values there and its ``rbp`` of graded judgments changes, a bug of trec_eval's not reproduced here. ``ROOTS`` is trec_eval's
-measure table in its order (``measures.c``), the fast path's measures included, with each root's kind (how its
-parameters read, how it is named, printed and averaged) and defaults; ``NICKNAMES`` its nicknames.
+values there and its ``rbp`` of graded judgments changes, a bug of trec_eval's not reproduced here. ``ROOTS`` is
+trec_eval's measure table in its order (``measures.c``), the fast path's measures included, with each root's kind
+(how its parameters read, how it is named, printed and averaged) and defaults; ``NICKNAMES`` its nicknames.
 """
 
 from __future__ import annotations
