@@ -456,48 +456,42 @@ def relstring(q: Query, params: tuple) -> str:
                    for r in q.rel[:n])
 
 
+def precision_sum(q: Query) -> tuple[int, float]:
+    """(relevant documents retrieved, the sum of the precisions at each of them), in rank order."""
+    rel_so_far, total = 0, 0.0
+    for i, r in enumerate(q.rel):
+        if r >= q.level:
+            rel_so_far += 1
+            total += rel_so_far / (i + 1)
+    return rel_so_far, total
+
+
+def yaap(q: Query) -> float:
+    """m_yaap.c: log((1 + the sum of the precisions at the relevant documents) / (1 + R - that sum))."""
+    total = precision_sum(q)[1]
+    return math.log((1.0 + total) / (1.0 + q.num_rel - total))
+
+
+# family -> the value of one query, from (query, cut, params)
+MEASURES = {
+    "infAP": lambda q, k, p: infap(q), "gm_bpref": lambda q, k, p: gm_bpref(q),
+    "utility": lambda q, k, p: utility(q, p), "11pt_avg": lambda q, k, p: eleven_pt(q, p),
+    "binG": lambda q, k, p: bin_g(q), "G": lambda q, k, p: g_measure(q, p), "ndcg": lambda q, k, p: ndcg(q, p),
+    "ndcg_rel": lambda q, k, p: ndcg_rel(q, p), "Rndcg": lambda q, k, p: rndcg(q, p),
+    "rbp": lambda q, k, p: rbp(q, p), "rbp_resid": lambda q, k, p: rbp_resid(q, p),
+    "relative_P": lambda q, k, p: relative_p(q, k), "unj": lambda q, k, p: unj(q, k), "yaap": lambda q, k, p: yaap(q),
+    "num_nonrel_judged_ret": lambda q, k, p: float(q.num_ret - q.nonpool - q.unjudged - q.num_rel_ret),
+    "relstring": lambda q, k, p: relstring(q, p),
+    **{name: (lambda q, k, p, name=name: set_measure(q, name, p))
+       for name in ("set_P", "set_relative_P", "set_recall", "set_map", "set_F")},
+}
+
+
 def value(q: Query, family: str, cut, params: tuple):
     """The value trec_eval computes for one query (``gm_bpref``: the bpref whose log trec_eval accumulates)."""
-    if family == "infAP":
-        return infap(q)
-    if family == "gm_bpref":
-        return gm_bpref(q)
-    if family == "utility":
-        return utility(q, params)
-    if family == "11pt_avg":
-        return eleven_pt(q, params)
-    if family == "binG":
-        return bin_g(q)
-    if family == "G":
-        return g_measure(q, params)
-    if family == "ndcg":
-        return ndcg(q, params)
-    if family == "ndcg_rel":
-        return ndcg_rel(q, params)
-    if family == "Rndcg":
-        return rndcg(q, params)
-    if family == "rbp":
-        return rbp(q, params)
-    if family == "rbp_resid":
-        return rbp_resid(q, params)
-    if family == "relative_P":
-        return relative_p(q, cut)
-    if family == "unj":
-        return unj(q, cut)
-    if family.startswith("set_"):
-        return set_measure(q, family, params)
-    if family == "yaap":  # m_yaap.c: log((1 + sum of precisions at the relevant) / (1 + R - that sum))
-        rel_so_far, total = 0, 0.0
-        for i, r in enumerate(q.rel):
-            if r >= q.level:
-                rel_so_far += 1
-                total += rel_so_far / (i + 1)
-        return math.log((1.0 + total) / (1.0 + q.num_rel - total))
-    if family == "num_nonrel_judged_ret":
-        return float(q.num_ret - q.nonpool - q.unjudged - q.num_rel_ret)
-    if family == "relstring":
-        return relstring(q, params)
-    raise ValueError(f"no such measure family {family!r}")
+    if family not in MEASURES:
+        raise ValueError(f"no such measure family {family!r}")
+    return MEASURES[family](q, cut, params)
 
 
 # names that, on a missing query under -c, trec_eval resets after computing them on its one-document stand-in

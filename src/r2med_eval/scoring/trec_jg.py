@@ -90,11 +90,7 @@ def compute(table, groups: dict, measures, qids: list[str], level: int = 1, dept
 def value(q, family: str, cut) -> float:
     """One group's value of a query (``m_map_avgjg.c``, ``m_P_avgjg.c``, ``m_Rprec_mult_avgjg.c``)."""
     if family == "map_avgjg":
-        rel_so_far, total = 0, 0.0
-        for i, r in enumerate(q.rel):
-            if r >= q.level:
-                rel_so_far += 1
-                total += rel_so_far / (i + 1)
+        rel_so_far, total = trec_all.precision_sum(q)
         return trec_all._div(total, q.num_rel) if rel_so_far else 0.0
     if family == "P_avgjg":
         return sum(1 for r in q.rel[:cut] if r >= q.level) / cut
