@@ -96,6 +96,12 @@ def test_trec_eval_test_files(trec_eval, capsys, files, options, qrels, run):
     assert same(trec_eval, capsys, args) >= (9 if "all_trec" not in options else 80)
 
 
+def test_a_nickname_prints_in_trec_eval_s_order(trec_eval, capsys, files):
+    """-m all_trec -q: the same lines in the same order as trec_eval's (its names unpadded)."""
+    args = ["-m", "all_trec", "-q", "-c", files / "qrels.test", files / "results.trunc"]
+    assert list(ours(capsys, args)) == list(theirs(trec_eval, args))
+
+
 def test_published_z_scores_are_the_built_trec_eval_s(trec_eval, files):
     """The build is trec_eval 10.0: its -Z output is the published out.test.aqZ, line for line."""
     proc = subprocess.run([trec_eval, "-q", "-m", "all_trec", "-Z", files / "zscores_file", files / "qrels.test",

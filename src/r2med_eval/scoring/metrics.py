@@ -93,8 +93,8 @@ def measures(name: str) -> list[Measure]:
     """The measures a name stands for: one, or a trec_eval family's default cutoffs (``P``: P_5 ... P_1000) or its
     default measures (``official``)."""
     text = str(name).strip()
-    if text in trec_all.NICKNAMES:
-        return [m for n in trec_all.NICKNAMES[text] for m in measures(n)]
+    if text in trec_all.NICKNAMES:  # in trec_eval's table order, the order it prints them in
+        return [m for n in sorted(trec_all.NICKNAMES[text], key=trec_all.ORDER.__getitem__) for m in measures(n)]
     if text in TREC_DEFAULTS:
         fraction = text in _FRACTIONS
         return [Measure(f"{text}_{c:3.2f}" if fraction else f"{text}_{c}", text, c) for c in TREC_DEFAULTS[text]]

@@ -57,11 +57,11 @@ ROOTS = {r.name: r for r in (
     Root("Rndcg", "pair"), Root("ndcg_cut", "cut", CUTS), Root("map_cut", "cut", CUTS),
     Root("relative_P", "cut", CUTS), Root("success", "cut", (1, 5, 10)), Root("set_P", "double"),
     Root("set_relative_P", "double"), Root("set_recall", "double"), Root("set_map", "double"),
-    Root("set_F", "pdouble", (1.0,)), Root("num_nonrel_judged_ret", "long"), Root("rbp", "pair"),
-    Root("rbp_resid", "pair"), Root("unj", "cut", (5, 10, 20)), Root("yaap", "double"),
+    Root("set_F", "pdouble", (1.0,)), Root("num_nonrel_judged_ret", "long"),
     # -R qrels_jg's measures (scoring.trec_jg)
     Root("map_avgjg", "double"), Root("P_avgjg", "cut", CUTS),
     Root("Rprec_mult_avgjg", "cutd", (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)),
+    Root("yaap", "double"), Root("rbp", "pair"), Root("rbp_resid", "pair"), Root("unj", "cut", (5, 10, 20)),
 )}
 ORDER = {name: i for i, name in enumerate(ROOTS)}
 NICKNAMES = {
