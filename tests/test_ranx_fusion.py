@@ -152,7 +152,8 @@ def test_a_fusion_without_its_parameters_or_training_is_one_line(demo, capsys):
     folder, _, _, _ = demo
     files = [str(folder / "r1.trec"), str(folder / "r4.trec")]
     for args in (["--method", "gmnz"], ["--method", "probfuse"], ["--method", "wsum", "--param", "weights=[1]"],
-                 ["--method", "mnz", "--param", "foo=1"], ["--method", "wsum", "--optimize", "ndcg@10"]):
+                 ["--method", "mnz", "--param", "foo=1"], ["--method", "wsum", "--optimize", "ndcg@10"],
+                 ["--method", "rrf", "--norm", "zmuv"], ["--method", "minmax", "--param", "gamma=1"]):
         assert cli.main(["fuse", *files, *args]) == 1
         err = capsys.readouterr().err
         assert err.startswith("r2med-eval: ") and err.count("\n") == 1 and "Fix:" in err, err

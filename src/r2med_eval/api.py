@@ -175,6 +175,9 @@ def fuse(runs, method: str = "rrf", *, k: int = 60, weights=None, depth: int | N
 
     inputs = [_run(r) for r in (runs.values() if isinstance(runs, dict) else runs)]
     if method in fusion.METHODS:
+        if params or norm != "min-max":
+            raise InputError(f"norm and params apply to ranx's methods, not to {method} (its options: k, weights, "
+                             "convention).", fix="drop norm and params, or name one of ranx's methods.")
         return fusion.fuse(inputs, method, k=k, weights=weights, depth=depth, convention=convention)
     fusion.check_options("rrf", len(inputs), 60, None, depth)  # the depth's check
     return ranx_fusion.fuse(fusion.cut(inputs, depth), method, norm, params)

@@ -198,6 +198,9 @@ def cmd_fuse(args) -> int:
     params = _params(args.param)
     if args.weights is not None and args.method not in fusion.METHODS:
         params.setdefault("weights", list(args.weights))
+    if args.method in fusion.METHODS and (params or args.norm != "min-max") and not args.optimize:
+        raise InputError(f"--norm and --param apply to ranx's methods, not to {args.method}.",
+                         fix="drop them (rrf: --k; minmax, zscore: --weights, --convention), or name one of ranx's.")
     if args.optimize:
         if not args.train_qrels:
             raise InputError("--optimize learns on declared training queries: --train-qrels is missing.",
