@@ -162,65 +162,47 @@ class _Ideal:
         return self.gain
 
 
-def ndcg(q: Query, pairs: tuple) -> float:
-    gains = _gains(q, pairs)
+def _dcg_walk(q: Query, gains):
+    """m_ndcg.c's and m_ndcg_rel.c's walk: after each place, (the document's gain or None past the retrieved ones,
+    the ideal ranking's gain there or None once it is exhausted, DCG so far, ideal DCG so far)."""
     ideal = _Ideal(gains)
     results_dcg = ideal_dcg = 0.0
     i = 0
-    while i < q.num_ret and ideal.gain > 0.0:
-        g = _gain(q.rel[i], gains)
-        if g != 0:
-            results_dcg += g / math.log2(i + 2)
-        if ideal.step() > 0.0:
-            ideal_dcg += ideal.gain / math.log2(i + 2)
+    while i < q.num_ret or ideal.gain > 0.0:
+        g = step = None
+        if i < q.num_ret:
+            g = _gain(q.rel[i], gains)
+            if g != 0:
+                results_dcg += g / math.log2(i + 2)
+        if ideal.gain > 0.0:
+            step = ideal.step()
+            if step > 0.0:
+                ideal_dcg += step / math.log2(i + 2)
+        yield g, step, results_dcg, ideal_dcg
         i += 1
-    while i < q.num_ret:
-        g = _gain(q.rel[i], gains)
-        if g != 0:
-            results_dcg += g / math.log2(i + 2)
-        i += 1
-    while ideal.gain > 0.0:
-        if ideal.step() > 0.0:
-            ideal_dcg += ideal.gain / math.log2(i + 2)
-        i += 1
+
+
+def ndcg(q: Query, pairs: tuple) -> float:
+    walk = list(_dcg_walk(q, _gains(q, pairs)))
+    results_dcg, ideal_dcg = walk[-1][2:] if walk else (0.0, 0.0)
     return results_dcg / ideal_dcg if ideal_dcg > 0.0 else 0.0
 
 
 def ndcg_rel(q: Query, pairs: tuple) -> float:
-    gains = _gains(q, pairs)
-    ideal = _Ideal(gains)
     results_dcg = ideal_dcg = total = 0.0
     num_rel_ret = num_rel = 0
-    i = 0
-    while i < q.num_ret and ideal.gain > 0.0:
-        g = _gain(q.rel[i], gains)
-        if g != 0:
-            results_dcg += g / math.log2(i + 2)
-        if ideal.step() > 0.0:
+    for g, step, results_dcg, ideal_dcg in _dcg_walk(q, _gains(q, pairs)):
+        if step is not None and step > 0.0:
             num_rel += 1
-            ideal_dcg += ideal.gain / math.log2(i + 2)
-        if g > 0:
+        if g is not None and g > 0:
             total += _div(results_dcg, ideal_dcg)
             num_rel_ret += 1
-        i += 1
-    while i < q.num_ret:
-        g = _gain(q.rel[i], gains)
-        if g != 0:
-            results_dcg += g / math.log2(i + 2)
-        if g > 0:
-            total += _div(results_dcg, ideal_dcg)
-            num_rel_ret += 1
-        i += 1
-    while ideal.gain > 0.0:
-        if ideal.step() > 0.0:
-            num_rel += 1
-            ideal_dcg += ideal.gain / math.log2(i + 2)
-        i += 1
     total += _div((num_rel - num_rel_ret) * results_dcg, ideal_dcg)
     return _div(total, num_rel) if total > 0.0 else 0.0
 
 
 def rndcg(q: Query, pairs: tuple) -> float:
+    """m_Rndcg.c: nDCG taken wherever the ideal ranking's gain changes, averaged over those points."""
     gains = _gains(q, pairs)
     if q.num_rel == 0:
         return 0.0
@@ -228,15 +210,24 @@ def rndcg(q: Query, pairs: tuple) -> float:
     old = ideal.gain
     results_dcg = ideal_dcg = total = 0.0
     changed = 0
+
+    def point():
+        nonlocal total, changed
+        if ideal_dcg > 0.0:
+            total += results_dcg / ideal_dcg
+            changed += 1
+
+    def step():
+        nonlocal old
+        ideal.step()
+        if old != ideal.gain:
+            point()
+            old = ideal.gain
+
     i = 0
     while i < q.num_ret and ideal.gain > 0.0:
         g = _gain(q.rel[i], gains)
-        ideal.step()
-        if old != ideal.gain:
-            if ideal_dcg > 0.0:
-                total += results_dcg / ideal_dcg
-                changed += 1
-            old = ideal.gain
+        step()
         if g != 0:
             results_dcg += g / math.log2(i + 2)
         if ideal.gain > 0.0:
@@ -248,16 +239,9 @@ def rndcg(q: Query, pairs: tuple) -> float:
             if g != 0:
                 results_dcg += g / math.log2(i + 2)
             i += 1
-        if ideal_dcg > 0.0:
-            total += results_dcg / ideal_dcg
-            changed += 1
+        point()
     while ideal.gain > 0.0:
-        ideal.step()
-        if old != ideal.gain:
-            if ideal_dcg > 0.0:
-                total += results_dcg / ideal_dcg
-                changed += 1
-            old = ideal.gain
+        step()
         if ideal.gain > 0.0:
             ideal_dcg += ideal.gain / math.log2(i + 2)
         i += 1
