@@ -330,3 +330,27 @@ def test_fisher_is_ranx_s_formula_with_a_seeded_generator():
     exact = np.mean([abs(np.dot(s, d)) / len(d) >= abs(d.mean()) for s in itertools.product((-1, 1), repeat=10)])
     assert comparison.fisher(a, b, 200000, 7) == pytest.approx(exact, abs=0.005)
     assert comparison.fisher(a, b, 1000, 7) == comparison.fisher(a, b, 1000, 7)
+
+
+def test_ranx_measure_names_are_ranx_s(demo, capsys):
+    """precision@10, hits@10, hit_rate@10, f1@10, r-precision, dcg/ndcg_burges@10 (-l2 too): ranx.evaluate's values
+    on the run as trec_eval orders it, per query and mean, from the API and from r2med-eval eval."""
+    import math
+
+    import ranx
+
+    import r2med_eval
+
+    folder, runs, _, qrels = demo
+    names = ["precision@10", "hits@10", "hit_rate@10", "f1@10", "r-precision", "dcg@10", "dcg_burges@10",
+             "ndcg_burges@10", "precision@5-l2", "f1@10-l2"]
+    got = r2med_eval.evaluate(qrels, runs[1], metrics=names)
+    assert cli.main(["eval", str(folder / "qrels"), str(folder / "r4.trec"), "-q", "--format", "json",
+                     "-m", *names]) == 0
+    assert json.loads(capsys.readouterr().out)["per_query"] == got["per_query"]
+    ranx_run = ranx.Run({q: runs[1].get(q, {}) for q in sorted(qrels)})
+    ranx.evaluate(ranx.Qrels({q: qrels[q] for q in sorted(qrels)}), ranx_run, names, save_results_in_run=True)
+    for name in names:
+        want = {q: float(v) for q, v in ranx_run.scores[name].items()}
+        assert {q: row[name] for q, row in got["per_query"].items()} == pytest.approx(want, abs=1e-12), name
+        assert math.isclose(got["metrics"][name], ranx_run.mean_scores[name], abs_tol=1e-12), name

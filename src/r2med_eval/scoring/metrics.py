@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import InputError, did_you_mean
-from . import trec, trec_all, trec_jg
+from . import ranx_measures, trec, trec_all, trec_jg
 
 K_VALUES = (1, 10, 25, 50, 100)
 FAMILIES = (("ndcg_at_{k}", "ndcg_cut_{k}"), ("map_at_{k}", "map_cut_{k}"),
@@ -157,6 +157,8 @@ def measure(name: str) -> Measure:
     found = _from_ir_measures(text)
     if found is not None:
         return found
+    if ranx_measures.parse(text):  # ranx's names (precision@10, hit_rate@10, r-precision, ...): through ranx
+        return Measure(text, ranx_measures.FAMILY, None, None, None, (text,))
     known = ["nDCG@10", "R@100", "P@10", "AP@100", "AP", "RR", "RR@10", "Success@10", "Rprec", "Bpref", "Judged@10",
              "ndcg_cut_10", "recall_100", "P_10", "map_cut_100", "map", "recip_rank", "ndcg", "num_ret", "num_rel",
              "num_rel_ret", "gm_map", "iprec_at_recall_0.10", "Rprec_mult_0.20"]
@@ -269,10 +271,14 @@ def score(table, qrels: dict, measures_, *, level: int = 1, depth: int | None = 
     here = [m for m in measures_ if trec_all.here(m)]
     outside = [m for m in measures_ if irm.outside(m)]
     grouped = [m for m in measures_ if m.family in trec_jg.FAMILIES]
+    by_ranx = [m for m in measures_ if m.family == ranx_measures.FAMILY]
     if grouped and groups is None:
         raise InputError(f"{grouped[0].name} reads judgments in groups.", fix="pass -R qrels_jg and qrels_jg "
                                                                                 "judgments (qid jg docno rel).")
-    values = trec.compute(ranked, judgments, [m for m in measures_ if m not in here + outside + grouped], level)
+    values = trec.compute(ranked, judgments, [m for m in measures_ if m not in here + outside + grouped + by_ranx],
+                          level)
+    if by_ranx:
+        values.update(ranx_measures.compute(table, qrels, by_ranx, judgments.qids))
     if grouped:
         values.update(trec_jg.compute(table, groups, grouped, judgments.qids, level, depth, judged_only, complete))
     values.update(trec_all.compute(ranked, judgments, here, level, num_docs, judged_only, table.tag, ~retrieved))
@@ -294,6 +300,8 @@ def score(table, qrels: dict, measures_, *, level: int = 1, depth: int | None = 
             figures[m.name] = table.tag or ""
         elif irm.outside(m):
             figures[m.name] = irm.aggregate(m, values[m.name], scored)
+        elif m.family == ranx_measures.FAMILY:
+            figures[m.name] = ranx_measures.aggregate(values[m.name], scored)
         elif m.name not in strings:
             figures[m.name] = trec.aggregate(m, values[m.name], scored, judgments, complete, level,
                                              logged=zscores is not None)
