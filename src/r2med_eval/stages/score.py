@@ -16,6 +16,11 @@ def score_run(sm) -> None:
 
     qrels = datasets.read_qrels(sm.input.qrels)
     queries = datasets.read_queries(sm.input.queries)
+    training = _training_queries(sm)
+    if training:  # a learned fusion: never scored on the queries its parameters were learned on
+        qrels = {q: d for q, d in qrels.items() if q not in training}
+        queries = {q: t for q, t in queries.items() if q not in training}
+        log.info("left out %d training queries of the learned fusion (%s)", len(training), sm.input.exclude[0])
     ignore = sm.params.spec["ignore_identical_ids"]
     # the whole run as columns (a full-depth CliniQ run is 20 M entries), scored for every query at once
     table = runfile.read(sm.input.run, duplicates=False)
@@ -47,6 +52,14 @@ def score_run(sm) -> None:
     io.write_text(sm.output.per_query, metrics.per_query_tsv(result["per_query"], names))
     log.info("ndcg_at_10 = %.5f; judged_at_10 = %.4f", result["metrics"]["ndcg_at_10"],
              result["metrics"][metrics.JUDGED])
+
+
+def _training_queries(sm) -> set[str]:
+    """The queries of a learned fusion's training judgments (rule input ``exclude``), which score_run leaves out."""
+    from ..benchmarks import datasets
+
+    files = list(getattr(sm.input, "exclude", None) or [])
+    return {q for path in files for q in datasets.read_any_qrels(path)}
 
 
 def score_cliniq(sm) -> None:

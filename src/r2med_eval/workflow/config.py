@@ -263,6 +263,19 @@ def _check_derived(cfg: dict, config_file: str) -> None:
         if "weights" in spec and len(spec["weights"]) != len(spec["runs"]):
             raise ConfigError(f"fusion.{name}.weights has {len(spec['weights'])} values for {len(spec['runs'])} runs.",
                               path=config_file, fix="give one weight per run.")
+        _check_ranx_fusion(name, {**spec, "cliniq": [b for b, v in cfg["benchmarks"].items()
+                                                     if v.get("layout") == "cliniq"]}, config_file)
+
+
+def _check_ranx_fusion(name: str, spec: dict, config_file: str) -> None:
+    """A fusion entry's method, norm, params and optimize as ranx takes them (``ranx_fusion.check_entry``)."""
+    from ..errors import InputError
+    from ..scoring import ranx_fusion
+
+    try:
+        ranx_fusion.check_entry(spec)
+    except InputError as exc:
+        raise ConfigError(f"fusion.{name}: {exc.problem}", path=config_file, fix=exc.fix) from None
 
 
 def metric_name(name, key: str = "leaderboard.metric", config_file: str = "config.yaml") -> str:

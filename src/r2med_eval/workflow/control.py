@@ -70,6 +70,11 @@ class Workflow:
             check_mteb_models(cfg, config_file=files)
         return cls(cfg, code)
 
+    def train_qrels(self, wildcards) -> list[str]:
+        """Input function: a learned fusion's training judgments (fuse_runs learns on them, score_run leaves their
+        queries out); none for other runs."""
+        return self.registry.train_qrels(wildcards.model, wildcards.benchmark, wildcards.task)
+
     # ------------------------------------------------------------ wildcard constraints
 
     def constraint(self, kind: str) -> str:

@@ -348,7 +348,9 @@ class Params:
 
     def fuse_runs(self, wildcards) -> dict:
         job = self.reg.derived[wildcards.model]
-        keys = ("method", "runs", "depth") + (("k",) if job["method"] == "rrf" else ("weights", "convention"))
+        keys = ("method", "runs", "depth") + (("k",) if job["method"] == "rrf" else ("weights", "convention")
+                                              if job["method"] in ("minmax", "zscore") else
+                                              ("norm", "params", "optimize"))
         return _pick(job, keys)
 
     def score_cliniq(self, wildcards) -> dict:

@@ -208,6 +208,14 @@ class Registry:
         found = {self.protocol_of(r, seen + (run,)) for r in job_inputs(job)}
         return found.pop() if len(found) == 1 else None
 
+    def train_qrels(self, run: str, benchmark: str, task: str) -> list[str]:
+        """A learned fusion's training judgments (its ``optimize.train_qrels`` filled for the task); none for a run
+        that is not one."""
+        job = self.derived.get(run)
+        if not job or job["kind"] != "fusion" or not job.get("optimize"):
+            return []
+        return [run_file(job["optimize"]["train_qrels"], benchmark, task)]
+
     def run_file(self, model: str, benchmark: str, task: str) -> str:
         """The user's run file of a ``type: run`` model for one task (its path pattern filled)."""
         return run_file(self.models[model]["path"], benchmark, task)
