@@ -9,7 +9,8 @@ from pathlib import Path
 from . import inputs, paths, registry
 from .cache import PlanningCache
 from .code import CodeIndex
-from .config import check_mteb_models, check_paths, validate
+from .config import validate
+from .disk_checks import check_mteb_models, check_paths
 from .params import Params
 from .registry import Registry
 from .resources import Resources
