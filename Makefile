@@ -11,11 +11,12 @@ all: run
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.lock requirements.txt pyproject.toml
+$(VENV)/.installed: requirements.lock requirements.txt requirements-nodeps.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install torch==2.13.0
 	$(BIN)/python -m pip install -r requirements.lock
+	$(BIN)/python -m pip install --no-deps -r requirements-nodeps.txt
 	$(BIN)/python -m pip install --no-deps -e .
 	touch $@
 

@@ -4,6 +4,7 @@
 rule fuse_runs:
     input:
         runs=W.inputs.fuse_runs,
+        train=W.train_qrels,
     output:
         run=paths.RUN,
         info=paths.RUN_LINEAGE,

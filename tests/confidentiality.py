@@ -11,6 +11,16 @@ import stat
 from pathlib import Path
 
 PLANTED = "Zyxwquartzplanted"  # a word only the planted notes hold
+# the CliniQ demo over planted notes, as a config block ({notes}: planted_notes's copy, {demo}: the demo's folder)
+BENCHMARK = """
+benchmarks:
+  cliniq-demo:
+    layout: cliniq
+    noteevents: {notes}
+    expected_chunks: 203
+    tasks:
+      cliniq: {{path: {demo}}}
+"""
 ALLOWED = ("resources", "data")
 
 

@@ -209,6 +209,46 @@ def compile_tex(tex_files, workdir: Path) -> str:
     return log
 
 
+# ---------------------------------------------------------------- trec_eval 10.0, built from its source
+
+TREC_EVAL_SOURCE = REPO / "tests" / "data" / "trec_eval" / "trec_eval-10.0-src.tar.xz"
+
+
+@pytest.fixture(scope="session")
+def trec_eval(tmp_path_factory) -> str:
+    """trec_eval 10.0 built with the C compiler from the source shipped in tests/data/trec_eval (NIST's, at the commit
+    its README names), once per test session: the pytest workers share one build (a lock in the session's temporary
+    root). Skips without a C compiler (a failure under R2MED_EVAL_REQUIRE_TREC_EVAL=1, which .ci/run sets)."""
+    import fcntl
+    import hashlib
+    import tarfile
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        reason = "no C compiler (cc) to build trec_eval 10.0 (apt-get install -y gcc libc6-dev; .ci/run does it)"
+        if os.environ.get("R2MED_EVAL_REQUIRE_TREC_EVAL") == "1":
+            pytest.fail(reason + "; R2MED_EVAL_REQUIRE_TREC_EVAL=1 makes this a failure")
+        pytest.skip(reason)
+    digest = hashlib.sha256(TREC_EVAL_SOURCE.read_bytes()).hexdigest()[:16]
+    root = tmp_path_factory.getbasetemp().parent / f"trec_eval-{digest}"
+    root.mkdir(exist_ok=True)
+    binary = root / "trec_eval-10.0" / "trec_eval"
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not binary.is_file():
+            with tarfile.open(TREC_EVAL_SOURCE) as archive:
+                archive.extractall(root, filter="data")
+            folder = binary.parent
+            make = (folder / "Makefile").read_text()
+            block = make[make.index("TOP_SRCS"):make.index("\nSRCS = ")].replace("\\\n", " ")
+            sources = [w for w in block.split() if w.endswith(".c")]
+            proc = subprocess.run([compiler, "-w", "-I.", '-DVERSIONID="10.0"', "-o", "trec_eval.tmp", *sources,
+                                   "-lm"], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            assert proc.returncode == 0, proc.stdout[-4000:]
+            os.replace(folder / "trec_eval.tmp", binary)
+    return str(binary)
+
+
 # ---------------------------------------------------------------- the full R2MED matrix, synthetic (report at scale)
 
 R2MED_TASK_NAMES = ["Biology", "Bioinformatics", "Medical-Sciences", "MedXpertQA-Exam", "MedQA-Diag", "PMC-Treatment",

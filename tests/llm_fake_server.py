@@ -11,7 +11,42 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-class FakeLLM:
+class Loopback:
+    """A threading HTTP server on 127.0.0.1 (a free port) for the length of a ``with`` block; ``url`` ends in /v1.
+    Subclasses build their handler and call ``serve``; ``_stop`` is set on exit (a trickle stops)."""
+
+    _stop: threading.Event
+
+    def serve(self, handler) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def trickle(handler, data: bytes, interval: float, stop: threading.Event, sent=lambda: None) -> None:
+    """Write ``data`` one byte every ``interval`` seconds until done or ``stop``, calling ``sent()`` after each."""
+    try:
+        for i in range(len(data)):
+            if stop.wait(interval):
+                break
+            handler.wfile.write(data[i:i + 1])
+            handler.wfile.flush()
+            sent()
+    except OSError:
+        pass
+    handler.close_connection = True
+
+
+class FakeLLM(Loopback):
     def __init__(self):
         # ok | echo (the answer is every message of the prompt) | status | malformed | not-json | long (an answer of
         # `long_chars` characters) | huge (an endless body: counts what it could send) | trickle (headers, then one
@@ -142,29 +177,12 @@ class FakeLLM:
                 self.close_connection = True
 
             def _trickle(self, data):
-                try:
-                    for i in range(len(data)):
-                        if fake._stop.wait(fake.interval):
-                            break
-                        self.wfile.write(data[i:i + 1])
-                        self.wfile.flush()
-                        fake.sent += 1
-                except OSError:
-                    pass
-                self.close_connection = True
+                def count():
+                    fake.sent += 1
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+                trickle(self, data, fake.interval, fake._stop, count)
 
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self.server.shutdown()
-        self.server.server_close()
+        self.serve(Handler)
 
     def judge_answer(self, messages: list[dict]) -> str:
         """The judge's answer to a CliniQ judge prompt (the shipped template): a line of reasoning, then the final

@@ -19,22 +19,13 @@ import os
 import re
 
 import pytest
-from confidentiality import PLANTED, assert_confined, planted_notes
+from confidentiality import BENCHMARK, PLANTED, assert_confined, planted_notes
 from conftest import REPO, snakemake, workflow_dir
 from llm_fake_server import FakeLLM
 
 pytestmark = pytest.mark.slow
 
 DEMO = REPO / "data" / "cliniq-demo"
-BENCHMARK = """
-benchmarks:
-  cliniq-demo:
-    layout: cliniq
-    noteevents: {notes}
-    expected_chunks: 203
-    tasks:
-      cliniq: {{path: {demo}}}
-"""
 # the parts of the probe: models, LLMs and query variants on the CliniQ benchmark
 PARTS = {
     "models": """

@@ -44,8 +44,8 @@ def test_reports_read_the_table_as_the_files(tmp_path, files):
     assert leaderboard.collect([table], "recall_at_100") == leaderboard.collect(files, "recall_at_100")
     keys = {"bm25": {"key": "bm25", "type": "bm25"}, "minilm": {"key": None, "type": "dense"}}
     tasks = {"demo/biology": "Biology", "demo/bioinfo": "Bioinformatics"}
-    assert r2med_paper.compare([table], [], keys, tasks, table={}) == r2med_paper.compare(files, [], keys, tasks,
-                                                                                           table={})
+    assert r2med_paper.compare([table], [], keys, tasks, sources={}) == r2med_paper.compare(files, [], keys, tasks,
+                                                                                             sources={})
 
 
 def test_empty_benchmark_gives_an_empty_table(tmp_path):

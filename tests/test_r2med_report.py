@@ -52,7 +52,7 @@ def test_paper_keys_from_config():
     assert keys["bm25"]["key"] is None
     assert keys["bm25-paper+hyde-qwen-7b"]["key"] == ["gar", "bm25", "-", "-", "hyde", "qwen-7b"]
     assert keys["nv--bge-rr@10"]["key"] == ["reranker", "nv", "bge-reranker", "10", "-", "-"]
-    assert keys["f"] == {"key": None, "type": "fusion"}
+    assert keys["f"] == {"key": None, "type": "fusion", "protocol": None}
     assert Params(reg).r2med_vs_paper(None)["tasks"] == {"r/Biology": "Biology"}
     table = r2med_paper.read_paper_table()
     for run, key in keys.items():
@@ -82,7 +82,7 @@ def test_report_flags_differences_with_known_reasons(tmp_path):
     assert rows[("Biology", "medcpt-official")]["flag"] is False  # 0.0215 vs 0.02146: within 0.005
     assert rows[("demo", "bm25-paper")]["note"] == "not an R2MED task"
     md = r2med_paper.to_markdown(result)
-    assert "| r/Biology | Biology | medcpt | 10.00 | 2.15 | +7.85 | **> 0.5** |" in md  # x 100, as every table
+    assert "| r/Biology | Biology | medcpt | - | 10.00 | 2.15 | r2med | r2med | +7.85 | **> 0.5** |" in md  # x 100
     assert "| demo/demo |" not in md  # only the comparable rows, the others counted once with the reason
     assert "- 1 (run, task) pair on demo/demo: not an R2MED task" in md
     only_demo = r2med_paper.compare(files[3:], [], keys, {})

@@ -678,45 +678,111 @@ def test_snakemake_reranks_an_imported_first_stage_on_the_demo(fake, tmp_path, t
 
 # ------------------------------------------------------------------ ReasonRank's published figure
 
-def test_reasonranks_published_average_is_set_against_the_runs_mean_naming_its_first_stage(tmp_path):
-    from r2med_eval.hub.datasets import R2MED_TASKS
-    from r2med_eval.report import r2med_paper
-
-    assert r2med_paper.read_reasonrank_table()[("e5", "reasonrank-32B", "100")]["ndcg_at_10"] == 0.4285
+def _shipped(models_to_run: list[str]) -> dict:
     raw = {}
     for name in ("config.yaml", "config/r2med.yaml", "config/r2med_models.yaml", "config/reasonrank.yaml",
                  "config/r2med-reasonrank.yaml"):
         merge(raw, yaml.safe_load((REPO / name).read_text()))
-    raw["models_to_run"] = ["e5-mistral-7b-instruct", "e5-mistral-reasonrank-runs", "reasonrank-32B",
-                            "reasonrank-7B"]
-    keys = Workflow(config.validate(raw)).registry.paper_key
+    return config.validate({**raw, "models_to_run": models_to_run})
+
+
+def test_reasonranks_published_mean_is_a_source_set_against_the_runs_mean_naming_its_first_stage(tmp_path):
+    """ReasonRank's figure is the source ``reasonrank`` (ReasonRank's protocol, an average-only row over e5's top 100
+    at depth 100): a reasonrank-32B run's mean over the eight tasks is set against it, naming its first stage (ours
+    under R2MED's protocol, or the authors' imported); fewer tasks, another first stage or depth, another protocol or no
+    published_as: not compared, each said."""
+    from r2med_eval.hub.datasets import R2MED_TASKS
+    from r2med_eval.report import r2med_paper
+
+    pub = r2med_paper.read_sources()["reasonrank"]
+    assert pub == {("ReasonRank-32B", "average"): {"ndcg_at_10": 0.4285, "first_stage": "e5", "depth": "100",
+                                                   "where": "README.md@06721fd, Latest News (Aug 16, 2025): the "
+                                                            "R2MED leaderboard"}}
+    keys = Workflow(_shipped(["e5-mistral-7b-instruct", "e5-mistral-reasonrank-runs", "reasonrank-32B",
+                              "reasonrank-7B"])).registry.paper_key
     ours, theirs = "e5-mistral-7b-instruct--reasonrank-32B@100", "e5-mistral-reasonrank-runs--reasonrank-32B@100"
     other = "e5-mistral-7b-instruct--reasonrank-7B@100"
     info = {r: keys(r) for r in (ours, theirs, other)}
-    assert info[ours]["key"] == info[theirs]["key"] == ["reranker", "e5", "reasonrank-32B", "100", "-", "-"]
-    assert info[theirs]["first_stage"] == {"run": "e5-mistral-reasonrank-runs", "type": "run"}
+    assert info[ours] == {"key": None, "type": "llm_listwise", "protocol": "r2med",
+                          "published_as": {"reasonrank": "ReasonRank-32B"},
+                          "first_stage": {"run": "e5-mistral-7b-instruct", "type": "dense", "paper_name": "e5",
+                                          "depth": 100}}
+    assert info[theirs]["protocol"] is None and info[theirs]["first_stage"]["type"] == "run"
+    assert "published_as" not in info[other]
+    info["bm25--rr32@100"] = {**info[ours], "first_stage": {**info[ours]["first_stage"], "paper_name": "bm25"}}
+    info["e5--rr32@50"] = {**info[ours], "first_stage": {**info[ours]["first_stage"], "depth": 50}}
+    info["e5-re--rr32@100"] = info[ours]
     files, tasks = [], {f"r2med/{t}": t for t in R2MED_TASKS}
     for i, t in enumerate(R2MED_TASKS):
-        for run, score in ((ours, 0.40 + 0.01 * i), (theirs, 0.4285), (other, 0.3)):
+        for run, score, protocol in ((ours, 0.40 + 0.01 * i, "r2med"), (theirs, 0.4285, None), (other, 0.3, "r2med"),
+                                     ("bm25--rr32@100", 0.3, "r2med"), ("e5--rr32@50", 0.3, "r2med"),
+                                     ("e5-re--rr32@100", 0.3, "reasonembed")):
             path = tmp_path / f"{run}-{t}.json"
-            path.write_text(json.dumps({"benchmark": "r2med", "task": t, "model": run,
-                                        "metrics": {"ndcg_at_10": score}}))
+            path.write_text(json.dumps({"benchmark": "r2med", "task": t, "model": run, "metrics": {"ndcg_at_10": score},
+                                        **({"protocol": protocol} if protocol else {})}))
             files.append(path)
     partial = tmp_path / "partial.json"  # a benchmark holding one task: listed, not compared
-    partial.write_text(json.dumps({"benchmark": "one", "task": "Biology", "model": ours,
+    partial.write_text(json.dumps({"benchmark": "one", "task": "Biology", "model": ours, "protocol": "r2med",
                                    "metrics": {"ndcg_at_10": 0.5}}))
     result = r2med_paper.compare(files + [partial], [], info, {**tasks, "one/Biology": "Biology"})
-    rows = {(r["benchmark"], r["model"]): r for r in result["averages"]}
-    assert set(rows) == {("r2med", ours), ("r2med", theirs), ("one", ours)}  # the 7B has no published figure
-    assert rows[("r2med", ours)]["ours"] == pytest.approx(0.435) and rows[("r2med", ours)]["flag"]
-    assert rows[("r2med", theirs)]["diff"] == pytest.approx(0.0) and not rows[("r2med", theirs)]["flag"]
-    assert rows[("one", ours)]["ours"] is None and rows[("one", ours)]["note"].startswith("1 of the 8 R2MED tasks")
+    means = {(r["benchmark"], r["model"]): r for r in result["rows"] if r["paper_task"] == "average"}
+    assert set(means) == {("r2med", ours), ("r2med", theirs), ("one", ours)}
+    row = means[("r2med", ours)]
+    assert (row["source"], row["published_protocol"], row["protocol"]) == ("reasonrank", "reasonrank", "r2med")
+    assert row["ours"] == pytest.approx(0.435) and row["diff"] == pytest.approx(0.0065) and row["flag"]
+    assert row["note"] == ("the mean of the 8 R2MED tasks; reranks `e5-mistral-7b-instruct`, run here (dense); "
+                           + r2med_paper.KNOWN_BY_SOURCE["reasonrank"])
+    assert means[("r2med", theirs)]["diff"] == pytest.approx(0.0) and not means[("r2med", theirs)]["flag"]
+    assert means[("one", ours)]["theirs"] is None and means[("one", ours)]["note"].startswith(
+        "no mean to compare: 1 of the 8 R2MED tasks on one (reasonrank publishes the mean of the eight only; without "
+        "Bioinformatics, ")
+    per_task = {(r["model"], r["task"]): r for r in result["rows"] if r["benchmark"] == "r2med"}
+    assert per_task[(ours, "Biology")]["theirs"] is None and per_task[(ours, "Biology")]["note"] == (
+        "published as the mean of the eight tasks only (reasonrank): the run's mean is compared")
+    assert per_task[(other, "Biology")]["note"] == "no paper_name or published_as (or not a published configuration)"
+    assert per_task[("bm25--rr32@100", "Biology")]["note"] == (
+        "not compared, the published row reranks another first stage: bm25--rr32@100 reranks e5-mistral-7b-instruct "
+        "(paper_name bm25) at depth 100; reasonrank's ReasonRank-32B, e5 at depth 100")
+    assert "e5--rr32@50 reranks e5-mistral-7b-instruct (paper_name e5) at depth 50" in \
+        per_task[("e5--rr32@50", "Biology")]["note"]
+    assert per_task[("e5-re--rr32@100", "Biology")]["note"] == (
+        "not compared, published under another protocol: e5-re--rr32@100 (reasonembed) against reasonrank's "
+        "ReasonRank-32B (reasonrank)")
     md = r2med_paper.to_markdown(result)
-    assert "## Published averages of the eight tasks" in md
-    assert (f"| r2med | {theirs} | `e5-mistral-reasonrank-runs`, imported (type: run, a run file made elsewhere) | 8 "
-            "| 42.85 | 42.85 | +0.00 |") in md
-    assert (f"| r2med | {ours} | `e5-mistral-7b-instruct`, run here (dense) | 8 | 43.50 | 42.85 | +0.65 | "
-            "**> 0.5** |") in md
-    per_task = {(r["model"], r["task"]): r["note"] for r in result["rows"] if r["benchmark"] == "r2med"}
-    assert per_task[(ours, "Biology")].startswith("R2MED published no such row; ReasonRank published its average")
-    assert per_task[(other, "Biology")] == "no paper_name (or not a published configuration)"
+    assert ("- `reasonrank`: ReasonRank (Liu et al. 2025, arXiv 2508.07050), its README at 06721fd: ReasonRank-32B's "
+            "R2MED leaderboard figure of 2025-08-16, the mean of the eight tasks over e5-mistral-7b-instruct's top "
+            "100, "
+            "`data/reference/reasonrank_r2med_ndcg10.tsv`, numbers under ReasonRank's protocol (ReasonRank "
+            "run_rank_llm.py and trec_eval.py @06721fd") in md
+    assert (f"| r2med: 8 tasks | mean of the 8 | {theirs} | - | 42.85 | 42.85 | reasonrank | reasonrank | +0.00 |  | "
+            "the mean of the 8 R2MED tasks; reranks `e5-mistral-reasonrank-runs`, imported (type: run, a run file made "
+            "elsewhere) |") in md
+    assert (f"| r2med: 8 tasks | mean of the 8 | {ours} | r2med | 43.50 | 42.85 | reasonrank | reasonrank | +0.65 | "
+            "**> 0.5** | the mean of the 8 R2MED tasks; reranks `e5-mistral-7b-instruct`, run here (dense); the "
+            "published figure") in md
+    assert "- 17 (run, task) pairs: published as the mean of the eight tasks only (reasonrank): the run's mean is " \
+        f"compared: {ours}, {theirs}." in md
+    assert "- reasonrank: `README.md@06721fd, Latest News (Aug 16, 2025): the R2MED leaderboard`" in md
+    tex = r2med_paper.to_latex(result)
+    assert (r"Mean of the 8 & e5-mistral-7b-instruct-{}-reasonrank-32B@100 & reasonrank & reasonrank & 43.50 & "
+            r"42.85 & +0.65 \\") in tex
+    assert ("Mean of the 8: the run's mean over the eight R2MED tasks against a published mean "
+            "(e5-mistral-7b-instruct-{}-reasonrank-32B@100 reranks e5-mistral-7b-instruct, run here (dense); ") in tex
+    assert "Sources: reasonrank, ReasonRank (Liu et al. 2025, arXiv 2508.07050)" in tex
+
+
+@pytest.mark.parametrize("entry, published, message", [
+    ({"type": "dense", "source": {"path": "/m"}}, {"reasonrank": "ReasonRank-32B"},
+     "names 'reasonrank', whose rows are rerankers', not a retriever's"),
+    ("listwise", {"reasonembed": "general/BM25"}, "names 'reasonembed', whose rows are retrievers', not a reranker's"),
+    ("listwise", {"reasonrank": "ReasonRank-33B"}, "'ReasonRank-33B' is not a row of "
+                                                   "data/reference/reasonrank_r2med_ndcg10.tsv; did you mean "
+                                                   "'ReasonRank-32B'"),
+])
+def test_published_as_names_a_source_of_the_entrys_kind(tmp_path, tok_dir, entry, published, message):
+    raw = reasonrank_config(tmp_path, tok_dir)
+    raw["models"]["rr"] = {**(raw["models"]["rr"] if entry == "listwise" else entry), "published_as": published}
+    raw["rerank"] = raw["rerank"] if entry == "listwise" else []
+    with pytest.raises(ConfigError, match="models.rr.published_as") as e:
+        config.validate(raw)
+    assert message in str(e.value)

@@ -121,7 +121,8 @@ def test_cliniq_wide_tables():
 
 def paper_result():
     rows = [{"benchmark": "r2med", "task": "Biology", "model": "bm25-paper", "paper_task": "Biology", "ours": 0.9,
-             "theirs": 0.1976, "diff": 0.7024, "flag": True, "note": "x", "source": "s"}]
+             "theirs": 0.1976, "diff": 0.7024, "flag": True, "note": "x", "source": "r2med", "protocol": None,
+             "published_protocol": "r2med", "where": "results/base retriever/bm25/Biology.json@62b7074"}]
     checks = [{"benchmark": "r2med", "task": "Biology", "paper_task": "Biology", "queries": 2, "documents": 2,
                "paper_queries": 103, "paper_documents": 57359, "match": False}]
     return {"rows": rows, "checks": checks}
@@ -130,10 +131,11 @@ def paper_result():
 def test_paper_comparison_latex_and_mismatch():
     tex = r2med_paper.to_latex(paper_result())
     check_tex(tex, "r2med_vs_paper.tex")
-    assert r"Biology & bm25-paper & 90.00 & 19.76 & +70.24 \\" in tex and "not comparable" in tex  # x 100
+    assert r"Biology & bm25-paper & r2med & r2med & 90.00 & 19.76 & +70.24 \\" in tex  # x 100
+    assert "not comparable" in tex
     md = r2med_paper.to_markdown(paper_result())
     assert "**Not comparable:** r2med/Biology does not hold the paper's dataset" in md
-    assert "| r2med/Biology | Biology | bm25-paper | 90.00 | 19.76 | +70.24 | **> 0.5** | x |" in md
+    assert "| r2med/Biology | Biology | bm25-paper | - | 90.00 | 19.76 | r2med | r2med | +70.24 | **> 0.5** | x |" in md
 
 
 def test_paper_comparison_without_comparable_runs_writes_no_table():
@@ -159,7 +161,8 @@ MATCH_TYPES = ("all", "abbreviation", "hyponym", "implication", "string", "synon
 
 def scale_tables(root):
     """The LaTeX tables of the full R2MED matrix (60 runs x 8 tasks, marks on a third of the cells, CliniQ
-    beside it), CliniQ's six match types for 20 runs, and the paper comparison of every (run, task) pair."""
+    beside it), CliniQ's six match types for 20 runs, and the paper comparison of every (run, task) pair (and three
+    runs' means against a published mean of the eight tasks)."""
     root.mkdir(parents=True, exist_ok=True)
     runs, _ = full_matrix_runs()
     table = full_matrix_table()
@@ -185,6 +188,9 @@ def scale_tables(root):
     paper = [{"benchmark": "r2med", "task": t, "model": r, "paper_task": t, "ours": v[("r2med", t)],
               "theirs": 0.2, "diff": v[("r2med", t)] - 0.2, "flag": True, "note": "", "source": ""}
              for r, v in table.items() for t in R2MED_TASK_NAMES]
+    paper += [{"benchmark": "r2med", "task": "average", "model": r, "paper_task": "average", "tasks": 8, "ours": 0.44,
+               "theirs": 0.4285, "diff": 0.0115, "flag": True, "note": "", "source": "reasonrank",
+               "published_protocol": "reasonrank", "first_stage": f"{runs[0]}, run here (dense)"} for r in runs[:3]]
     (root / "paper.tex").write_text(r2med_paper.to_latex({"rows": paper, "checks": []}))
     files = [root / n for n in ("leaderboard.tex", "leaderboard-r2med.tex", "cliniq.tex", "paper.tex")]
     for f in files:
@@ -205,6 +211,8 @@ def test_tables_at_scale_split_and_shorten_to_fit(tmp_path):
     for short in ("abbr.", "impl."):
         assert f"{short} = " in cliniq
     assert paper.count(r"\begin{table}") >= 8  # 480 (run, task) pairs over several pages
+    means = {line.split(" & ")[1] for line in paper.splitlines() if line.startswith("Mean of the 8 & ")}
+    assert means == {tables.tex_escape(r) for r in runs[:3]} and "Mean of the 8: the run's mean over the eight" in paper
 
 
 def test_every_table_compiles_with_pdflatex(board, tmp_path):

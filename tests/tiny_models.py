@@ -263,3 +263,101 @@ def remote_code_dir(root: Path, seed: int, texts) -> Path:
                            "AutoModel": "modeling_tiny.TinyEmbedModel"}}
     (root / "config.json").write_text(json.dumps(config))
     return root
+
+
+# ------------------------------------------------------------------ decoders of the reasoning-intensive retrievers
+
+BIDIRECTIONAL_QWEN2 = '''from transformers import Qwen2Model
+
+
+class BidirectionalQwen2Model(Qwen2Model):
+    """A stand-in for a checkpoint's own modeling code (gte-Qwen2 and RaDeR ship one): Qwen2 with bidirectional
+    attention, so that loading it without the remote code gives other embeddings."""
+
+    def __init__(self, config):
+        config.is_causal = False
+        super().__init__(config)
+        for module in self.modules():
+            if hasattr(module, "is_causal"):
+                module.is_causal = False
+'''
+
+
+def byte_bpe(texts, special: list[str], template: str | None, vocab_size: int = 400):
+    """A byte-level BPE tokenizer (Qwen's and Llama 3's kind) trained on ``texts``, its post-processor from
+    ``template``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(list(texts), trainers.BpeTrainer(
+        special_tokens=special, vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    if template:
+        tok.post_processor = processors.TemplateProcessing(
+            single=template, special_tokens=[(t, tok.token_to_id(t)) for t in special if t in template])
+    return tok
+
+
+def reasoning_decoder_dir(root: Path, kind: str, seed: int, texts, *, max_positions: int = 1024, size=TINY,
+                          dtype=torch.float16) -> Path:
+    """A tiny decoder of the kinds ReasonEmbed's R2MED table runs, with a byte-level BPE tokenizer:
+
+    * ``qwen3`` (Qwen3-Embedding, DIVER, ReasonEmbed-Qwen3): Qwen3Model; the tokenizer (class Qwen2Tokenizer, as
+      the checkpoints name it) appends ``<|endoftext|>``, pads with it on the left, EOS ``<|im_end|>``;
+    * ``qwen2`` (gte-Qwen2, RaDeR): Qwen2Model behind remote code (``auto_map`` to a bidirectional subclass, as
+      these checkpoints ship modeling code); the tokenizer appends ``<|endoftext|>`` and pads on the right;
+    * ``llama`` (ReasonEmbed-Llama-3.1): LlamaModel; Llama 3's tokenizer (``<|begin_of_text|>`` first, nothing
+      appended), padded with ``<|end_of_text|>`` on the right.
+
+    The weights are stored in ``dtype``, float16 by default: FlagEmbedding loads them so (its use_fp16 default) before
+    computing in float32 on a CPU, and the pipeline's fp32 reads them exactly."""
+    import json
+
+    hidden, layers = size
+    common = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=hidden // 16,
+                  num_key_value_heads=1, head_dim=16, intermediate_size=2 * hidden,
+                  max_position_embeddings=max_positions)
+    if kind in ("qwen3", "qwen2"):
+        tok = byte_bpe(texts, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"], "$A <|endoftext|>")
+        eos = "<|im_end|>" if kind == "qwen3" else "<|endoftext|>"
+        tokenizer = fast(tok, eos_token=eos, pad_token="<|endoftext|>",
+                         padding_side="left" if kind == "qwen3" else "right")
+        cfg_cls, model_cls = ((transformers.Qwen3Config, transformers.Qwen3Model) if kind == "qwen3" else
+                              (transformers.Qwen2Config, transformers.Qwen2Model))
+        config = cfg_cls(vocab_size=tokenizer.vocab_size + len(tokenizer.added_tokens_decoder), **common)
+    else:
+        tok = byte_bpe(texts, ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"], "<|begin_of_text|> $A")
+        tokenizer = fast(tok, bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>",
+                         pad_token="<|end_of_text|>", padding_side="right")
+        config = transformers.LlamaConfig(vocab_size=tokenizer.vocab_size + len(tokenizer.added_tokens_decoder),
+                                          **common)
+        model_cls = transformers.LlamaModel
+    torch.manual_seed(seed)
+    # stored in float16, as FlagEmbedding loads them (use_fp16): the same weights whichever dtype reads them
+    vary_norms(model_cls(config)).eval().to(dtype).save_pretrained(root)
+    tokenizer.save_pretrained(root)
+    if kind.startswith("qwen"):  # the class the real checkpoints name (transformers 5 reads tokenizer.json as it is)
+        path = root / "tokenizer_config.json"
+        cfg = json.loads(path.read_text())
+        path.write_text(json.dumps({**cfg, "tokenizer_class": "Qwen2Tokenizer"}))
+    if kind == "qwen2":
+        (root / "modeling_bidirectional.py").write_text(BIDIRECTIONAL_QWEN2)
+        path = root / "config.json"
+        cfg = json.loads(path.read_text())
+        auto_map = {"AutoModel": "modeling_bidirectional.BidirectionalQwen2Model"}
+        path.write_text(json.dumps({**cfg, "auto_map": auto_map}))
+    return root
+
+
+def sentence_transformer_dir(root: Path, seed: int, texts, *, include_prompt: bool, size=TINY) -> Path:
+    """A sentence-transformers checkpoint standing in for ReasonIR-8B (whose remote code is not reachable offline): a
+    tiny Llama (Llama 3's tokenizer) under mean Pooling with ``include_prompt`` as given, saved with modules.json."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    hf = reasoning_decoder_dir(root / "hf", "llama", seed, texts, size=size, dtype=torch.float32)  # "auto": fp32
+    transformer = Transformer(str(hf))
+    modules = [transformer, Pooling(size[0], pooling_mode="mean", include_prompt=include_prompt)]
+    SentenceTransformer(modules=modules, device="cpu").save(str(root / "st"))
+    return root / "st"

@@ -14,7 +14,8 @@ Snakemake rules.
 
 __version__ = "0.2.0"
 
-_API = ("compare", "evaluate", "evaluate_cliniq", "fuse", "load_task", "read_qrels", "read_run", "write_run")
+_API = ("compare", "compare_pairs", "evaluate", "evaluate_cliniq", "fuse", "load_task", "optimize_fusion", "read_qrels",
+        "read_run", "write_run")
 
 # The flat module names of version 0.1 (``from r2med_eval import significance``), for users' scripts: each is the
 # module of the subpackage it moved to (``cliniq``, ``llm`` and ``rerank`` are the subpackages now: their modules

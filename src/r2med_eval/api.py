@@ -45,15 +45,50 @@ def read_qrels(path, *, split: str = "test", duplicates: str = "error", duplicat
 
 
 def _qrels(qrels) -> dict:
-    return read_qrels(qrels) if isinstance(qrels, (str, Path)) else qrels
+    if isinstance(qrels, (str, Path)):
+        return read_qrels(qrels)
+    return qrels if isinstance(qrels, dict) else _records(qrels, "relevance", "judgments")
 
 
 def _run(run) -> dict:
-    return read_run(run) if isinstance(run, (str, Path)) else run
+    if isinstance(run, (str, Path)):
+        return read_run(run)
+    return run if isinstance(run, dict) or not _is_records(run) else _records(run, "score", "run")
+
+
+def _is_records(x) -> bool:
+    return hasattr(x, "columns") or (not isinstance(x, (dict, str, bytes, Path)) and hasattr(x, "__iter__"))
+
+
+def _records(data, value: str, what: str) -> dict:
+    """ir_measures' other inputs as {qid: {docid: value}}: a pandas DataFrame with columns ``query_id``, ``doc_id``
+    and ``relevance`` (judgments) or ``score`` (a run), or an iterable of such records (ir_measures' ``Qrel`` and
+    ``ScoredDoc`` named tuples, or plain (query_id, doc_id, value) tuples)."""
+    if hasattr(data, "columns"):
+        missing = [c for c in ("query_id", "doc_id", value) if c not in data.columns]
+        if missing:
+            raise InputError(f"the {what} DataFrame has no column {', '.join(missing)}.",
+                             fix=f"name its columns query_id, doc_id and {value} (ir_measures' names).")
+        rows = zip(data["query_id"].tolist(), data["doc_id"].tolist(), data[value].tolist())
+    else:
+        rows = ((getattr(r, "query_id", None), getattr(r, "doc_id", None), getattr(r, value, None))
+                if hasattr(r, "query_id") else tuple(r)[:3] for r in data)
+    out: dict = {}
+    for n, (qid, did, v) in enumerate(rows, start=1):
+        if qid is None or did is None or v is None:
+            raise InputError(f"{what} record {n} lacks its query_id, doc_id or {value}.",
+                             fix=f"give records of (query_id, doc_id, {value}).")
+        docs = out.setdefault(str(qid), {})
+        if str(did) in docs:
+            raise InputError(f"{what} record {n}: document {str(did)[:80]!r} appears twice for query "
+                             f"{str(qid)[:80]!r}.", fix="keep one record per (query, document).")
+        docs[str(did)] = int(v) if value == "relevance" else float(v)
+    return out
 
 
 def evaluate(qrels, run, queries=None, *, metrics=None, ignore_identical_ids: bool = False,
-             k_values=_metrics.K_VALUES, level: int = 1, depth: int | None = None, complete: bool = True) -> dict:
+             k_values=_metrics.K_VALUES, level: int = 1, depth: int | None = None, complete: bool | None = None,
+             judged_only: bool = False, num_docs: int = 0, zscores=None, judgment_groups=None) -> dict:
     """Score a run as rule ``score_run`` does (trec_eval's measures through pytrec_eval).
 
     ``qrels``: {qid: {docid: grade}} or a path (``read_qrels``); ``run``: {qid: {docid: score}} or a TREC run
@@ -68,6 +103,7 @@ def evaluate(qrels, run, queries=None, *, metrics=None, ignore_identical_ids: bo
     ir_measures). Returns {"metrics": means over the judged queries, "per_query": {qid: {metric: value}}, "counts":
     which queries were scored, "run_depth": the run's most documents for one query}."""
     qrels = _qrels(qrels)
+    run = _run(run) if _is_records(run) and not isinstance(run, runs.RunTable) else run
     table = runs.as_table(run, duplicates=False)  # a path is read as columns, never as dicts; duplicates: in rank
     if not qrels:
         raise InputError("the judgments are empty: every metric would be undefined.", fix="pass the task's qrels.")
@@ -77,8 +113,13 @@ def evaluate(qrels, run, queries=None, *, metrics=None, ignore_identical_ids: bo
         raise InputError(f"depth {depth!r} is not a whole number of 1 or more.", fix="pass depth=N, N >= 1 (-M N).")
     if isinstance(level, bool) or not isinstance(level, int):
         raise InputError(f"level {level!r} is not a whole number.", fix="pass level=N (-l N), e.g. 2.")
+    if isinstance(zscores, (str, Path)):
+        from .scoring import zscores as _zscores
+
+        zscores = _zscores.read(zscores)
     return _metrics.evaluate(table, qrels, queries, k_values, measures=metrics, level=level, depth=depth,
-                             complete=complete, ignore_identical_ids=ignore_identical_ids)
+                             complete=complete, ignore_identical_ids=ignore_identical_ids, judged_only=judged_only,
+                             num_docs=num_docs, zscores=zscores, groups=judgment_groups)
 
 
 def _named_runs(runs_) -> dict:
@@ -122,16 +163,58 @@ def compare(runs, qrels, *, baseline: str, metric: str = "ndcg_at_10", ignore_id
 
 
 def fuse(runs, method: str = "rrf", *, k: int = 60, weights=None, depth: int | None = None,
-         convention: str = "floor") -> dict:
+         convention: str = "floor", norm: str = "min-max", params: dict | None = None) -> dict:
     """The fused run of rule ``fuse_runs``: ``rrf`` (reciprocal rank fusion, constant ``k``) or ``minmax`` /
-    ``zscore`` (linear fusion of per-query normalised scores, ``weights`` equal by default); ``depth``: only the
-    top ``depth`` of each run; ``convention``: ``floor`` or ``ranx`` (``scoring.fusion``). ``runs``: runs or
-    paths, in the order the fusion sums them; a mapping's values are taken in its order.
-    ``write_run(fused, path, tag=..., decimals=8)`` writes what the pipeline writes."""
-    from .scoring import fusion
+    ``zscore`` (linear fusion of per-query normalised scores, ``weights`` equal by default; ``convention``: ``floor``
+    or ``ranx``, ``scoring.fusion``), or any other of ranx's fusion methods (``wsum``, ``mnz``, ``isr``,
+    ``bordafuse``, ``condorcet``, ...) through ranx with its normalisation ``norm`` and ``params``
+    (``scoring.ranx_fusion``); ``depth``: only the top ``depth`` of each run. ``runs``: runs or paths, in the order
+    the fusion sums them; a mapping's values are taken in its order. ``write_run(fused, path, tag=..., decimals=8)``
+    writes what the pipeline writes."""
+    from .scoring import fusion, ranx_fusion
 
     inputs = [_run(r) for r in (runs.values() if isinstance(runs, dict) else runs)]
-    return fusion.fuse(inputs, method, k=k, weights=weights, depth=depth, convention=convention)
+    if method in fusion.METHODS:
+        if params or norm != "min-max":
+            raise InputError(f"norm and params apply to ranx's methods, not to {method} (its options: k, weights, "
+                             "convention).", fix="drop norm and params, or name one of ranx's methods.")
+        return fusion.fuse(inputs, method, k=k, weights=weights, depth=depth, convention=convention)
+    fusion.check_options("rrf", len(inputs), 60, None, depth)  # the depth's check
+    return ranx_fusion.fuse(fusion.cut(inputs, depth), method, norm, params)
+
+
+def optimize_fusion(qrels_train, runs, method: str = "wsum", *, norm: str = "min-max", metric: str = "ndcg@10",
+                    depth: int | None = None, **options) -> tuple[dict, dict]:
+    """ranx's ``optimize_fusion`` on the training queries only (the queries of ``qrels_train``: judgments or a path),
+    then ranx's fusion of the runs with the learned parameters on the other queries: (the fused run of the queries
+    that are not training queries, the parameters). ``metric`` is ranx's name (``ndcg@10``, ``map@100``, ``mrr``);
+    ``options`` go to ranx (``step``, ``n_segments``, ...). Evaluate the fused run on the held-out queries."""
+    from .scoring import fusion, ranx_fusion
+
+    inputs = [_run(r) for r in (runs.values() if isinstance(runs, dict) else runs)]
+    return ranx_fusion.fuse_trained(_qrels(qrels_train), fusion.cut(inputs, depth), method, norm, metric, **options)
+
+
+def compare_pairs(runs, qrels, *, metrics=("nDCG@10",), test: str = "student", alpha: float = 0.05,
+                  correction: str = "holm", permutations: int = 1000, seed: int = 42,
+                  ignore_identical_ids: bool = False) -> list[dict]:
+    """Every pair of the runs on every measure of ``metrics`` (any name ``evaluate`` takes), tested with ranx's
+    ``test`` (``student``, ``fisher`` or ``tukey``) on the per-query values over the judged queries, Holm's
+    correction over the whole family (``correction="none"``: ranx's p-values): one row per (pair, measure) with
+    ``p``, ``p_adjusted`` and ``significant`` (``scoring.comparison``; ``comparison.report(rows, ...)`` is ranx's
+    report of them, ``.to_latex()`` its LaTeX table)."""
+    from .scoring import comparison
+
+    named = _named_runs(runs)
+    qrels = _qrels(qrels)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    values = {}
+    for name, run in named.items():
+        per_query = evaluate(qrels, run, metrics=metrics, ignore_identical_ids=ignore_identical_ids)["per_query"]
+        qids = sorted(per_query)
+        values[name] = {m: [per_query[q][m] for q in qids] for m in metrics}
+    return comparison.pairs(values, metrics, test=test, alpha=alpha, correction=correction,
+                            permutations=permutations, seed=seed)
 
 
 def evaluate_cliniq(run, judgments, query_types: dict, chunk_ids) -> dict:
@@ -158,4 +241,5 @@ def evaluate_cliniq(run, judgments, query_types: dict, chunk_ids) -> dict:
     return cliniq.evaluate(run, rows, types, ids, irrelevant)
 
 
-__all__ = ["compare", "evaluate", "evaluate_cliniq", "fuse", "load_task", "read_qrels", "read_run", "write_run"]
+__all__ = ["compare", "compare_pairs", "evaluate", "evaluate_cliniq", "fuse", "load_task", "optimize_fusion",
+           "read_qrels", "read_run", "write_run"]

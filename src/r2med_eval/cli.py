@@ -26,15 +26,8 @@ DEFAULT_METRICS = ("nDCG@10", "R@100", "P@10", "AP@100", "RR")
 
 
 def _measures(names: list[str]) -> list[str]:
-    """``-m`` values; trec_eval's comma lists expand (``P.5,10`` -> ``P.5``, ``P.10``)."""
-    out = []
-    for name in names:
-        head, _, tail = name.partition(".")
-        if tail and "," in tail:
-            out += [f"{head}.{k}" for k in tail.split(",") if k]
-        else:
-            out.append(name)
-    return list(dict.fromkeys(out))
+    """``-m`` values, each once (trec_eval's comma lists, ``P.5,10``, expand in ``metrics.measures``)."""
+    return list(dict.fromkeys(names))
 
 
 def _fields(path) -> int | None:
@@ -72,14 +65,18 @@ def _read_qrels(args):
 
 def cmd_eval(args) -> int:
     from . import api
-    from .scoring import metrics
+    from .scoring import metrics, trec_all, trec_jg, zscores
 
     names = _measures(args.metrics or list(DEFAULT_METRICS))
     chosen = metrics.chosen(names)
     _swapped(args.qrels, args.run)
-    qrels = _read_qrels(args)
+    groups = _rel_format(args, chosen)
+    table = zscores.read(args.zscores) if args.zscores else None
+    qrels = _read_qrels(args) if groups is None else trec_jg.merged(groups)
+    complete = False if args.retrieved_only else True if args.complete else None
     result = api.evaluate(qrels, args.run, metrics=chosen, ignore_identical_ids=args.ignore_identical_ids,
-                          level=args.level, depth=args.depth, complete=not args.retrieved_only)
+                          level=args.level, depth=args.depth, complete=complete, judged_only=args.judged_only,
+                          num_docs=args.num_docs, zscores=table, judgment_groups=groups)
     keys = [m.name for m in chosen]
     if args.format == "json":
         out = {"qrels": args.qrels, "run": args.run, "metrics": result["metrics"], "counts": result["counts"]}
@@ -87,19 +84,44 @@ def cmd_eval(args) -> int:
             out["per_query"] = result["per_query"]
         print(json.dumps(out, indent=1))
         return 0
-    counts = {m.name for m in chosen if m.family in metrics.COUNT_FAMILIES}
+    z = "Z" if table is not None else ""
+    counts = {m.name for m in chosen if m.family in metrics.COUNT_FAMILIES} if not z else set()
     silent = {m.name for m in chosen if m.family in metrics.PER_QUERY_SILENT}
+    strings = {m.name for m in chosen if m.family in trec_all.STRINGS}
 
     def shown(name, value):
+        if name in strings:
+            return f"'{value}'" if name not in silent else str(value)
+        if value != value:  # nan: trec_eval's 0 / 0, which C's printf shows as -nan
+            return "-nan"
         return str(int(round(value))) if name in counts else f"{value:.{args.decimals}f}"
 
     lines = []
     if args.per_query:
         for qid, row in result["per_query"].items():
-            lines += [f"{name}\t{qid}\t{shown(name, row[name])}" for name in keys if name not in silent]
-    lines += [f"{name}\tall\t{shown(name, result['metrics'][name])}" for name in keys]
+            lines += [f"{'' if name in strings else z}{name}\t{qid}\t{shown(name, row[name])}" for name in keys
+                      if name not in silent]
+    lines += [f"{'' if name in strings else z}{name}\tall\t{shown(name, result['metrics'][name])}" for name in keys
+              if name in result["metrics"]]
     print("\n".join(lines))
     return 0
+
+
+def _rel_format(args, chosen) -> dict | None:
+    """trec_eval's ``-R``: ``qrels`` (None: the judgments as read_qrels reads them) or ``qrels_jg`` (the judgments in
+    groups, ``scoring.trec_jg``: only its measures, num_q and runid read them, as in trec_eval)."""
+    from .scoring import trec_jg
+
+    if args.rel_format == "qrels":
+        return None
+    if args.rel_format != "qrels_jg":
+        raise InputError(f"-R {args.rel_format}: trec_eval's preference formats (prefs, qrels_prefs) are not read.",
+                         fix="use -R qrels (the default) or -R qrels_jg.")
+    other = [m.name for m in chosen if m.family not in trec_jg.FAMILIES + ("num_q", "runid")]
+    if other:
+        raise InputError(f"-R qrels_jg: {other[0]} does not read judgments in groups (trec_eval cannot compute it "
+                         "either).", fix="name map_avgjg, P_avgjg, Rprec_mult_avgjg, num_q, runid or qrels_jg.")
+    return trec_jg.read(args.qrels)
 
 
 def cmd_compare(args) -> int:
@@ -109,16 +131,46 @@ def cmd_compare(args) -> int:
     if args.names and len(args.names) != len(args.runs):
         raise InputError(f"--names gives {len(args.names)} names for {len(args.runs)} runs.", fix="one name per run.")
     runs = dict(zip(args.names, args.runs)) if args.names else list(args.runs)
-    rows = api.compare(runs, _read_qrels(args),
-                       baseline=args.baseline, metric=args.metric, ignore_identical_ids=args.ignore_identical_ids,
-                       permutations=args.permutations, resamples=args.bootstrap, seed=args.seed, alpha=args.alpha,
-                       benchmark=args.benchmark, task=args.task)
+    measures = list(dict.fromkeys(args.metric or ["ndcg_at_10"]))
+    if args.baseline is None:
+        return _compare_pairs(args, runs, measures)
+    rows = []
+    for measure in measures:
+        rows += api.compare(runs, _read_qrels(args), baseline=args.baseline, metric=measure,
+                            ignore_identical_ids=args.ignore_identical_ids, permutations=args.permutations,
+                            resamples=args.bootstrap, seed=args.seed, alpha=args.alpha, benchmark=args.benchmark,
+                            task=args.task)
     if args.format == "csv":
         sys.stdout.write(significance.to_csv(rows))
     elif args.format == "json":
         print(json.dumps(rows, indent=1))
+    elif args.format == "latex":
+        raise InputError("--format latex is the table of every pair (without --baseline).",
+                         fix="drop --baseline, or use --format md, csv or json.")
     else:
         sys.stdout.write(significance.to_markdown(rows, args.baseline, args.alpha, args.permutations, args.bootstrap))
+    return 0
+
+
+def _compare_pairs(args, runs, measures) -> int:
+    """``compare`` without ``--baseline``: every pair on every measure, ranx's test, Holm over the family."""
+    from . import api
+    from .scoring import comparison
+
+    rows = api.compare_pairs(runs, _read_qrels(args), metrics=measures, test=args.test, alpha=args.alpha,
+                             correction=args.correction, permutations=args.permutations, seed=args.seed,
+                             ignore_identical_ids=args.ignore_identical_ids)
+    names = list(dict.fromkeys([r["a"] for r in rows] + [r["b"] for r in rows]))
+    if args.format == "csv":
+        sys.stdout.write(comparison.to_csv(rows))
+    elif args.format == "json":
+        print(json.dumps(rows, indent=1))
+    else:
+        report = comparison.report(rows, names, measures, args.test, args.alpha)
+        print(report.to_latex() if args.format == "latex" else report.to_table())
+        if args.format == "md":
+            print(f"\nSuperscripts: the runs a mean is significantly above ({args.test}, "
+                  f"{'Holm-adjusted ' if args.correction == 'holm' else ''}p <= {args.alpha}; {len(rows)} tests).")
     return 0
 
 
@@ -133,7 +185,7 @@ def _check_output(path: str) -> None:
 
 def cmd_fuse(args) -> int:
     from . import api
-    from .scoring import runs
+    from .scoring import fusion, runs
 
     if args.weights is not None and len(args.weights) != len(args.runs):
         raise InputError(f"--weights gives {len(args.weights)} weights for {len(args.runs)} runs.",
@@ -143,8 +195,23 @@ def cmd_fuse(args) -> int:
                          fix="drop --weights, or pass --method minmax or zscore.")
     if args.output != "-":
         _check_output(args.output)
-    fused = api.fuse(list(args.runs), args.method, k=args.k, weights=args.weights, depth=args.depth,
-                     convention=args.convention)
+    params = _params(args.param)
+    if args.weights is not None and args.method not in fusion.METHODS:
+        params.setdefault("weights", list(args.weights))
+    if args.method in fusion.METHODS and (params or args.norm != "min-max") and not args.optimize:
+        raise InputError(f"--norm and --param apply to ranx's methods, not to {args.method}.",
+                         fix="drop them (rrf: --k; minmax, zscore: --weights, --convention), or name one of ranx's.")
+    if args.optimize:
+        if not args.train_qrels:
+            raise InputError("--optimize learns on declared training queries: --train-qrels is missing.",
+                             fix="pass --train-qrels FILE with the judgments of the training queries only.")
+        fused, learned = api.optimize_fusion(api.read_qrels(args.train_qrels), list(args.runs), args.method,
+                                             norm=args.norm, metric=args.optimize, depth=args.depth)
+        print(f"r2med-eval: learned on {args.train_qrels}'s queries ({args.optimize}): {json.dumps(learned)[:400]}; "
+              "the fused run holds the other queries", file=sys.stderr)
+    else:
+        fused = api.fuse(list(args.runs), args.method, k=args.k, weights=args.weights, depth=args.depth,
+                         convention=args.convention, norm=args.norm, params=params)
     if args.output == "-":
         import tempfile
 
@@ -156,6 +223,22 @@ def cmd_fuse(args) -> int:
         print(f"r2med-eval: fused {len(args.runs)} runs ({args.method}) into {args.output}: {len(fused)} queries, "
               f"{n} lines", file=sys.stderr)
     return 0
+
+
+def _params(items) -> dict:
+    """``--param name=value`` (a JSON value: 0.5, [0.7, 0.3], true), ranx's parameters of a fusion method."""
+    out = {}
+    for item in items or []:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise InputError(f"--param {item!r} is not name=value.", fix="write e.g. --param gamma=0.5 or "
+                                                                        "--param weights=[0.7,0.3].")
+        try:
+            out[name] = json.loads(text)
+        except ValueError:
+            raise InputError(f"--param {item!r}: {text!r} is not a number, a list or true/false.",
+                             fix="write e.g. --param phi=0.8 or --param weights=[0.7,0.3].") from None
+    return out
 
 
 def _count(text: str, low: int = 1) -> int:
@@ -277,6 +360,8 @@ def cmd_build_medquad(args) -> int:
 def parser() -> argparse.ArgumentParser:
     from . import __version__
     from .scoring.fusion import METHODS
+    from .scoring.ranx_fusion import METHODS as RANX_METHODS
+    from .scoring.ranx_fusion import NORMS
 
     top = _Parser(prog="r2med-eval", description="Medical retrieval evaluation: score, compare and "
                   "fuse TREC runs as the r2med-eval pipeline does, or run the pipeline.")
@@ -300,7 +385,7 @@ def parser() -> argparse.ArgumentParser:
                                    "number syntax, no document twice for a query).")
     qrels_options(p)
     p.add_argument("run", help="a TREC run file (or a binary .run.npz run of the pipeline)")
-    p.add_argument("-m", "--metrics", nargs="+", metavar="METRIC",
+    p.add_argument("-m", "--metrics", nargs="+", action="extend", metavar="METRIC",
                    help="ir_measures names (nDCG@10 R@100 P@10 AP@100 RR RR@10 Success@10 P(rel=2)@10 Judged@10) "
                         "or trec_eval's (ndcg_cut_10 recall_100 P.5,10 map_cut_100 recip_rank map num_ret num_rel "
                         "num_rel_ret gm_map iprec_at_recall Rprec_mult official); default: "
@@ -316,6 +401,15 @@ def parser() -> argparse.ArgumentParser:
                    help="relevance level: grades below N count as not relevant (trec_eval -l; default 1)")
     p.add_argument("-M", "--depth", type=_count, metavar="N",
                    help="only the first N documents of each query, in trec_eval's order (trec_eval -M)")
+    p.add_argument("-J", "--judged-only", action="store_true",
+                   help="drop the documents without a judgment before ranking (trec_eval -J)")
+    p.add_argument("-N", "--num-docs", type=_level, default=0, metavar="N",
+                   help="documents in the collection, for utility's fourth parameter (trec_eval -N; default 0)")
+    p.add_argument("-Z", "--zscores", metavar="FILE",
+                   help="print each value as a z-score against FILE's `qid measure mean stddev` lines (trec_eval -Z)")
+    p.add_argument("-R", "--rel-format", default="qrels", metavar="FORMAT",
+                   help="the judgments' format (trec_eval -R): qrels (the default) or qrels_jg (qid jg docno rel: "
+                        "judgment groups, for map_avgjg, P_avgjg, Rprec_mult_avgjg)")
     p.add_argument("--format", choices=["trec", "json"], default="trec")
     p.add_argument("--decimals", type=_level, default=4, help="decimals of the trec format (default 4, as trec_eval)")
     p.set_defaults(func=cmd_eval)
@@ -325,9 +419,15 @@ def parser() -> argparse.ArgumentParser:
                                    "t-test and randomization test, Holm-corrected, 95% bootstrap intervals.")
     qrels_options(p)
     p.add_argument("runs", nargs="+", help="TREC run files (named after their file names, or --names)")
-    p.add_argument("--baseline", required=True, help="the run the others are tested against")
+    p.add_argument("--baseline", help="the run the others are tested against (the pipeline's significance table); "
+                                       "without it, every pair is tested with --test")
     p.add_argument("--names", nargs="+", help="the runs' names, in order")
-    p.add_argument("-m", "--metric", default="ndcg_at_10", help="the measure (default ndcg_at_10, i.e. nDCG@10)")
+    p.add_argument("-m", "--metric", nargs="+", action="extend", metavar="METRIC",
+                   help="the measures (any eval takes; default ndcg_at_10, i.e. nDCG@10)")
+    p.add_argument("--test", choices=["student", "fisher", "tukey"], default="student",
+                   help="every pair: ranx's test (paired t-test, Fisher's randomization test, Tukey's HSD)")
+    p.add_argument("--correction", choices=["holm", "none"], default="holm",
+                   help="every pair: Holm's correction over every (pair, measure) test (default), or none")
     p.add_argument("--permutations", type=_count, default=10000,
                    help="randomization test sign flips (default 10000)")
     p.add_argument("--bootstrap", type=_count, default=10000, help="bootstrap resamples (default 10000)")
@@ -335,13 +435,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=_alpha, default=0.05)
     p.add_argument("--benchmark", default="", help="the benchmark column of the table")
     p.add_argument("--task", default="", help="the task column of the table")
-    p.add_argument("--format", choices=["md", "csv", "json"], default="md")
+    p.add_argument("--format", choices=["md", "csv", "json", "latex"], default="md",
+                   help="latex: ranx's LaTeX table of every pair")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("fuse", help="fuse runs (RRF or linear)", description="Fuse TREC runs as the pipeline's "
-                       "fuse_runs rule does.")
+    p = sub.add_parser("fuse", help="fuse runs (RRF, linear, or any of ranx's methods)",
+                       description="Fuse TREC runs as the pipeline's fuse_runs rule does: rrf, minmax, zscore, or "
+                                   "any of ranx's 25 fusion methods with its normalisations, through ranx.")
     p.add_argument("runs", nargs="+", help="run files (TREC, or the pipeline's .run.npz), in the order they are summed")
-    p.add_argument("--method", choices=list(METHODS), default="rrf")
+    p.add_argument("--method", choices=list(dict.fromkeys([*METHODS, *RANX_METHODS])), default="rrf",
+                   help="rrf, minmax, zscore (the pipeline's), or ranx's: " + ", ".join(RANX_METHODS))
+    p.add_argument("--norm", choices=list(NORMS), default="min-max",
+                   help="ranx's methods: ranx's normalisation (default min-max)")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="ranx's methods: a parameter (JSON value), e.g. --param gamma=0.5 --param weights=[0.7,0.3]")
+    p.add_argument("--optimize", metavar="METRIC",
+                   help="learn the method's parameters with ranx's optimize_fusion for METRIC (ranx's name, e.g. "
+                        "ndcg@10) on the training queries of --train-qrels; the fused run holds the other queries")
+    p.add_argument("--train-qrels", metavar="FILE", help="the judgments of the training queries (--optimize)")
     p.add_argument("--k", type=_rrf_k, default=60, help="RRF constant, 0 or more (default 60)")
     p.add_argument("--weights", type=_finite, nargs="+", help="linear fusion weights, one per run (default equal)")
     p.add_argument("--depth", type=_count, help="use only each run's top DEPTH (1 or more)")

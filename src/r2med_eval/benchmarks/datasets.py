@@ -378,7 +378,7 @@ def read_qrels(path) -> dict[str, dict[str, int]]:
 def _read_qrels_trec(path, duplicates: str, dups: list, fix: str = DUPLICATE_FIX) -> tuple[dict, dict]:
     qrels: dict[str, dict[str, int]] = {}
     seen: dict = {}
-    for lineno, parts in _split_lines(path, comments=True):
+    for lineno, parts in _split_lines(path, comments=True, keep_bom=True):
         if len(parts) != 4:
             raise InputError(f"expected 4 columns (qid iter docid grade), found {len(parts)}.", path=path,
                              line=lineno, fix="write TREC qrels lines.")
@@ -403,16 +403,21 @@ def _raw_lines(path):
             yield lineno, raw
 
 
-def _split_lines(path, comments: bool = False):
+def _split_lines(path, comments: bool = False, keep_bom: bool = False):
     """(line number, fields) of each line that is not blank; ``comments``: lines whose first field starts with ``#``
-    skipped too (trec_eval 10.0's comment lines in TREC qrels). A line over ``MAX_QRELS_LINE`` bytes stops."""
+    skipped too (trec_eval 10.0's comment lines in TREC qrels); ``keep_bom``: a byte-order mark that starts the file
+    stays part of the first field, as trec_eval reads TREC qrels (else it is dropped). A line over
+    ``MAX_QRELS_LINE`` bytes stops."""
     for lineno, raw in _raw_lines(path):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise InputError("bytes that are not UTF-8.", path=path, line=lineno,
                              fix="re-encode the file as UTF-8.") from None
-        parts = line.lstrip("\ufeff").split() if lineno == 1 else line.split()
+        parts = line.lstrip("\ufeff").split() if lineno == 1 and not keep_bom else line.split()
+        if keep_bom and lineno == 1 and line.startswith("\ufeff"):
+            log.warning("%s starts with a byte-order mark: read, as trec_eval reads it, as part of the first query "
+                        "id", path)
         if parts and not (comments and parts[0].startswith("#")):
             yield lineno, parts
 

@@ -49,6 +49,8 @@ def encode_batches(model, texts: list[str], batches: list[list[int]], *, normali
     sentence-transformers' prompt mechanism (``encode(prompt=...)``): prepended to each text, and left out of
     the pooling when the model's Pooling module has ``include_prompt=False`` (``pool_prompt: false``).
     Progress (count, rate, ETA) goes to the log every R2MED_EVAL_PROGRESS_SECONDS."""
+    if callable(getattr(model, "encode_plan", None)):  # a served entry (dense.served): the job's batches at once
+        return model.encode_plan(texts, batches, normalize=normalize, label=label, prompt=prompt)
     import torch
 
     from ..progress import Progress
@@ -68,11 +70,17 @@ def encode_batches(model, texts: list[str], batches: list[list[int]], *, normali
 
 
 def corpus_texts(corpus_path, spec: dict, task: str) -> tuple[list[str], list[str]]:
-    """Document ids and texts in corpus order (the prompt is passed separately, see ``encode_batches``)."""
+    """Document ids and texts in corpus order (the prompt is passed separately, see ``encode_batches``): title and
+    text, or the text alone with ``doc_text: text`` (set by the entry's protocol, ``benchmarks.protocols``)."""
     corpus = read_corpus(corpus_path)
     if not corpus:
         raise InputError("the corpus holds no documents.", path=corpus_path, fix="check the dataset.")
     ids = list(corpus)
+    if spec.get("doc_text") == "text":
+        titled = sum(1 for d in ids if corpus[d].get("title"))
+        if titled:
+            log.info("documents' text alone, without their titles (%d of %d documents have one)", titled, len(ids))
+        return ids, [corpus[d]["text"] for d in ids]
     return ids, [doc_contents(corpus[d]) for d in ids]
 
 

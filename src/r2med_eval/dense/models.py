@@ -152,17 +152,21 @@ OPENVINO_PRECISION = {"fp32": "f32", "bf16": "bf16"}
 
 
 def backend_problem(spec: dict) -> tuple[str, str] | None:
-    """Why a dense entry's ``backend`` cannot run with its other keys, and the fix (None when it can). The onnx and
-    openvino backends run the checkpoint's transformer exported to ONNX on the CPU; pooling, prompts, truncation and
-    normalisation stay sentence-transformers' own."""
+    """Why a dense entry's ``backend`` (or ``pool_prompt: model``) cannot run with its other keys, and the fix (None
+    when it can). The onnx and openvino backends run the checkpoint's transformer exported to ONNX on the CPU;
+    pooling, prompts, truncation and normalisation stay sentence-transformers' own. ``pool_prompt: model`` leaves the
+    checkpoint's own Pooling module as it is, so it needs ``pooling: model``."""
     backend = spec.get("backend", "torch")
-    if backend == "torch":
-        return None
-    if spec["dtype"] not in BACKEND_DTYPES[backend]:
+    if backend != "torch" and spec["dtype"] not in BACKEND_DTYPES[backend]:
         return (f"backend: {backend} runs dtype {' or '.join(BACKEND_DTYPES[backend])}, not {spec['dtype']}",
                 f"set dtype: {BACKEND_DTYPES[backend][0]} or backend: torch")
-    if spec.get("device") == "cuda":
+    if backend != "torch" and spec.get("device") == "cuda":
         return f"backend: {backend} runs on the CPU, not device: cuda", "set device: cpu (or auto) or backend: torch"
+    if spec.get("pool_prompt") == "model" and spec.get("pooling") != "model":
+        return ("pool_prompt: model keeps the checkpoint's own Pooling config, but pooling is "
+                f"{spec.get('pooling')}", "set pooling: model, or pool_prompt: true or false")
+    if backend == "torch":
+        return None
     for key in ("bidirectional", "append_eos", "doc_as_pair"):
         if spec.get(key):
             return f"backend: {backend} does not combine with {key}: true", f"set backend: torch or {key}: false"
@@ -305,10 +309,17 @@ class CheckpointEncoder:
         return emb.cpu().numpy()
 
 
-def load_encoder(spec: dict, model_name: str, side: str = "doc", task: str | None = None):
+def load_encoder(spec: dict, model_name: str, side: str = "doc", task: str | None = None, weights: bool = True):
     """A SentenceTransformer for one side ("query" or "doc") of a model entry (a ``CheckpointEncoder`` for
     ``encode_with: checkpoint``); for a ``python`` or ``mteb`` entry the adapter of ``r2med_eval.encoders``
-    (same ``encode`` call), which may use the task."""
+    (same ``encode`` call), which may use the task; for an entry with ``server`` the served encoder
+    (``dense.served``). ``weights=False``: the same model on PyTorch's meta device, nothing loaded into memory, for
+    its tokenization alone (``preprocess``: what a served twin sends)."""
+    if spec.get("server") and weights:
+        from . import served
+
+        return served.load(spec, model_name, side, task,
+                           tokenizer=lambda: load_encoder(spec, model_name, side, task, weights=False))
     phase(f"loading the {side} encoder of {model_name}")
     if spec.get("type") in ("python", "mteb"):
         from . import encoders
@@ -328,8 +339,10 @@ def load_encoder(spec: dict, model_name: str, side: str = "doc", task: str | Non
         raise InputError(f"model {model_name!r}: {problem[0]}.", fix=f"{problem[1]} in models.{model_name}.")
     backend = spec.get("backend", "torch")
     check_backend_installed(backend, model_name)
-    device = pick_device(spec["device"]) if backend == "torch" else "cpu"
+    device = pick_device(spec["device"]) if backend == "torch" and weights else "cpu" if weights else "meta"
     model_kwargs = {"dtype": TORCH_DTYPES[spec["dtype"] if backend == "torch" else "fp32"]}
+    if not weights:
+        model_kwargs["device_map"] = "meta"
     length = spec.get("query_max_length") if side == "query" and spec.get("query_max_length") else spec["max_length"]
     if spec.get("encode_with", "sentence_transformers") == "checkpoint":
         if not trust:
@@ -352,7 +365,8 @@ def load_encoder(spec: dict, model_name: str, side: str = "doc", task: str | Non
     pooling = spec["pooling"]
     if pooling == "model":
         model = load_model(lambda: SentenceTransformer(name, **common), name, model_name, revision)
-        model.set_pooling_include_prompt(bool(spec["pool_prompt"]))
+        if spec["pool_prompt"] != "model":  # model: the checkpoint's own Pooling config decides
+            model.set_pooling_include_prompt(bool(spec["pool_prompt"]))
         used = pooling_used(model)
         if Path(name).is_dir() and not (Path(name) / "modules.json").is_file():
             log.warning("model %s: pooling: model, but %s is a plain Hugging Face checkpoint without "

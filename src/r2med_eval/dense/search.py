@@ -115,9 +115,11 @@ def build_faiss(emb: np.ndarray, index_spec: dict):
 
 
 def search(corpus_emb: np.ndarray, doc_ids: list[str], query_emb: np.ndarray, query_ids: list[str], k: int,
-           index_spec: dict | None = None, threads: int = 1) -> tuple[dict, dict]:
+           index_spec: dict | None = None, threads: int = 1, drop_identical_ids: bool = False) -> tuple[dict, dict]:
     """Top-``k`` by inner product for all queries in one batch. Returns (run, info). Exact search (``flat``)
-    runs :func:`exact_knn` on ``corpus_emb`` itself; the approximate indexes copy it into the index."""
+    runs :func:`exact_knn` on ``corpus_emb`` itself; the approximate indexes copy it into the index.
+    ``drop_identical_ids``: a document whose id is the query's is skipped and the top ``k`` of the others kept, as
+    BEIR's exact search does (R2MED's protocol); ``info["identical_ids_dropped"]`` counts them."""
     faiss = _faiss()
     faiss.omp_set_num_threads(max(1, threads))
     index_spec = index_spec or {"kind": "flat"}
@@ -141,10 +143,17 @@ def search(corpus_emb: np.ndarray, doc_ids: list[str], query_emb: np.ndarray, qu
         info["recall_vs_exact_at_k"] = round(float(np.mean(overlap)), 5)
         log.info("%s search recall@%d against exact search: %.4f", info["kind"], k, info["recall_vs_exact_at_k"])
     run: dict[str, dict[str, float]] = {}
+    dropped = 0
     for qi, qid in enumerate(query_ids):
         pairs = [(doc_ids[j], round(float(s), 6)) for s, j in zip(scores[qi], idx[qi]) if j >= 0]
+        if drop_identical_ids:
+            kept = [p for p in pairs if p[0] != qid]
+            dropped += len(pairs) - len(kept)
+            pairs = kept
         pairs.sort(key=lambda x: (-x[1], x[0]))  # which equal scores make the cut at k: the smaller ids (the run file
         run[qid] = dict(pairs[:k])               # then lists the chosen ones in trec_eval's order)
+    if drop_identical_ids:
+        info["identical_ids_dropped"] = dropped
     log.info("searched %d queries over %d documents: %s", len(query_ids), len(doc_ids), info)
     return run, info
 

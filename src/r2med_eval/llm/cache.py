@@ -53,16 +53,26 @@ class Cache:
         obj = {"key": key, **answer.entry()}
         line = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
-            if self.private:
-                private_folder(self.path.parent)
-            else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600 if self.private else 0o666)
-            with open(fd, "ab") as handle:
-                if handle.tell() and self.torn:
-                    handle.write(b"\n")  # a torn last line must not swallow this one
-                    self.torn = 0
-                handle.write(line)
-                handle.flush()
-                os.fsync(handle.fileno())
+            append_synced(self.path, line, self.private, torn=bool(self.torn))
+            self.torn = 0
             self.entries[key] = obj
+
+
+def append_synced(path: Path, data: bytes, private: bool, torn: bool = False) -> int:
+    """Append ``data`` to ``path`` and fsync it (the folder made first: owner-only when ``private``, as the file);
+    ``torn``: the file may end in a torn line, which a line break closes first. Returns the offset ``data`` starts
+    at."""
+    if private:
+        private_folder(path.parent)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600 if private else 0o666)
+    with open(fd, "ab") as handle:
+        offset = os.fstat(handle.fileno()).st_size
+        if offset and torn:
+            handle.write(b"\n")  # a torn last line must not swallow this one
+            offset += 1
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return offset

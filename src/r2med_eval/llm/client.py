@@ -48,12 +48,26 @@ log = logging.getLogger(__name__)
 RETRY_STATUSES = (408, 429)
 
 
-def _read_env(name: str, what: str, setting: str) -> str:
+def _read_env(name: str, what: str, setting: str, where: str = "llms.<llm>.generate") -> str:
     value = os.environ.get(name, "")
     if not value:
         raise LLMError(f"the environment variable {name} ({what}) is not set.",
-                       fix=f"export {name}=... before running (llms.<llm>.generate.{setting} names the variable).")
+                       fix=f"export {name}=... before running ({where}.{setting} names the variable).")
     return value
+
+
+def first_failure(one, ids: list, concurrency: int) -> BaseException | None:
+    """``one(id)`` for every id, ``concurrency`` at a time; at the first exception the queued calls are not made
+    (those in flight finish). Returns that exception, or None."""
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        futures = [pool.submit(one, i) for i in ids]
+        _, pending = wait(futures, return_when=FIRST_EXCEPTION)
+        for f in pending:
+            f.cancel()
+    for f in futures:
+        if f.done() and not f.cancelled() and f.exception() is not None:
+            return f.exception()
+    return None
 
 
 # ------------------------------------------------------------------ the client
@@ -72,6 +86,7 @@ class Client:
         self.cache = Cache(cache_path, private=private)
         self.policy = policy
         self.unit = unit
+        self.where = "llms.<llm>.generate"  # where the settings are, in messages
         self._warned_model = False
 
     def request(self, messages: list[dict], *, top_logprobs: int | None = None, attempt: int = 0,
@@ -103,16 +118,10 @@ class Client:
                 with lock:
                     usage.requested += 1
 
-            with ThreadPoolExecutor(max_workers=int(self.settings["concurrency"])) as pool:
-                futures = [pool.submit(one, rid) for rid in missing]
-                _, pending = wait(futures, return_when=FIRST_EXCEPTION)
-                for f in pending:
-                    f.cancel()
-            for f in futures:
-                if f.done() and not f.cancelled() and f.exception() is not None:
-                    log.error("stopped; %d answers of this batch are in the cache %s", usage.requested,
-                              self.cache.path)
-                    raise f.exception()
+            failure = first_failure(one, missing, int(self.settings["concurrency"]))
+            if failure is not None:
+                log.error("stopped; %d answers of this batch are in the cache %s", usage.requested, self.cache.path)
+                raise failure
         answers, asked = {}, set(missing)
         for rid in requests:
             answers[rid] = self.cache.get(keys[rid])
@@ -138,8 +147,9 @@ class Client:
     def _server(self) -> Server:
         """The server named by the environment, checked against the policy before anything is connected."""
         s = self.settings
-        url = _read_env(s["base_url_env"], "the server's base URL, e.g. http://127.0.0.1:8000/v1", "base_url_env")
-        key = _read_env(s["api_key_env"], "API key", "api_key_env")
+        url = _read_env(s["base_url_env"], "the server's base URL, e.g. http://127.0.0.1:8000/v1", "base_url_env",
+                        self.where)
+        key = _read_env(s["api_key_env"], "API key", "api_key_env", self.where)
         if self.policy is not None:
             self.policy.check(url, s["base_url_env"])
         scheme, host, port, path = base_url(url, s["base_url_env"])
@@ -149,28 +159,35 @@ class Client:
                        proxy)
 
     def _ask_one(self, server: Server, rid: str, request: Request) -> Answer:
-        s = self.settings
         what = f"{self.unit} {rid}"
-        retries, backoff = int(s["retries"]), float(s["backoff_seconds"])
         payload = json.dumps(request.body(self.model), ensure_ascii=False).encode("utf-8")
         max_tokens = int(request.sampling["max_tokens"])
         limit = max_response_bytes(max_tokens, request.top_logprobs)
+        too_large = (f"more than max_tokens ({max_tokens}) allows", "check that the server honours max_tokens")
+        return self.post(server, payload, what, limit, lambda body: self._parse(body, what, request), too_large)
+
+    def post(self, server: Server, payload: bytes, what: str, limit: int, parse, too_large: tuple[str, str],
+             endpoint: str = "/chat/completions"):
+        """POST ``payload`` to ``endpoint`` under the settings' deadline, retrying what may pass (timeouts, broken
+        connections, 408, 429 with its Retry-After, 5xx) with exponential backoff; ``parse(body)`` of the first 2xx
+        answer. ``limit``: the most bytes read of a response (``too_large``: why, and the fix, for the message)."""
+        s = self.settings
+        retries, backoff = int(s["retries"]), float(s["backoff_seconds"])
         deadline = time.monotonic() + float(s["deadline_seconds"])
         expired = LLMError(f"the LLM server gave no complete answer for {what} within deadline_seconds "
                            f"({s['deadline_seconds']} s, retries included).",
                            fix="check the server (a stalled or trickling server is cut off at the deadline); raise "
-                               "llms.<llm>.generate.deadline_seconds if it is merely slow.")
+                               f"{self.where}.deadline_seconds if it is merely slow.")
         for attempt in range(retries + 1):
             retry_after = None
             try:
                 status, retry_after, body = exchange(server, payload, read_timeout=float(s["timeout_seconds"]),
-                                                      deadline=deadline, max_bytes=limit)
+                                                      deadline=deadline, max_bytes=limit, endpoint=endpoint)
             except Expired:
                 raise expired from None
             except TooLarge:
-                raise LLMError(f"the LLM server sent more than {limit} bytes for {what}, more than max_tokens "
-                               f"({max_tokens}) allows; reading stopped there.",
-                               fix="check that the server honours max_tokens (nothing was cached).") from None
+                raise LLMError(f"the LLM server sent more than {limit} bytes for {what}, {too_large[0]}; reading "
+                               "stopped there.", fix=f"{too_large[1]} (nothing was cached).") from None
             except Compressed:
                 raise LLMError(f"the LLM server sent a compressed response for {what} although the request asked "
                                "for none (Accept-Encoding: identity).",
@@ -193,10 +210,10 @@ class Client:
                                f"({type(exc).__name__}).", fix=_fix("connect", server)) from None
             else:
                 if 200 <= status < 300:
-                    return self._parse(body, what, request)
+                    return parse(body)
                 if status not in RETRY_STATUSES and status < 500:
                     raise LLMError(f"the LLM server refused the request for {what}: HTTP {status}.",
-                                   fix=_fix(status, server))
+                                   fix=_fix(status, server, self.where))
                 problem = f"HTTP {status}"
             if attempt == retries:
                 raise LLMError(f"the LLM server failed for {what} after {retries + 1} attempts: {problem}.",
@@ -293,11 +310,11 @@ def _logprobs(raw) -> list[dict] | None:
                               for a in t.get("top_logprobs") or []]} for t in raw["content"]]
 
 
-def _fix(problem, server: Server) -> str:
+def _fix(problem, server: Server, where: str = "llms.<llm>.generate") -> str:
     if problem in (401, 403):
         return f"check the API key in the environment variable {server.key_env}."
     if problem == 404:
-        return "check llms.<llm>.generate.model (the name the server serves) and the base URL (it ends in /v1)."
+        return f"check {where}.model (the name the server serves) and the base URL (it ends in /v1)."
     if problem == "connect":
         return f"start the server, or check the base URL in the environment variable {server.url_env}."
     return "check the server's log; rerun to retry (answers so far are cached)."

@@ -1,4 +1,5 @@
-"""One exchange with an OpenAI-compatible server: a POST to ``<base>/chat/completions`` under a total deadline.
+"""One exchange with an OpenAI-compatible server: a POST to ``<base>/chat/completions`` (or another endpoint, e.g.
+``/embeddings``) under a total deadline.
 
 A watchdog shuts the socket down at the deadline, whatever phase the exchange is in, so a server that trickles its
 answer a byte at a time cannot hold a job; the body is read in blocks and counted, and reading stops past the
@@ -60,14 +61,15 @@ def env_proxy(scheme: str, host: str) -> tuple[str, int] | None:
     return parts.hostname, parts.port or 80
 
 
-def exchange(server: Server, payload: bytes, *, read_timeout: float, deadline: float, max_bytes: int) -> tuple:
+def exchange(server: Server, payload: bytes, *, read_timeout: float, deadline: float, max_bytes: int,
+             endpoint: str = "/chat/completions") -> tuple:
     """POST one request; (status, Retry-After seconds or None, body bytes; empty unless 2xx). A watchdog shuts the
     socket down at the deadline, whatever phase the exchange is in; the body is read in blocks and counted."""
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise Expired
     timeout = min(read_timeout, remaining)
-    target = server.path + "/chat/completions"
+    target = server.path + endpoint
     host, port = server.proxy or (server.host, server.port)
     if server.scheme == "https":
         conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=server.context)

@@ -80,6 +80,19 @@ def read_tokens(path) -> dict | None:
     return out
 
 
+def read_figures(benchmark_path) -> dict:
+    """What a job added beside its benchmark file (``<key>.server.json``: a served encoder's requests, texts, tokens
+    and seconds), as {"server": ...}; {} when it added nothing."""
+    path = Path(benchmark_path)
+    path = path.with_name(path.name[:-len(".tsv")] + ".server.json") if path.name.endswith(".tsv") else None
+    if path is None or not path.is_file():
+        return {}
+    try:
+        return {"server": json.loads(path.read_text(encoding="utf-8"))}
+    except (OSError, ValueError):
+        return {}
+
+
 def weight_files(folder) -> list[Path]:
     folder = Path(folder)
     if folder.is_file():
@@ -236,7 +249,7 @@ def collect(entries: list[dict], datasets: dict, repo, base=".") -> dict:
         jobs = []
         for rule, path in e["jobs"]:
             bm = read_benchmark(base / path)
-            jobs.append({"rule": rule, "file": path, **(bm or {"missing": True})})
+            jobs.append({"rule": rule, "file": path, **(bm or {"missing": True}), **read_figures(base / path)})
         metrics = e.get("metrics_data") or json.loads(Path(e["metrics"]).read_text(encoding="utf-8"))
         runs.append({
             "benchmark": bench, "task": task, "run": run,

@@ -103,6 +103,13 @@ def fuse(runs: list[dict], method: str = "rrf", k: int = 60, weights: list[float
     return linear(runs, weights, how=method, depth=depth, convention=convention)
 
 
+def cut(runs: list[dict], depth: int | None) -> list[dict]:
+    """Each run's top ``depth`` per query in trec_eval's order (all of it for None)."""
+    if depth is None:
+        return runs
+    return [{q: dict(ranked(docs, decimals=12)[:depth]) for q, docs in run.items()} for run in runs]
+
+
 def check_options(method: str, n_runs: int, k=60, weights=None, depth=None) -> None:
     """Stop with one InputError on options no fusion can use: an unknown method, a negative or non-finite RRF
     constant, weights that are not one finite number per run, a depth below 1."""

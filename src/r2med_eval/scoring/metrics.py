@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import InputError, did_you_mean
-from . import trec
+from . import ranx_measures, trec, trec_all, trec_jg
 
 K_VALUES = (1, 10, 25, 50, 100)
 FAMILIES = (("ndcg_at_{k}", "ndcg_cut_{k}"), ("map_at_{k}", "map_cut_{k}"),
@@ -50,10 +50,14 @@ class Measure:
     cut: float | int | None = None
     rel: int | None = None
     depth: int | None = None
+    params: tuple | None = None  # trec_eval's parameters of the measures that take them (utility, ndcg's gains)
+    label: str | None = None  # those parameters as written (trec_eval's name: utility_2,-1,0,0)
 
     @property
     def trec(self) -> str:
         """trec_eval's name of the measure (``ndcg_cut_10``, ``iprec_at_recall_0.10``, ``recip_rank``)."""
+        if self.label is not None:
+            return f"{self.family}_{self.label}"
         if self.cut is None:
             return self.family
         if self.family in _FRACTIONS:
@@ -74,16 +78,11 @@ _IR_MEASURES = {"ndcg": ("ndcg_cut", "ndcg"), "ap": ("map_cut", "map"), "map": (
                 "mrr": (None, "recip_rank"), "success": ("success", None), "rprec": (None, "Rprec"),
                 "bpref": (None, "bpref"), "judged": ("judged", None), "iprec": ("iprec_at_recall", None),
                 "numret": (None, "num_ret"), "numrel": (None, "num_rel"), "numq": (None, "num_q")}
-_FRACTIONS = {"iprec_at_recall", "Rprec_mult"}
-_TREC_PLAIN = {"ndcg", "map", "recip_rank", "Rprec", "bpref", "num_ret", "num_rel", "num_rel_ret", "num_q", "gm_map"}
-# trec_eval's default cutoffs of a family named without one, and its default measures (``official``, no runid)
-TREC_DEFAULTS = {"P": (5, 10, 15, 20, 30, 100, 200, 500, 1000), "recall": (5, 10, 15, 20, 30, 100, 200, 500, 1000),
-                 "ndcg_cut": (5, 10, 15, 20, 30, 100, 200, 500, 1000),
-                 "map_cut": (5, 10, 15, 20, 30, 100, 200, 500, 1000), "success": (1, 5, 10),
-                 "iprec_at_recall": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
-                 "Rprec_mult": (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)}
-OFFICIAL = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
-            "iprec_at_recall", "P")
+_FRACTIONS = {"iprec_at_recall", "Rprec_mult", "Rprec_mult_avgjg"}
+_TREC_PLAIN = {r.name for r in trec_all.ROOTS.values() if r.kind not in ("cut", "cutd")}
+# trec_eval's default cutoffs of a family named without one, and its nicknames (``official``, ``all_trec``, ``set``)
+TREC_DEFAULTS = {r.name: r.defaults for r in trec_all.ROOTS.values() if r.kind in ("cut", "cutd")}
+OFFICIAL = trec_all.NICKNAMES["official"]
 _OURS = {ours.split("_at_")[0]: theirs.split("_{")[0] for ours, theirs in FAMILIES}
 EXAMPLES = ("nDCG@10, R@100, P@10, AP@100, RR, RR@10 (ir_measures) or ndcg_cut_10, recall_100, P_10, recip_rank "
             "(trec_eval)")
@@ -94,11 +93,14 @@ def measures(name: str) -> list[Measure]:
     """The measures a name stands for: one, or a trec_eval family's default cutoffs (``P``: P_5 ... P_1000) or its
     default measures (``official``)."""
     text = str(name).strip()
-    if text == "official":
-        return [m for n in OFFICIAL for m in measures(n)]
+    if text in trec_all.NICKNAMES:  # in trec_eval's table order, the order it prints them in
+        return [m for n in sorted(trec_all.NICKNAMES[text], key=trec_all.ORDER.__getitem__) for m in measures(n)]
     if text in TREC_DEFAULTS:
         fraction = text in _FRACTIONS
         return [Measure(f"{text}_{c:3.2f}" if fraction else f"{text}_{c}", text, c) for c in TREC_DEFAULTS[text]]
+    root, dot, params = text.partition(".")
+    if dot and "," in params and root in TREC_DEFAULTS:  # P.5,10: one measure per cutoff
+        return [measure(f"{root}.{p}") for p in dict.fromkeys(params.split(","))]
     return [measure(text)]
 
 
@@ -116,6 +118,13 @@ def measure(name: str) -> Measure:
         if key == "numret" and rel is not None:  # ir_measures' NumRet(rel=1): trec_eval's num_rel_ret
             plain = "num_rel_ret"
         if cutoff is None and plain is None:
+
+            try:
+                found = _from_ir_measures(text)  # Judged without a cutoff: ir_measures' whole ranking
+            except InputError:  # ir_measures needs the cutoff too: our message names an example
+                found = None
+            if found is not None:
+                return found
             example = "0.1" if cut_family in _FRACTIONS else "10" if key == "judged" else "100"
             raise InputError(f"the measure {text!r} needs a cutoff, e.g. {m.group(1)}@{example}.",
                              fix=f"name {EXAMPLES}.")
@@ -125,14 +134,18 @@ def measure(name: str) -> Measure:
             raise InputError(f"the measure {text!r} takes no cutoff.", fix=f"write {m.group(1)} alone.")
         value = float(cutoff) if cut_family in _FRACTIONS else _int(cutoff, text)
         return _checked(Measure(text, cut_family, value, rel), text)
-    m = re.fullmatch(r"(ndcg_cut|map_cut|recall|P|success)[._](\d+)", text)
+    cut_roots = "|".join(sorted((r for r in TREC_DEFAULTS if r not in _FRACTIONS), key=len, reverse=True))
+    m = re.fullmatch(rf"({cut_roots})[._](\d+)", text)
     if m:
         return _checked(Measure(text, m.group(1), int(m.group(2))), text)
-    m = re.fullmatch(rf"(iprec_at_recall|Rprec_mult)[._]({_NUMBER})", text)
+    m = re.fullmatch(rf"(iprec_at_recall|Rprec_mult_avgjg|Rprec_mult)[._]({_NUMBER})", text)
     if m:
         return _checked(Measure(text, m.group(1), float(m.group(2))), text)
     if text in _TREC_PLAIN:
         return Measure(text, text)
+    root, dot, params = text.partition(".")
+    if dot and root in _TREC_PLAIN:
+        return _with_params(text, root, params)
     m = re.fullmatch(r"(ndcg|map|recall|precision)_at_(\d+)", text)
     if m:
         return _checked(Measure(text, _OURS[m.group(1)], int(m.group(2))), text)
@@ -141,11 +154,51 @@ def measure(name: str) -> Measure:
     m = re.fullmatch(r"judged_at_(\d+)", text)
     if m:
         return _checked(Measure(text, "judged", int(m.group(1))), text)
+    found = _from_ir_measures(text)
+    if found is not None:
+        return found
+    if ranx_measures.parse(text):  # ranx's names (precision@10, hit_rate@10, r-precision, ...): through ranx
+        return Measure(text, ranx_measures.FAMILY, None, None, None, (text,))
     known = ["nDCG@10", "R@100", "P@10", "AP@100", "AP", "RR", "RR@10", "Success@10", "Rprec", "Bpref", "Judged@10",
              "ndcg_cut_10", "recall_100", "P_10", "map_cut_100", "map", "recip_rank", "ndcg", "num_ret", "num_rel",
              "num_rel_ret", "gm_map", "iprec_at_recall_0.10", "Rprec_mult_0.20"]
     hint = did_you_mean(text, known)
     raise InputError(f"unknown measure {text!r}" + (f"; {hint}" if hint else "."), fix=f"name {EXAMPLES}.")
+
+
+def _with_params(text: str, root: str, params: str) -> Measure:
+    """A trec_eval measure with its parameters (``-m utility.2,-1,0,0``, ``-m ndcg.1=3,2=9``, ``-m rbp.p=0.8``,
+    ``-m 11pt_avg..25,.5,.75``, ``-m set_F.0.5``, ``-m relstring.20``), read as trec_eval reads them; named
+    ``<root>_<parameters>`` as trec_eval prints it."""
+    kind = trec_all.ROOTS[root].kind
+    parts = params.split(",")
+    if kind == "pair":
+        pairs = [p.partition("=") for p in parts]
+        if not params or any(not sep or not n or not re.fullmatch(_SIGNED, v) for n, sep, v in pairs):
+            raise InputError(f"the measure {text!r}: trec_eval's {root} takes name=value parameters.",
+                             fix=f"write e.g. {root}.p=0.8" if root.startswith("rbp") else
+                             f"write e.g. {root}.1=1,2=3 (gain of each relevance level).")
+        return Measure(text, root, None, None, None, tuple((n, float(v)) for n, _, v in pairs), params)
+    if kind in ("pdouble", "string") and all(re.fullmatch(_SIGNED, p) for p in parts):
+        values = tuple(float(p) for p in parts)
+        need = {"utility": 4, "set_F": 1, "relstring": 1}.get(root)
+        if need is None or len(values) == need:
+            return Measure(text, root, None, None, None, values, params)
+        raise InputError(f"the measure {text!r}: trec_eval's {root} takes {need} number(s), got {len(values)}.",
+                         fix="write e.g. utility.1,-1,0,0" if root == "utility" else f"write e.g. {root}.1")
+    raise InputError(f"the measure {text!r}: trec_eval's {root} takes no such parameters.",
+                     fix=f"write {root} alone.")
+
+
+_SIGNED = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+
+
+def _from_ir_measures(text: str) -> Measure | None:
+    """A name ir_measures parses, as a Measure computed through ir_measures (``scoring.irm``); None if unknown."""
+    from . import irm
+
+    parsed = irm.parse(text)
+    return None if parsed is None else Measure(text, irm.FAMILY, None, None, None, (parsed[0],), parsed[1])
 
 
 def _int(text: str | None, name: str) -> int | None:
@@ -174,21 +227,35 @@ def pipeline_measures(k_values=K_VALUES) -> list[Measure]:
 
 
 def chosen(names) -> list[Measure]:
-    """Names (or :class:`Measure` s) as measures, families expanded, each name once."""
+    """Names (or :class:`Measure` s) as measures, families expanded, each name once. As in trec_eval, a measure
+    given with parameters (``relstring.20``, ``P.5``) replaces its defaults in a nickname (``all_trec``)."""
     out: dict[str, Measure] = {}
+    names = list(names)
+    given = {str(n).partition(".")[0] for n in names if isinstance(n, str) and "." in n}
     for n in names:
+        nickname = isinstance(n, str) and n.strip() in trec_all.NICKNAMES
         for m in ([n] if isinstance(n, Measure) else measures(n)):
-            out.setdefault(m.name, m)
+            if not (nickname and m.family in given):
+                out.setdefault(m.name, m)
     return list(out.values())
 
 
-def score(table, qrels: dict, measures_, *, level: int = 1, depth: int | None = None, complete: bool = True,
-          ignore_identical_ids: bool = False, queries=None) -> dict:
+def score(table, qrels: dict, measures_, *, level: int = 1, depth: int | None = None, complete: bool | None = None,
+          ignore_identical_ids: bool = False, queries=None, judged_only: bool = False, num_docs: int = 0,
+          zscores: dict | None = None, groups: dict | None = None) -> dict:
     """Score a run held as a ``runfile.RunTable``: {"metrics": {name: figure}, "per_query": {qid: {name: value}},
-    "counts": which queries were scored, "run_depth": the run's most documents for one query}. ``level``:
-    trec_eval's ``-l``; ``depth``: ``-M`` (each query's first documents only); ``complete``: ``-c`` (the default:
-    every judged query, one the run misses scoring 0); ``queries``: the task's query ids, to count unjudged ones."""
+    "counts": which queries were scored, "run_depth": the run's most documents for one query}. trec_eval's options:
+    ``level`` ``-l``; ``depth`` ``-M`` (each query's first documents only); ``complete`` ``-c`` (None, the default,
+    and True: every judged query, one the run misses scoring 0; True is trec_eval's ``-c`` itself, whose ``num_rel``
+    sum counts every judgment graded above 0; False: the judged queries the run retrieved for); ``judged_only``
+    ``-J`` (unjudged documents dropped before ranking); ``num_docs`` ``-N`` (the collection's size: ``utility``);
+    ``zscores`` ``-Z`` (``zscores.read``'s table: every value as a z-score); ``groups``: ``-R qrels_jg``'s judgments
+    in groups (``trec_jg.read``; ``qrels`` is then ``trec_jg.merged(groups)``), which its measures read; ``queries``:
+    the task's query ids, to count unjudged ones."""
     import numpy as np
+
+    from . import irm
+    from . import zscores as zs
 
     if depth is not None and depth < 1:
         raise ValueError("depth (-M) must be 1 or more")
@@ -196,13 +263,50 @@ def score(table, qrels: dict, measures_, *, level: int = 1, depth: int | None = 
     ranked, run_depth, dropped = trec.rank(table, judgments, ignore_identical_ids)
     if depth is not None:
         ranked = ranked.cut(depth)
-    values = trec.compute(ranked, judgments, measures_, level)
-    retrieved = ranked.ret > 0
-    scored = np.ones(len(judgments), dtype=bool) if complete else retrieved
+    retrieved = ranked.ret > 0  # before -J, as trec_eval's queries with results
+    if complete is not False:  # a judged query the run misses: trec_eval's stand-in, one document outside the pool
+        ranked = ranked.with_placeholders(~retrieved)
+    if judged_only:
+        ranked = ranked.judged()
+    here = [m for m in measures_ if trec_all.here(m)]
+    outside = [m for m in measures_ if irm.outside(m)]
+    grouped = [m for m in measures_ if m.family in trec_jg.FAMILIES]
+    by_ranx = [m for m in measures_ if m.family == ranx_measures.FAMILY]
+    if grouped and groups is None:
+        raise InputError(f"{grouped[0].name} reads judgments in groups.", fix="pass -R qrels_jg and qrels_jg "
+                                                                                "judgments (qid jg docno rel).")
+    values = trec.compute(ranked, judgments, [m for m in measures_ if m not in here + outside + grouped + by_ranx],
+                          level)
+    if by_ranx:
+        values.update(ranx_measures.compute(table, qrels, by_ranx, judgments.qids))
+    if grouped:
+        values.update(trec_jg.compute(table, groups, grouped, judgments.qids, level, depth, judged_only, complete))
+    values.update(trec_all.compute(ranked, judgments, here, level, num_docs, judged_only, table.tag, ~retrieved))
+    if outside:
+        values.update(irm.compute(table, qrels, outside, judgments.qids))
+    for m in measures_:
+        if m.family == "num_ret":  # the stand-in of a missing query retrieved nothing
+            values[m.name] = np.where(retrieved, values[m.name], 0.0)
+    scored = retrieved if complete is False else np.ones(len(judgments), dtype=bool)
     names = [m.name for m in measures_]
-    figures = {m.name: trec.aggregate(m, values[m.name], scored, judgments, complete, level) for m in measures_}
+    strings = {m.name for m in measures_ if m.family in trec_all.STRINGS}
+    if zscores is not None:
+        for m in measures_:
+            if m.name not in strings:
+                values[m.name] = zs.convert(values[m.name], judgments.qids, m.trec, zscores, m.family)
+    figures = {}
+    for m in measures_:
+        if m.family == "runid":
+            figures[m.name] = table.tag or ""
+        elif irm.outside(m):
+            figures[m.name] = irm.aggregate(m, values[m.name], scored)
+        elif m.family == ranx_measures.FAMILY:
+            figures[m.name] = ranx_measures.aggregate(values[m.name], scored)
+        elif m.name not in strings:
+            figures[m.name] = trec.aggregate(m, values[m.name], scored, judgments, complete, level,
+                                             logged=zscores is not None)
     rows = {}
-    columns = [values[n].tolist() for n in names]
+    columns = [values[n] if n in strings else values[n].tolist() for n in names]
     for i in np.flatnonzero(scored).tolist():
         rows[judgments.qids[i]] = {n: col[i] for n, col in zip(names, columns)}
     query_ids = list(queries) if queries is not None else _all_qids(table, judgments)
@@ -245,4 +349,4 @@ def per_query_tsv(rows: dict[str, dict[str, float]], names) -> str:
 
 
 COUNT_FAMILIES = trec.SUMMED + ("num_q",)  # printed as integers, as trec_eval prints them
-PER_QUERY_SILENT = ("gm_map", "num_q")  # trec_eval prints no per-query line for these
+PER_QUERY_SILENT = ("gm_map", "gm_bpref", "num_q", "runid")  # trec_eval prints no per-query line for these

@@ -19,6 +19,7 @@ a second per million lines; any other is read line by line, which also names the
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import re
@@ -30,7 +31,9 @@ from ..errors import InputError
 from . import binrun
 from .binrun import numpy_of
 
+log = logging.getLogger(__name__)
 MAX_LINE = 1 << 16  # bytes; trec_eval's own buffer for a run on standard input is 10,000
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark: kept, as trec_eval keeps it, in the first line's first field
 _NAMES = ["qid", "q0", "doc", "rank", "score", "tag"]
 RUN_FIX = "write one line per retrieved document: `qid Q0 docid rank score tag`."
 
@@ -159,6 +162,8 @@ def _delimiter(path) -> bytes | None:
     if os.path.getsize(path) == 0:
         return b" "
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if data[:3] == BOM:  # pyarrow drops it; trec_eval reads it as part of the first query id
+            return None
         if any(data.find(c) >= 0 for c in (b"\r", b"\x0b", b"\x0c", b"\x00")):
             return None
         tab, space = data.find(b"\t") >= 0, data.find(b" ") >= 0
@@ -212,7 +217,7 @@ def _fast(path) -> RunTable | None:
     encoded = pc.dictionary_encode(qid).combine_chunks()
     q = numpy_of(encoded.indices).astype(np.int32, copy=False)
     return RunTable(encoded.dictionary.to_pylist(), q, value, doc_text=table.column("doc"), path=path,
-                    unchecked=True)
+                    unchecked=True, tag=table.column("tag")[-1].as_py())
 
 
 def lines(path, fix: str = RUN_FIX):
@@ -235,6 +240,9 @@ def lines(path, fix: str = RUN_FIX):
                 raise InputError(f"a NUL byte at column {nul + 1} (a binary or UTF-16 file?).", path=path,
                                  line=lineno, fix="write the run as UTF-8 text, one line per document.")
             parts = raw.split()  # bytes.split: exactly C's isspace in the C locale
+            if lineno == 1 and raw.startswith(BOM):
+                log.warning("%s starts with a byte-order mark: read, as trec_eval reads it, as part of the first "
+                            "query id", path)
             if not parts or parts[0].startswith(b"#"):
                 continue
             try:
@@ -257,8 +265,9 @@ def _exact(path) -> RunTable:
     index: dict[str, int] = {}
     seen: dict[str, dict[str, int]] = {}
     qids, q, docs, values = [], [], [], []
+    tag = None
     for lineno, parts in lines(path):
-        qid, did = parts[0], parts[2]
+        qid, did, tag = parts[0], parts[2], parts[5]
         value = score(parts[4], path, lineno)
         first = seen.setdefault(qid, {}).setdefault(did, lineno)
         if first != lineno:
@@ -272,7 +281,7 @@ def _exact(path) -> RunTable:
         docs.append(did)
         values.append(value)
     return RunTable(qids, np.asarray(q, dtype=np.int32), np.asarray(values, dtype=np.float64),
-                    doc_text=binrun.text_array(docs), path=path)
+                    doc_text=binrun.text_array(docs), path=path, tag=tag)
 
 
 def query_blocks(q, n_queries: int):

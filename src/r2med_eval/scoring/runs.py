@@ -93,7 +93,11 @@ def write_arrays(target, qids, offsets, docs, ids, scores, tag: str, keep_order:
 
 def read_run(path) -> Run:
     """A run file (TREC text or binary) as {qid: {docid: score}}, each query's documents in the file's order."""
-    table = runfile.read(path)
+    return table_to_dict(runfile.read(path))
+
+
+def table_to_dict(table: RunTable) -> Run:
+    """A ``RunTable`` as {qid: {docid: score}}, each query's documents in the table's order."""
     doc_ids, d = table.codes()
     out: Run = {}
     for i, at in query_blocks(table.q, len(table.qids)):

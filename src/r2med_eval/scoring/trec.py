@@ -25,7 +25,8 @@ from . import binrun
 NONPOOL = -1   # trec_eval's RELVALUE_NONPOOL: a retrieved document without a judgment
 UNJUDGED = -2  # trec_eval's RELVALUE_UNJUDGED: a judgment with a negative grade
 MIN_GEO_MEAN = 1e-5  # trec_eval.h: gm_map's floor
-SUMMED = ("num_ret", "num_rel", "num_rel_ret")  # reported as sums over the queries, as trec_eval reports them
+SUMMED = ("num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret")  # summed over the queries, as trec_eval does
+GEOMETRIC = ("gm_map", "gm_bpref")  # geometric means over the queries (each value floored at 1e-5)
 DENSE_CELLS = 1 << 25  # (query, judged document) pairs up to which relevance is looked up in a table (128 MB)
 CUT_FAMILIES = ("P", "recall", "success", "map_cut", "ndcg_cut", "judged")  # read only each query's top k
 
@@ -126,6 +127,25 @@ class Ranked:
         if keep.all():
             return self
         return Ranked(self.qi[keep], self.rv[keep], len(self.ret), self.ret if keep_ret else None)
+
+    def with_placeholders(self, absent) -> Ranked:
+        """The ranking with one document outside the pool for each query ``absent`` marks (a boolean mask): what
+        trec_eval 10.0 ranks for a judged query the run misses under ``-c`` (its one-line stand-in run); its
+        ``num_ret`` and the measures it resets are set back by the caller."""
+        import numpy as np
+
+        extra = np.flatnonzero(absent).astype(np.int32)
+        if not len(extra):
+            return self
+        qi = np.concatenate([self.qi, extra])
+        rv = np.concatenate([self.rv, np.full(len(extra), NONPOOL, dtype=np.int32)])
+        order = np.argsort(qi, kind="stable")
+        return Ranked(qi[order], rv[order], len(self.ret))
+
+    def judged(self) -> Ranked:
+        """Only the judged documents (a grade of 0 or more), ranked among themselves: trec_eval's ``-J``."""
+        keep = self.rv >= 0
+        return self if keep.all() else Ranked(self.qi[keep], self.rv[keep], len(self.ret))
 
 
 def rank(table, judgments: Judgments, ignore_identical_ids: bool = False):
@@ -309,17 +329,18 @@ def iprec_at_recall(ranked: Ranked, rel, num_rel, fraction: float):
 
     out = np.zeros(len(ranked.ret), dtype=np.float64)
     hits = np.flatnonzero(rel)
-    if not len(hits):
-        return out
     prec = _cum(ranked, rel)[hits] / (ranked.pos[hits] + 1.0)
     qi = ranked.qi[hits]
-    bounds = np.r_[0, np.flatnonzero(qi[1:] != qi[:-1]) + 1, len(hits)]
+    bounds = np.r_[0, np.flatnonzero(qi[1:] != qi[:-1]) + 1, len(hits)] if len(hits) else np.zeros(1, np.int64)
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         q = int(qi[lo])
         best = np.maximum.accumulate(prec[lo:hi][::-1])[::-1]  # interpolated: the highest from here down
         cut = _lround(fraction * float(num_rel[q]))
         if cut <= hi - lo:
             out[q] = best[max(cut, 1) - 1]
+    # nothing retrieved (-J can leave a query so) and a cutoff of 0: trec_eval's 0 / 0 precision
+    empty = np.flatnonzero(ranked.ret == 0)
+    out[empty[[_lround(fraction * float(num_rel[q])) <= 0 for q in empty.tolist()]]] = np.nan
     return out
 
 
@@ -395,21 +416,24 @@ def compute(ranked: Ranked, judgments: Judgments, measures, level: int = 1) -> d
     return out
 
 
-def aggregate(m, values, scored, judgments: Judgments, complete: bool, level: int = 1) -> float:
+def aggregate(m, values, scored, judgments: Judgments, complete: bool, level: int = 1, logged: bool = False) -> float:
     """The figure trec_eval prints on its ``all`` line: the mean over the ``scored`` queries (a boolean mask), a sum
-    for the counts, the number of queries for ``num_q``, the geometric mean (floored at 1e-5) for ``gm_map``. As in
-    trec_eval, ``num_rel`` under ``-c`` (``complete``) counts every judgment graded above 0 of every judged query."""
+    for the counts, the number of queries for ``num_q``, the geometric mean (floored at 1e-5) for ``gm_map`` and
+    ``gm_bpref`` (``logged``: the values are the logs already, as under ``-Z``). As in trec_eval, ``num_rel`` under
+    an explicit ``-c`` (``complete`` True) counts every judgment graded above 0 of every judged query, whatever the
+    level."""
     import numpy as np
 
     n = int(np.count_nonzero(scored))
     if m.family == "num_q":
         return float(n)
-    if m.family == "num_rel" and complete:
+    if m.family == "num_rel" and complete is True:
         return float(np.count_nonzero(judgments.grade > 0))
     if m.family in SUMMED:
         return float(math.fsum(values[scored].tolist()))
     if not n:
         return float("nan")
-    if m.family == "gm_map":
-        return math.exp(math.fsum(np.log(np.maximum(values[scored], MIN_GEO_MEAN)).tolist()) / n)
+    if m.family in GEOMETRIC:
+        logs = values[scored] if logged else np.log(np.maximum(values[scored], MIN_GEO_MEAN))
+        return math.exp(math.fsum(logs.tolist()) / n)
     return math.fsum(values[scored].tolist()) / n

@@ -4,9 +4,32 @@ corpus embeddings per (task, model), sharded, and query embeddings (the dense "i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 log = logging.getLogger("r2med_eval")
+
+
+@contextlib.contextmanager
+def _served(sm, rule: str, part: str):
+    """A served entry's job (``dense.served.job``: its vectors' cache, the server policy on a MIMIC-derived benchmark,
+    a started vLLM server, its figures beside the benchmark file); nothing for an in-process entry."""
+    spec = sm.params.spec
+    if not spec.get("server"):
+        yield
+        return
+    from ..dense import served
+    from ..workflow import paths
+
+    w = {k: getattr(sm.wildcards, k) for k in ("benchmark", "task", "model", "shard", "nshards", "method", "llm")
+         if hasattr(sm.wildcards, k)}
+    private = bool(spec["private"])
+    stem = paths.fill(paths.PRIVATE_EMBED_CACHE if private else paths.EMBED_CACHE, **w, part=part)
+    server_log = paths.fill(paths.private_log_file(rule, "server"), **w) if private else None
+    figures = paths.fill(paths.figures_file(rule), **w)
+    with served.job(spec, w["model"], stem, private=private, config=getattr(sm, "config", None),
+                    what=f"the texts encoded for benchmark {w['benchmark']}", figures=figures, server_log=server_log):
+        yield
 
 
 def _protect(sm, root: str) -> None:
@@ -89,8 +112,9 @@ def encode_corpus_shard(sm) -> None:
     if not 1 <= shard <= nshards:
         raise ValueError(f"shard {shard} of {nshards} is out of range")
     _protect(sm, paths.EMB_ROOT)
-    dense_encode.encode_corpus_shard(sm.input.corpus, sm.output.shard, sm.params.spec, sm.wildcards.model,
-                                     sm.wildcards.task, shard - 1, nshards, threads=sm.threads)
+    with _served(sm, "encode_corpus_shard", f"corpus-{shard}-of-{nshards}"):
+        dense_encode.encode_corpus_shard(sm.input.corpus, sm.output.shard, sm.params.spec, sm.wildcards.model,
+                                         sm.wildcards.task, shard - 1, nshards, threads=sm.threads)
     _protect_outputs(sm, paths.EMB_ROOT)
 
 
@@ -100,9 +124,10 @@ def encode_corpus(sm) -> None:
     from ..workflow import paths
 
     _protect(sm, paths.EMB_ROOT)
-    info = dense_encode.encode_corpus(sm.input.corpus, sm.output.emb, sm.output.ids, sm.output.info,
-                                      sm.params.spec, sm.wildcards.model, sm.wildcards.task,
-                                      storage=sm.params.spec["storage"], threads=sm.threads)
+    with _served(sm, "encode_corpus", "corpus"):
+        info = dense_encode.encode_corpus(sm.input.corpus, sm.output.emb, sm.output.ids, sm.output.info,
+                                          sm.params.spec, sm.wildcards.model, sm.wildcards.task,
+                                          storage=sm.params.spec["storage"], threads=sm.threads)
     log.info("encoded the corpus: %s", info)
     _protect_outputs(sm, paths.EMB_ROOT)
 
@@ -123,8 +148,9 @@ def encode_queries(sm) -> None:
     from ..workflow import paths
 
     _protect(sm, paths.EMB_ROOT)
-    dense_encode.encode_queries(sm.input.queries, sm.output.emb, sm.output.ids, sm.params.spec, sm.wildcards.model,
-                                sm.wildcards.task, threads=sm.threads)
+    with _served(sm, "encode_queries", "queries"):
+        dense_encode.encode_queries(sm.input.queries, sm.output.emb, sm.output.ids, sm.params.spec,
+                                    sm.wildcards.model, sm.wildcards.task, threads=sm.threads)
     _protect_outputs(sm, paths.EMB_ROOT)
 
 
@@ -133,7 +159,8 @@ def encode_query_variant(sm) -> None:
     from ..workflow import paths
 
     _protect(sm, paths.EMB_ROOT)
-    dense_encode.encode_query_variant(sm.input.variant, sm.output.emb, sm.output.ids, sm.params.spec,
-                                      sm.wildcards.model, sm.wildcards.task, sm.wildcards.method, threads=sm.threads,
-                                      reasoning=sm.params.spec["reasoning"])
+    with _served(sm, "encode_query_variant", f"variants/{sm.wildcards.method}--{sm.wildcards.llm}"):
+        dense_encode.encode_query_variant(sm.input.variant, sm.output.emb, sm.output.ids, sm.params.spec,
+                                          sm.wildcards.model, sm.wildcards.task, sm.wildcards.method,
+                                          threads=sm.threads, reasoning=sm.params.spec["reasoning"])
     _protect_outputs(sm, paths.EMB_ROOT)

@@ -246,9 +246,13 @@ def r2med_vs_paper(sm) -> None:
         if not c["match"]:
             log.warning("%s/%s: %d queries / %d documents, the paper reports %d / %d", c["benchmark"], c["task"],
                         c["queries"], c["documents"], c["paper_queries"], c["paper_documents"])
-    log.info("%d (run, task) pairs, %d with a published number, %d differ by more than %g points",
-             len(result["rows"]), sum(1 for r in result["rows"] if r["theirs"] is not None), len(flagged),
-             r2med_paper.FLAG_ABOVE * 100)
+    pairs = {(r["benchmark"], r["task"], r["model"]) for r in result["rows"]}
+    compared = [r for r in result["rows"] if r["theirs"] is not None]
+    log.info("%d (run, task) pairs, %d with a published number (%d comparisons: %s), %d flagged", len(pairs),
+             len({(r["benchmark"], r["task"], r["model"]) for r in compared}), len(compared),
+             ", ".join(f"{s} {sum(1 for r in compared if r['source'] == s)}" for s in sorted({r["source"]
+                                                                                                for r in compared}))
+             or "none", len(flagged))
     for reason in r2med_paper.not_compared(result["rows"]):
         log.info("not compared: %s", reason)
 

@@ -80,8 +80,13 @@ def retrieve_dense(sm) -> None:
         log.info("wrote %d entries for %d queries to %s", lines, len(query_ids), sm.output.run)
     else:
         run, info = dense_search.search(corpus_emb, doc_ids, query_emb, query_ids, top_k, spec["index"],
-                                        threads=sm.threads)
+                                        threads=sm.threads, drop_identical_ids=bool(spec.get("drop_identical_ids")))
+        if "identical_ids_dropped" in info:
+            log.info("dropped %d retrieved documents whose id equals the query's id (the protocol's search)",
+                     info["identical_ids_dropped"])
         runs.write_run(run, sm.output.run, tag=sm.wildcards.model, query_order=sorted(run))
+    if spec.get("protocol"):  # the evaluation protocol that made the run (benchmarks.protocols)
+        info["protocol"] = spec["protocol"]
     io.write_json(sm.output.info, info)
 
 

@@ -16,6 +16,11 @@ def score_run(sm) -> None:
 
     qrels = datasets.read_qrels(sm.input.qrels)
     queries = datasets.read_queries(sm.input.queries)
+    training = _training_queries(sm)
+    if training:  # a learned fusion: never scored on the queries its parameters were learned on
+        qrels = {q: d for q, d in qrels.items() if q not in training}
+        queries = {q: t for q, t in queries.items() if q not in training}
+        log.info("left out %d training queries of the learned fusion (%s)", len(training), sm.input.exclude[0])
     ignore = sm.params.spec["ignore_identical_ids"]
     # the whole run as columns (a full-depth CliniQ run is 20 M entries), scored for every query at once
     table = runfile.read(sm.input.run, duplicates=False)
@@ -36,14 +41,25 @@ def score_run(sm) -> None:
              c["unjudged_queries_excluded"], ", ".join(c["unjudged_query_ids"]) or "-",
              c["judged_queries_with_empty_run"], c["judged_queries_without_relevant"])
     names = metrics.metric_names() + [metrics.JUDGED]
-    io.write_json(sm.output.metrics, {
+    record = {
         "benchmark": sm.wildcards.benchmark, "task": sm.wildcards.task, "model": sm.wildcards.model,
         "run": str(sm.input.run), "run_depth": result["run_depth"],
         "metrics": {m: round(result["metrics"][m], 6) for m in names}, "counts": c,
-    })
+    }
+    if sm.params.spec.get("protocol"):  # the evaluation protocol the run was made under (benchmarks.protocols)
+        record["protocol"] = sm.params.spec["protocol"]
+    io.write_json(sm.output.metrics, record)
     io.write_text(sm.output.per_query, metrics.per_query_tsv(result["per_query"], names))
     log.info("ndcg_at_10 = %.5f; judged_at_10 = %.4f", result["metrics"]["ndcg_at_10"],
              result["metrics"][metrics.JUDGED])
+
+
+def _training_queries(sm) -> set[str]:
+    """The queries of a learned fusion's training judgments (rule input ``exclude``), which score_run leaves out."""
+    from ..benchmarks import datasets
+
+    files = list(getattr(sm.input, "exclude", None) or [])
+    return {q for path in files for q in datasets.read_any_qrels(path)}
 
 
 def score_cliniq(sm) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 from . import inputs, paths, registry
 from .cache import PlanningCache
 from .code import CodeIndex
-from .config import check_mteb_models, check_paths, validate
+from .config import validate
+from .disk_checks import check_mteb_models, check_paths
 from .params import Params
 from .registry import Registry
 from .resources import Resources
@@ -69,6 +70,11 @@ class Workflow:
         if planning:
             check_mteb_models(cfg, config_file=files)
         return cls(cfg, code)
+
+    def train_qrels(self, wildcards) -> list[str]:
+        """Input function: a learned fusion's training judgments (fuse_runs learns on them, score_run leaves their
+        queries out); none for other runs."""
+        return self.registry.train_qrels(wildcards.model, wildcards.benchmark, wildcards.task)
 
     # ------------------------------------------------------------ wildcard constraints
 

@@ -17,7 +17,7 @@ from .paths import DOWNLOAD, fill
 from .registry import ENCODER_TYPES, Registry
 
 ENCODER_COMMON = ("source", "pooling", "pool_prompt", "normalize", "max_length", "batch_size", "dtype", "backend",
-                  "device", "trust_remote_code", "append_eos", "encode_with", "bidirectional")
+                  "device", "trust_remote_code", "append_eos", "encode_with", "bidirectional", "server")
 DOC_SIDE = ENCODER_COMMON + ("doc_prompt", "doc_as_pair")
 QUERY_SIDE = ENCODER_COMMON + ("query_source", "query_max_length", "query_prompt")
 
@@ -41,7 +41,9 @@ MODEL_KEYS = {
               "embedding_dtype": "gather_embeddings encode_corpus",
               "hydoc_prompt": "encode_query_variant r2med_vs_paper",
               "hydoc_average": "encode_query_variant r2med_vs_paper",
-              "shards": _SHARDS, "top_k": "retrieve_dense", "index": "retrieve_dense"},
+              "shards": _SHARDS, "top_k": "retrieve_dense", "index": "retrieve_dense",
+              "protocol": "encode_corpus_shard encode_corpus (doc_text) retrieve_dense score_run r2med_vs_paper",
+              "published_as": "r2med_vs_paper"},
     "run": {"type": "-", "enabled": "-", "description": "-", "paper_name": "r2med_vs_paper",
             "path": "- (the filled file is import_run's input: editing the file reruns its branch)",
             "missing_queries": "import_run"},
@@ -66,7 +68,7 @@ _LLM_RERANK = {"type": "llm_rerank_run", "enabled": "-", "description": "-", "pa
 MODEL_KEYS.update({
     "llm_listwise": {**_LLM_RERANK, "window": "llm_rerank_run", "step": "llm_rerank_run",
                      **{k: "llm_rerank_run" for k in REASONRANK_KEYS if k != "tokenizer"},
-                     "tokenizer": "prefetch_model llm_rerank_run"},
+                     "tokenizer": "prefetch_model llm_rerank_run", "published_as": "r2med_vs_paper"},
     "llm_pointwise": {**_LLM_RERANK, "prompt": "llm_rerank_run (the template's sha256; the file is the rule's input)",
                       **{k: "llm_rerank_run" for k in ("answers", "system_prompt", "logprobs", "top_logprobs",
                                                        "reasks")}},
@@ -237,7 +239,16 @@ class Params:
         prompts = spec["task_prompts"].get(wildcards.task, {}) if "task_prompts" in spec else {}
         key = f"{side}_prompt"
         out[key] = prompts.get(side, spec[key])
+        protocol = self._protocol(wildcards.model)
+        if side == "doc" and protocol and protocol.doc_text == "text":  # only then: other entries' params stay as is
+            out["doc_text"] = "text"
         return out
+
+    def _protocol(self, run: str):
+        """The evaluation protocol a run was made under (``benchmarks.protocols``), or None."""
+        from ..benchmarks import protocols
+
+        return protocols.get(self.reg.protocol_of(run))
 
     def encode_corpus_shard(self, wildcards) -> dict:
         return self._encoder(wildcards, DOC_SIDE, "doc")
@@ -288,6 +299,11 @@ class Params:
         spec = self.cfg["models"][self.reg.model_of(wildcards.model)]
         index = spec["index"]
         out = {**self._top_k(wildcards.benchmark, spec), "index": _pick(index, INDEX_KEYS[index["kind"]])}
+        protocol = self._protocol(wildcards.model)
+        if protocol:  # recorded in the run's info; R2MED's drops the query's own id in the search, as BEIR does
+            out["protocol"] = protocol.name
+            if protocol.drop_identical_ids:
+                out["drop_identical_ids"] = True
         if self.reg.is_cliniq(wildcards.benchmark) and \
                 self.reg.cliniq_tie_order(wildcards.benchmark, wildcards.model) == "evalpy":
             out["ranking"] = "evalpy"
@@ -341,14 +357,20 @@ class Params:
 
     def fuse_runs(self, wildcards) -> dict:
         job = self.reg.derived[wildcards.model]
-        keys = ("method", "runs", "depth") + (("k",) if job["method"] == "rrf" else ("weights", "convention"))
+        keys = ("method", "runs", "depth") + (("k",) if job["method"] == "rrf" else ("weights", "convention")
+                                              if job["method"] in ("minmax", "zscore") else
+                                              ("norm", "params", "optimize"))
         return _pick(job, keys)
 
     def score_cliniq(self, wildcards) -> dict:
         return {"tie_order": self.reg.cliniq_tie_order(wildcards.benchmark, wildcards.model)}
 
     def score_run(self, wildcards) -> dict:
-        """BEIR's ignore_identical_ids per benchmark; official: as R2MED's code, dense runs yes, BM25 no."""
+        """BEIR's ignore_identical_ids: as the run's protocol says where it has one (recorded in its metrics);
+        otherwise per benchmark, official: as R2MED's code, dense runs yes, BM25 no."""
+        protocol = self._protocol(wildcards.model)
+        if protocol:
+            return {"ignore_identical_ids": protocol.drop_identical_ids, "protocol": protocol.name}
         policy = self.cfg["benchmarks"][wildcards.benchmark]["ignore_identical_ids"]
         if policy == "official":
             return {"ignore_identical_ids": bool(set(ENCODER_TYPES) & self.reg.root_types(wildcards.model))}

@@ -33,6 +33,8 @@ GENERATED_INFO = "results/generated/{benchmark}/{task}/{method}/{llm}/generation
 GENERATE_CACHE = "resources/llm_cache/{benchmark}/{task}/{method}--{llm}.jsonl"
 RERANK_CACHE = "resources/llm_cache/{benchmark}/{task}/rerank/{model}.jsonl"  # an LLM reranker's answers
 MODEL_MANIFEST = "resources/models/{model}.json"  # a Hub model's snapshot, fetched by rule prefetch_model
+# a served dense entry's vectors as its server answered them, per encoding job ({part}: corpus, queries, ...)
+EMBED_CACHE = "resources/embedding_cache/{benchmark}/{task}/{model}/{part}"
 # MIMIC-derived benchmarks (CliniQ): the note text, and everything of an LLM job that may quote it (the expansion
 # and variant files, the answers' cache), live here, owner-only (files 0600, folders 0700), never in results/
 PRIVATE = "resources/cliniq/{benchmark}/{task}"
@@ -41,6 +43,7 @@ PRIVATE_VARIANT = PRIVATE + "/variants/{method}--{llm}.jsonl"
 PRIVATE_GENERATED = PRIVATE + "/generated/{method}/{llm}/query_with_hydoc.jsonl"
 PRIVATE_GENERATE_CACHE = PRIVATE + "/llm_cache/{method}--{llm}.jsonl"
 PRIVATE_RERANK_CACHE = PRIVATE + "/llm_cache/rerank/{model}.jsonl"
+PRIVATE_EMBED_CACHE = PRIVATE + "/embedding_cache/{model}/{part}"
 
 INDEX_ROOT = "results/index/{benchmark}"  # owner-only for MIMIC-derived benchmarks
 INDEX = INDEX_ROOT + "/{task}/lucene"
@@ -176,6 +179,12 @@ def log_file(rule: str) -> str:
 
 def benchmark_file(rule: str) -> str:
     return f"benchmarks/{rule}/{JOB_KEYS[rule]}.tsv"
+
+
+def figures_file(rule: str) -> str:
+    """Figures a job adds beside its Snakemake benchmark file (which Snakemake writes itself, after the job):
+    ``benchmarks/<rule>/<key>.server.json`` for a served encoder's requests, texts, tokens and seconds."""
+    return f"benchmarks/{rule}/{JOB_KEYS[rule]}.server.json"
 
 
 def private_log_file(rule: str, name: str) -> str:

@@ -23,7 +23,8 @@ ENCODER_TYPES = ("dense", "python", "mteb")  # embeddings cached, sharded and se
 VARIANT_TYPES = ("bm25_lucene", "bm25_paper") + ENCODER_TYPES  # retrievers that can run a query variant
 LLM_RERANKER_TYPES = ("llm_listwise", "llm_pointwise")  # ask an LLM server (rule llm_rerank_run)
 RERANKER_TYPES = ("cross_encoder", "rankllama") + ENCODER_TYPES + LLM_RERANKER_TYPES
-DOC_KEYS = ("description", "enabled", "paper_name", "tags")  # document a model; they shape no run (tags: the claims)
+# document a model; they shape no run (tags: the claims; paper_name, published_as: the published rows compared)
+DOC_KEYS = ("description", "enabled", "paper_name", "published_as", "tags")
 
 _RERANK = re.compile(r"^(?P<run>.+)--(?P<reranker>[^@]+)@(?P<depth>\d+)$")
 
@@ -195,6 +196,25 @@ class Registry:
         if job is None or run in seen:
             return set()
         return set().union(*(self.root_types(r, seen + (run,)) for r in job_inputs(job)))
+
+    def protocol_of(self, run: str, seen: tuple = ()) -> str | None:
+        """The evaluation protocol a run is made under (``benchmarks.protocols``): its retriever's ``protocol``; a
+        derived run's when every first-stage run it comes from has the same one; None otherwise."""
+        if run in self.models or run in self.variants:
+            return self.models[self.model_of(run)].get("protocol")
+        job = self.all_derived.get(run)
+        if job is None or run in seen:
+            return None
+        found = {self.protocol_of(r, seen + (run,)) for r in job_inputs(job)}
+        return found.pop() if len(found) == 1 else None
+
+    def train_qrels(self, run: str, benchmark: str, task: str) -> list[str]:
+        """A learned fusion's training judgments (its ``optimize.train_qrels`` filled for the task); none for a run
+        that is not one."""
+        job = self.derived.get(run)
+        if not job or job["kind"] != "fusion" or not job.get("optimize"):
+            return []
+        return [run_file(job["optimize"]["train_qrels"], benchmark, task)]
 
     def run_file(self, model: str, benchmark: str, task: str) -> str:
         """The user's run file of a ``type: run`` model for one task (its path pattern filled)."""
@@ -458,13 +478,15 @@ class Registry:
 
     def paper_key(self, run: str) -> dict:
         """{key: the row of R2MED's published table a run is compared with (without the task), or None;
-        type: our model type; a rerank run's first_stage: {run, type}, which the report names}."""
+        type: our model type; protocol: the run's (``protocol_of``); published_as: the rows of the other published
+        sources its model (a rerank run: its reranker) names (``report.r2med_paper.SOURCES``); a rerank run's
+        first_stage: {run, type, paper_name, depth}, which the report names and a published row may require}."""
         models = self.models
 
         def name(m):
             return models[m].get("paper_name") if m in models else None
 
-        key, mtype = None, None
+        key, mtype, first, published = None, None, None, models[run].get("published_as") if run in models else None
         if run in models:
             mtype = models[run]["type"]
             if name(run):
@@ -476,14 +498,22 @@ class Registry:
                 key = ("gar", name(v["model"]), "-", "-", v["method"], v["llm"])
                 differs = self.gar_differences(v)
                 if differs:
-                    return {"key": None, "type": mtype, "not_compared": "; ".join(differs)}
+                    return {"key": None, "type": mtype, "not_compared": "; ".join(differs),
+                            "protocol": self.protocol_of(run)}
         elif run in self.derived and self.derived[run]["kind"] == "rerank":
             job = self.derived[run]
             mtype = models[job["reranker"]]["type"]
-            first = {"run": job["run"], "type": models[job["run"]]["type"] if job["run"] in models else "derived"}
+            kind = models[job["run"]]["type"] if job["run"] in models else (
+                "query variant" if job["run"] in self.variants else "derived")
+            first = {"run": job["run"], "type": kind, "paper_name": name(job["run"]), "depth": job["depth"]}
+            published = models[job["reranker"]].get("published_as")
             if job["run"] in models and name(job["run"]) and name(job["reranker"]):
                 key = ("reranker", name(job["run"]), name(job["reranker"]), str(job["depth"]), "-", "-")
-            return {"key": list(key) if key else None, "type": mtype, "first_stage": first}
         elif run in self.derived:
             mtype = "fusion"
-        return {"key": list(key) if key else None, "type": mtype}
+        out = {"key": list(key) if key else None, "type": mtype, "protocol": self.protocol_of(run)}
+        if published:  # the rows of the other published sources
+            out["published_as"] = dict(published)
+        if first:
+            out["first_stage"] = first
+        return out

@@ -220,6 +220,9 @@ class Resources:
         return weights_mb(self.models[model])
 
     def gpu(self, model: str) -> int:
+        server = self.models[model].get("server")
+        if server:  # a served entry: the GPUs of the vLLM server its jobs start, else none
+            return int(server["vllm"]["gpus"]) if server["vllm"]["enabled"] else 0
         return 0 if self.models[model].get("device") == "cpu" else 1
 
     # encoders: {model} is a dense model
