@@ -8,12 +8,14 @@ is owner-only (0600, folder 0700)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import threading
 from pathlib import Path
 
+from ..errors import LLMError
 from ..io import private_folder
 from .requests import Answer
 
@@ -50,19 +52,38 @@ class Cache:
         return None if obj is None else Answer.from_entry(obj)
 
     def add(self, key: str, answer: Answer) -> None:
+        """Append one answer, flushed and fsynced. A write that fails (a full disk, a quota, a read-only file system)
+        is taken back (the file cut to its length before it) and stops with one LLMError naming the cache: the
+        answers before it stay, so a rerun asks only what the cache lacks."""
         obj = {"key": key, **answer.entry()}
         line = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
-            if self.private:
-                private_folder(self.path.parent)
-            else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600 if self.private else 0o666)
-            with open(fd, "ab") as handle:
-                if handle.tell() and self.torn:
-                    handle.write(b"\n")  # a torn last line must not swallow this one
-                    self.torn = 0
-                handle.write(line)
-                handle.flush()
-                os.fsync(handle.fileno())
+            try:
+                if self.private:
+                    private_folder(self.path.parent)
+                else:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600 if self.private else 0o666)
+            except OSError as exc:
+                raise self._unwritable(exc) from None
+            try:
+                size = os.lseek(fd, 0, os.SEEK_END)
+                data = memoryview((b"\n" if size and self.torn else b"") + line)  # a torn last line must not
+                while data:                                                         # swallow this one
+                    data = data[os.write(fd, data):]
+                os.fsync(fd)
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise self._unwritable(exc) from None
+            finally:
+                os.close(fd)
+            if size:
+                self.torn = 0
             self.entries[key] = obj
+
+    def _unwritable(self, exc: OSError) -> LLMError:
+        return LLMError(f"cannot add an answer to the LLM answers' cache ({exc.strerror or type(exc).__name__}); the "
+                        f"{len(self.entries)} answers before it are kept, nothing half-written.", path=self.path,
+                        fix="free space on the disk that holds it (or fix its permissions), then rerun: only what "
+                            "the cache lacks is asked again.")

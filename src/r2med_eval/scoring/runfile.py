@@ -12,9 +12,10 @@ apart by the file's first bytes. Text is read as trec_eval 10.0 reads it, with t
   ``nan``, ``inf``, ``1e400`` and ``0x1p3`` stop, where trec_eval would read something else than was written;
 * no document twice for one query.
 
-The first problem stops with one ``InputError`` naming the file, the line and the fix. A well-formed file (fields
-separated by single spaces or single tabs, six to a line, no comment lines) is read by pyarrow in a fraction of
-a second per million lines; any other is read line by line, which also names the line of a problem.
+The first problem stops with one ``InputError`` naming the file, the line and the fix, and quoting nothing of the
+file (any file may be given as a run, a note-bearing one too: the line number points at the field). A well-formed
+file (fields separated by single spaces or single tabs, six to a line, no comment lines) is read by pyarrow in a
+fraction of a second per million lines; any other is read line by line, which also names the line of a problem.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import re
 import stat
 from pathlib import Path
 
-from ..bounds import shown
 from ..errors import InputError
 from . import binrun
 from .binrun import numpy_of
@@ -47,25 +47,39 @@ SCORE_FIX = ("write the retriever's score as a decimal number in the fifth colum
 
 def score(text: str, path=None, lineno: int | None = None) -> float:
     """The score field of a run line as a finite float, in the grammar above; anything else stops with an InputError
-    saying what trec_eval would have read instead."""
+    saying what is wrong with it and what trec_eval would do. The field itself is never quoted: a file given as a
+    run may be any file, a note-bearing one too (``what_is_wrong``)."""
     import math
 
     if _SCORE.fullmatch(text):
         value = float(text)
         if math.isfinite(value):
             return value
-        raise InputError(f"score {shown(text)} is beyond a double's range (trec_eval reads it as infinite).",
+        raise InputError("the score (5th field) is beyond a double's range (trec_eval reads it as infinite).",
                          path=path, line=lineno, fix=SCORE_FIX)
-    lower = text.lower().lstrip("+-")
-    if lower.startswith(("nan", "inf")):
-        problem = "is not a finite number"
-    elif lower.startswith("0x"):
-        problem = "is a hexadecimal float, which Python's float does not read"
-    else:
-        prefix = _SCORE.match(text)
-        read = float(prefix.group(0)) if prefix else 0.0
-        problem = f"is not a finite number in trec_eval's format (trec_eval, with C's atof, would read it as {read!r})"
-    raise InputError(f"score {shown(text)} {problem}.", path=path, line=lineno, fix=SCORE_FIX)
+    raise InputError(f"the score (5th field, {len(text):,} characters) {what_is_wrong(text)}.", path=path,
+                     line=lineno, fix=SCORE_FIX)
+
+
+_SPECIAL = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+
+
+def what_is_wrong(text: str) -> str:
+    """Why a score field is refused, in words that quote none of it (``is NaN or infinite``, ``holds an
+    underscore``...), with what trec_eval (C's ``atof``) would read where that is no number of the field."""
+    if _SPECIAL.fullmatch(text):
+        return "is NaN or infinite"
+    if text.lstrip("+-").lower().startswith("0x"):
+        return "is a hexadecimal float, which Python's float does not read"
+    if "_" in text and _SCORE.fullmatch(text.replace("_", "")):
+        return ("holds an underscore between digits, which Python's float skips and trec_eval's atof stops at "
+                "(it would read only the digits before it)")
+    if any(ch.isdigit() and not ch.isascii() for ch in text):
+        return "holds digits other than ASCII 0-9 (trec_eval's atof does not read them)"
+    if _SCORE.match(text):
+        return ("has other characters after its number (trec_eval, with C's atof, would read only the number and "
+                "ignore the rest)")
+    return "is not a number (trec_eval, with C's atof, would read it as 0)"
 
 
 def regular_file(path, what: str = "run file", fix: str = "check the path.") -> Path:
@@ -262,7 +276,7 @@ def _exact(path) -> RunTable:
         value = score(parts[4], path, lineno)
         first = seen.setdefault(qid, {}).setdefault(did, lineno)
         if first != lineno:
-            raise InputError(f"document {shown(did)} appears twice for query {shown(qid)} (first on line {first}).",
+            raise InputError(f"the document of this line appears twice for its query (first on line {first}).",
                              path=path, line=lineno, fix="keep one line per (query, document): the retriever's "
                                                          "score for it.")
         if qid not in index:

@@ -12,7 +12,6 @@ ending in ``.run.npz`` is written in the binary format; ``read_run`` and every r
 
 from __future__ import annotations
 
-from ..bounds import shown
 from ..errors import InputError
 from ..io import atomic_path
 from . import binrun, runfile
@@ -220,15 +219,18 @@ def validate_external_run(path, doc_ids, query_ids, missing: str = "error", quer
         qid, did, score = parts[0], parts[2], parts[4]
         value = trec_score(score, path, lineno)
         if qid not in known_q:
-            raise InputError(f"query id {shown(qid)} is not a query of this task.", path=path, line=lineno,
+            raise InputError("the query id of this line (its 1st field) is not a query of this task.", path=path,
+                             line=lineno,
                              fix=f"{_FIX}; a run of another task or split does not fit (check the path "
                                  "pattern's {benchmark}/{task}).")
         if did not in docs:
-            raise InputError(f"document id {shown(did)} (query {shown(qid)}) is not in the task's corpus.", path=path,
+            raise InputError("the document id of this line (its 3rd field) is not in the task's corpus.", path=path,
                              line=lineno, fix=f"{_FIX}; a run over another corpus or version does not fit.")
         entry = run.setdefault(qid, {})
         if did in entry:
-            raise InputError(f"document {shown(did)} appears twice for query {shown(qid)}.", path=path, line=lineno,
+            first = next(n for n, p in runfile.lines(path) if p[0] == qid and p[2] == did)
+            raise InputError(f"the document of this line appears twice for its query (first on line {first}).",
+                             path=path, line=lineno,
                              fix="keep one line per (query, document): the retriever's best score.")
         entry[did] = value
         decimals = max(decimals, _decimals(score))
