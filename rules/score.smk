@@ -7,6 +7,7 @@ rule score_run:
         run=paths.RUN,
         qrels=paths.QRELS,
         queries=paths.QUERIES,
+        fingerprint=paths.CORPUS_IDS,
     output:
         metrics=paths.METRICS,
         per_query=paths.PER_QUERY,
@@ -30,6 +31,7 @@ use rule score_run as score_run_binary with:
         run=paths.RUN_BINARY,
         qrels=paths.QRELS,
         queries=paths.QUERIES,
+        fingerprint=paths.CORPUS_IDS,
     wildcard_constraints:
         benchmark=W.constraint("cliniq_benchmark"),
 

@@ -95,13 +95,24 @@ def no_network(monkeypatch):
     return attempts
 
 
+def fingerprint_file(folder, ids) -> str:
+    """A task's corpus fingerprint as rule fingerprint_corpus writes it (``scoring.identity``), for a stage a test
+    calls: the writers record it in their runs, the readers check the runs against it."""
+    from r2med_eval.io import write_json
+    from r2med_eval.scoring import identity
+
+    path = Path(folder) / "corpus_ids.json"
+    write_json(path, identity.fingerprint(ids))
+    return str(path)
+
+
 @pytest.fixture
 def demo_path() -> Path:
     return REPO / "data" / "demo"
 
 
 __all__ = ["REPO", "DEMO_BENCHMARK", "shared_dataset", "write_jsonl", "make_r2med", "workflow_dir", "snakemake",
-           "shutil"]
+           "fingerprint_file", "shutil"]
 
 
 # The embedded demo benchmark as a config block (other benchmarks may follow under ``benchmarks:``).

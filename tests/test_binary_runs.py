@@ -16,10 +16,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import fingerprint_file
 
 from r2med_eval.cliniq import metrics as cliniq
 from r2med_eval.errors import InputError
-from r2med_eval.scoring import binrun, metrics, runfile, runs
+from r2med_eval.scoring import binrun, identity, metrics, runfile, runs
 
 CHUNKS = [f"{h}_{i}" for h in (7, 30, 112, 5) for i in range(25)]  # corpus order is not id order
 
@@ -41,9 +42,10 @@ def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("binary")
     run = _run(1)
     out = {"run": run, "trec": folder / "r.trec", "bin": folder / "r.run.npz"}
-    runs.write_run(run, out["trec"], tag="m")
-    runs.write_run(run, out["bin"], tag="m")
-    return out
+    made = identity.make("m", "cliniq-demo", "cliniq", identity.fingerprint(CHUNKS))
+    runs.write_run(run, out["trec"], tag="m", identity=made)
+    runs.write_run(run, out["bin"], tag="m", identity=made)
+    return {**out, "identity": made}
 
 
 def test_the_binary_file_holds_the_run_in_trec_eval_order_at_8_bytes_an_entry(files, tmp_path):
@@ -51,7 +53,8 @@ def test_the_binary_file_holds_the_run_in_trec_eval_order_at_8_bytes_an_entry(fi
     assert files["bin"].stat().st_size <= 8 * entries + 2000  # int32 index + float32 score; the id table, headers
     assert runs.read_run(files["bin"]) == runs.read_run(files["trec"])  # same documents, scores, order
     again = tmp_path / "again.run.npz"
-    runs.write_run({q: dict(reversed(list(d.items()))) for q, d in files["run"].items()}, again, tag="m")
+    runs.write_run({q: dict(reversed(list(d.items()))) for q, d in files["run"].items()}, again, tag="m",
+                   identity=files["identity"])
     assert again.read_bytes() == files["bin"].read_bytes()  # the same run, the same bytes
     with np.load(files["bin"], allow_pickle=False) as z:  # a plain NumPy archive for other tools
         assert z["scores"].dtype == np.float32 and z["docs"].dtype == np.int32
@@ -157,8 +160,10 @@ def _dense_stage(tmp_path, out_name: str, corpus_emb, query_emb, w):
     wildcards = SimpleNamespace(benchmark="cliniq-demo", task="cliniq", model="minilm")
     sm = SimpleNamespace(input=SimpleNamespace(emb=str(emb / "corpus.npy"), ids=str(emb / "corpus_ids.txt"),
                                                emb_info=str(emb / "corpus.json"), query_emb=str(emb / "queries.npy"),
-                                               query_ids=str(emb / "queries_ids.txt")),
-                         output=SimpleNamespace(run=str(tmp_path / out_name), info=str(tmp_path / f"{out_name}.json")),
+                                               query_ids=str(emb / "queries_ids.txt"),
+                                               fingerprint=fingerprint_file(tmp_path, CHUNKS)),
+                         output=SimpleNamespace(run=str(tmp_path / out_name),
+                                                info=str(tmp_path / f"{out_name}.search.json")),
                          params=SimpleNamespace(spec=w.params.of("retrieve_dense")(wildcards)), wildcards=wildcards,
                          threads=1)
     retrieve.retrieve_dense(sm)
@@ -216,9 +221,11 @@ def test_export_trec_run_writes_a_binary_runs_top_k(files, tmp_path):
     from r2med_eval.stages import retrieve
 
     out = tmp_path / "r.top5.trec"
-    retrieve.export_trec_run(SimpleNamespace(input=SimpleNamespace(run=str(files["bin"])),
+    retrieve.export_trec_run(SimpleNamespace(input=SimpleNamespace(run=str(files["bin"]),
+                                                                   fingerprint=fingerprint_file(tmp_path, CHUNKS)),
                                              output=SimpleNamespace(run=str(out)),
-                                             wildcards=SimpleNamespace(depth="5", model="m")))
+                                             wildcards=SimpleNamespace(depth="5", model="m", benchmark="cliniq-demo",
+                                                                       task="cliniq")))
     whole = runs.read_run(files["bin"])
     assert runs.read_run(out) == {q: dict(list(docs.items())[:5]) for q, docs in whole.items()}
     lines = out.read_text().splitlines()

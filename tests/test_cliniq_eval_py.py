@@ -18,12 +18,12 @@ import cliniq_eval_py as ref
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, fingerprint_file
 
 from r2med_eval.cliniq import metrics as cliniq
 from r2med_eval.dense import embeddings
 from r2med_eval.dense import search as dense_search
-from r2med_eval.scoring import runs
+from r2med_eval.scoring import identity, runs
 from r2med_eval.stages import retrieve as retrieve_stage
 from r2med_eval.stages import score as score_stage
 from r2med_eval.workflow import config
@@ -189,7 +189,9 @@ def write_embeddings(tmp_path, corpus_ids, corpus_emb, query_emb):
 def run_stages(tmp_path, w, model, corpus_ids, corpus_emb, query_emb, rows, qtypes):
     """retrieve_dense, then score_cliniq, with the workflow's params for ``model`` on cliniq-demo."""
     wildcards = SimpleNamespace(benchmark="cliniq-demo", task="cliniq", model=model)
-    sm = SimpleNamespace(input=write_embeddings(tmp_path, corpus_ids, corpus_emb, query_emb),
+    inputs = write_embeddings(tmp_path, corpus_ids, corpus_emb, query_emb)
+    inputs.fingerprint = fingerprint_file(tmp_path, corpus_ids)
+    sm = SimpleNamespace(input=inputs,
                          output=SimpleNamespace(run=str(tmp_path / "run.trec"), info=str(tmp_path / "info.json")),
                          params=SimpleNamespace(spec=w.params.of("retrieve_dense")(wildcards)), wildcards=wildcards,
                          threads=1)
@@ -357,7 +359,8 @@ def test_score_cliniq_stage_with_default_params_ranks_a_bm25_run_in_corpus_order
     params, gives eval.py's scoring with a stable argsort."""
     corpus_ids, splits, run, rows, qtypes = random_benchmark(123)
     expected = ref.evaluate(corpus_ids, splits, kind="stable")
-    runs.write_run(run, tmp_path / "run.trec", tag="m")
+    runs.write_run(run, tmp_path / "run.trec", tag="bm25",
+                   identity=identity.make("bm25", "cliniq-demo", "cliniq", identity.fingerprint(corpus_ids)))
     out = score(tmp_path, default_workflow(), SimpleNamespace(benchmark="cliniq-demo", task="cliniq", model="bm25"),
                 corpus_ids, rows, qtypes)
     assert out["tie_order"] == "corpus" and out["run_depth"] == len(corpus_ids)

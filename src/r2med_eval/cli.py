@@ -70,6 +70,21 @@ def _read_qrels(args):
                           duplicate_fix="pass --duplicate-qrels max, first or last to merge them.")
 
 
+def _identity(args, files, names=None) -> None:
+    """With ``--benchmark``: a run that carries what made it (the pipeline's: a binary run's metadata, a TREC run's
+    sidecar) must be the run its file (or ``--names``) names, of that benchmark and ``--task``, over the corpus whose
+    fingerprint lies beside the qrels where the pipeline wrote them (``scoring.identity.verify_given``)."""
+    if not args.benchmark:
+        return
+    from .scoring import identity
+    from .scoring.runfile import regular_file
+
+    corpus = identity.fingerprint_beside(args.qrels)
+    for i, path in enumerate(files):
+        identity.verify_given(regular_file(path), run=names[i] if names else identity.name_of(path),
+                              benchmark=args.benchmark, task=args.task or None, corpus=corpus)
+
+
 def cmd_eval(args) -> int:
     from . import api
     from .scoring import metrics
@@ -77,6 +92,7 @@ def cmd_eval(args) -> int:
     names = _measures(args.metrics or list(DEFAULT_METRICS))
     chosen = metrics.chosen(names)
     _swapped(args.qrels, args.run)
+    _identity(args, [args.run])
     qrels = _read_qrels(args)
     result = api.evaluate(qrels, args.run, metrics=chosen, ignore_identical_ids=args.ignore_identical_ids,
                           level=args.level, depth=args.depth, complete=not args.retrieved_only)
@@ -109,6 +125,7 @@ def cmd_compare(args) -> int:
     if args.names and len(args.names) != len(args.runs):
         raise InputError(f"--names gives {len(args.names)} names for {len(args.runs)} runs.", fix="one name per run.")
     runs = dict(zip(args.names, args.runs)) if args.names else list(args.runs)
+    _identity(args, args.runs, args.names)
     rows = api.compare(runs, _read_qrels(args),
                        baseline=args.baseline, metric=args.metric, ignore_identical_ids=args.ignore_identical_ids,
                        permutations=args.permutations, resamples=args.bootstrap, seed=args.seed, alpha=args.alpha,
@@ -318,6 +335,9 @@ def parser() -> argparse.ArgumentParser:
                    help="only the first N documents of each query, in trec_eval's order (trec_eval -M)")
     p.add_argument("--format", choices=["trec", "json"], default="trec")
     p.add_argument("--decimals", type=_level, default=4, help="decimals of the trec format (default 4, as trec_eval)")
+    p.add_argument("--benchmark", default="", help="check that a run the pipeline wrote is of this benchmark (its "
+                                                   "name, --task and corpus too)")
+    p.add_argument("--task", default="", help="with --benchmark: the task the run must be of")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("compare", help="significance table against a baseline",
@@ -333,7 +353,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=_count, default=10000, help="bootstrap resamples (default 10000)")
     p.add_argument("--seed", type=_level, default=0)
     p.add_argument("--alpha", type=_alpha, default=0.05)
-    p.add_argument("--benchmark", default="", help="the benchmark column of the table")
+    p.add_argument("--benchmark", default="", help="the benchmark column of the table; a run the pipeline wrote "
+                                                   "must be of it (its name, --task and corpus too)")
     p.add_argument("--task", default="", help="the task column of the table")
     p.add_argument("--format", choices=["md", "csv", "json"], default="md")
     p.set_defaults(func=cmd_compare)

@@ -260,8 +260,13 @@ def report_cliniq(sm) -> None:
     from ..cliniq.tables import wide_latex, wide_markdown, wide_tables
     from ..io import read_json, read_lines, write_text
     from ..report.tables import tex_label
+    from ..scoring import identity
+    from ..workflow import paths
 
     spec = sm.params.spec
+    ids = read_lines(sm.input.ids)
+    identity.verify_files(sm.input.runs, spec["models"], sm.wildcards.benchmark,  # before anything is written
+                          paths.parse(paths.CHUNK_IDS, sm.input.ids)["task"], identity.fingerprint(ids))
     models = list(spec["models"])
     bench = sm.wildcards.benchmark
     results = {m: read_json(p) for m, p in zip(models, sm.input.metrics)}
@@ -277,8 +282,7 @@ def report_cliniq(sm) -> None:
     judged = judged_chunks(rows, irrelevant)
     qtypes = read_query_types(sm.input.query_types)
     orders = spec["tie_orders"]  # the runs' tie orders: evalpy and corpus, or all corpus, or all doc_id
-    pooled = cliniq.pool_files(dict(zip(models, sm.input.runs)), orders, read_lines(sm.input.ids), judged,
-                               spec["depth"], qtypes)
+    pooled = cliniq.pool_files(dict(zip(models, sm.input.runs)), orders, ids, judged, spec["depth"], qtypes)
     lines = ["query_id\tchunk_id\tquery_type\tbest_rank\tn_systems\tsystems"]
     lines += [f"{p['query_id']}\t{p['chunk_id']}\t{qtypes[p['query_id']]}\t{p['best_rank']}\t{len(p['systems'])}\t"
               f"{','.join(p['systems'])}" for p in pooled]
