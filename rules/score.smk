@@ -1,5 +1,7 @@
 # Stage score: trec_eval measures per query and mean, under R2MED's result names; CliniQ's own measures; a
-# benchmark's metrics collected into one file for the reports.
+# benchmark's metrics collected into one file for the reports, with what that scoring selected (complete or not).
+# A benchmark scored in part while a complete scoring of it lies here keeps that one (workflow.earlier.kept): the
+# report rules of such a benchmark (reported_benchmark) do not run.
 
 
 rule score_run:
@@ -41,10 +43,13 @@ rule collect_metrics:
         W.inputs.benchmark_metrics,
     output:
         paths.METRICS_TABLE,
+        selection=paths.METRICS_SELECTION,
     log:
         paths.log_file("collect_metrics"),
     benchmark:
         paths.benchmark_file("collect_metrics")
+    wildcard_constraints:
+        benchmark=W.constraint("reported_benchmark"),
     localrule: True
     conda:
         "../envs/core.yaml"

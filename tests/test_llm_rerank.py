@@ -565,7 +565,7 @@ def test_rules_and_resources(tmp_path):
     assert w.resources.llm_rerank_runtime(SimpleNamespace(model="bm25--yn@10"), inp, 2) == round(
         2 * (10 + 1000 * 0.25 / 3 + 10))
     assert w.resources.llm_rerank_gpu(SimpleNamespace(model="bm25--yn@10")) == 2
-    from r2med_eval.workflow.inputs import job_benchmark_files
+    from r2med_eval.workflow.registry import job_benchmark_files
     rules = [r for r, _ in job_benchmark_files(w.registry, "b", "t", "bm25--yn@10")]
     assert "llm_rerank_run" in rules and "rerank_run" not in rules
 

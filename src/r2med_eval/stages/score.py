@@ -94,10 +94,16 @@ def _check_runs(sm, files, names, ids) -> None:
 
 
 def collect_metrics(sm) -> None:
+    """A benchmark's metric JSONs in one file, and beside it what this scoring selected (complete or not): the
+    report shows a benchmark from its last complete scoring (``workflow.earlier``)."""
+    from ..io import write_json
     from ..scoring import metric_table
 
     n = metric_table.write(list(sm.input), sm.output[0])
-    log.info("collected the metrics of %d runs of %s", n, sm.wildcards.benchmark)
+    selection = sm.params.spec["selection"]
+    write_json(sm.output.selection, selection)
+    log.info("collected the metrics of %d runs of %s (%s)", n, sm.wildcards.benchmark,
+             "complete" if selection["complete"] else "partial: models_to_run " + ", ".join(selection["models_to_run"]))
 
 
 # ------------------------------------------------------------------ CliniQ's judgment completion (cliniq_completion)
@@ -140,7 +146,7 @@ def cliniq_completion_sample(sm) -> None:
     coded, how = comp.resolve_coded(by_judgments, from_codes, without_code, spec["coded_unit"])
     selected = comp.select_queries(spec["queries"], coded, qtypes, by_judgments)
     tops = {}
-    _check_runs(sm, sm.input.runs, spec.get("runs", []), ids)  # the runs of the pool (pool_depth > 0)
+    _check_runs(sm, sm.input.runs, spec["runs"] if spec["pool_depth"] else [], ids)  # the pool's runs
     if spec["pool_depth"]:
         tops = {name: comp.top_chunks(cliniq.read_ranked_run(path, ids, spec["tie_orders"][name]), selected,
                                       spec["pool_depth"])

@@ -77,6 +77,7 @@ RUN_RESCORED = "results/runs/{benchmark}/{task}/{model}.rescored.tsv"
 
 METRICS = "results/metrics/{benchmark}/{task}/{model}.json"
 METRICS_TABLE = "results/metrics/{benchmark}.jsonl"  # a benchmark's metric JSONs in one file (r2med_eval.metric_table)
+METRICS_SELECTION = "results/metrics/{benchmark}.selection.json"  # which runs that scoring selected, complete or not
 PER_QUERY = "results/per_query/{benchmark}/{task}/{model}.tsv"
 CLINIQ_METRICS = "results/cliniq/{benchmark}/{task}/{model}.json"
 CLINIQ_PER_QUERY = "results/cliniq/{benchmark}/{task}/{model}.by_match_type.tsv"  # per query, cliniq.per_query
