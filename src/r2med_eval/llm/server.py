@@ -20,13 +20,32 @@ from ..errors import LLMError
 log = logging.getLogger(__name__)
 
 
-JOB_OWNED_ARGS = ("--host", "--port", "--api-key", "--served-model-name")
+# What the job sets itself: where the server listens, its key, the model it loads and the name it serves it under;
+# --config would let a file set any of them.
+JOB_OWNED_ARGS = ("--host", "--port", "--api-key", "--served-model-name", "--model", "--config")
+
+
+def option_name(arg) -> str | None:
+    """The option an argument names as vLLM's parser reads it (``FlexibleArgumentParser``, an argparse parser):
+    ``--name`` or ``--name=value``, underscores read as dashes (``--api_key`` is ``--api-key``); None for a value
+    or a short option."""
+    text = str(arg)
+    if not text.startswith("--") or len(text) == 2:
+        return None
+    return "--" + text[2:].split("=", 1)[0].replace("_", "-")
 
 
 def job_owned_args(args) -> list[str]:
-    """The arguments of ``vllm.args`` that the job owns (``--host``, ``--port``, ``--api-key``,
-    ``--served-model-name``, also written ``--host=...``): an entry may not set them."""
-    return [a for a in args if str(a).split("=", 1)[0] in JOB_OWNED_ARGS]
+    """The arguments of ``vllm.args`` that set an option the job owns (``JOB_OWNED_ARGS``) in any spelling vLLM's
+    parser accepts: the full name, any prefix of it (argparse's abbreviations: ``--hos`` is ``--host``), underscores
+    for dashes (``--served_model_name``), with the value after ``=`` (``--port=1``). The last value of an option
+    wins there, so an entry could override the job's: it may not set them."""
+    owned = []
+    for arg in args:
+        name = option_name(arg)
+        if name is not None and any(option.startswith(name) for option in JOB_OWNED_ARGS):
+            owned.append(arg)
+    return owned
 
 
 @dataclass
@@ -126,7 +145,8 @@ def local_server(settings: dict, log_handle=None, log_path=None):
       without the job's key is not asked anything);
     * the child must stay alive while it starts (its exit status and ``log_path`` are named when it dies), and
       ``/v1/models`` must list the served model;
-    * ``vllm.args`` may not set ``--host``, ``--port``, ``--api-key`` or ``--served-model-name``.
+    * ``vllm.args`` may not set ``--host``, ``--port``, ``--api-key``, ``--served-model-name``, ``--model`` or
+      ``--config``, in any spelling vLLM reads (``job_owned_args``).
 
     The server's output goes to ``log_handle`` (an owner-only file on a MIMIC-derived benchmark: it may log
     prompts)."""
