@@ -261,6 +261,35 @@ def test_dense_run_is_eval_py_bit_for_bit(tmp_path, seed):
                                             tie_order="corpus"), stable)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_evaluate_cliniq_gives_score_cliniqs_figures_on_a_tie_heavy_run(tmp_path, seed):
+    """The API (docs/api.md) scores as rule score_cliniq does: a dense run's equal scores in eval.py's order (the
+    default tie_order, from the run file or from a dict in eval.py's order), another run's in corpus order
+    (tie_order corpus); every figure equal to the stage's."""
+    import r2med_eval
+    from r2med_eval.cliniq.files import clean_json  # as the stage writes its figures
+
+    figures = ("multi", "single", "condensed", "judged_at_10")
+    corpus_ids, layout, corpus_emb, query_emb, rows, qtypes = embedded_benchmark(seed)
+    dense = run_stages(tmp_path, default_workflow(), "minilm", corpus_ids, corpus_emb, query_emb, rows, qtypes)
+    assert dense["tie_order"] == "evalpy"
+    for run in (tmp_path / "run.trec", runs.read_run(tmp_path / "run.trec")):
+        got = clean_json(r2med_eval.evaluate_cliniq(run, rows, qtypes, corpus_ids))
+        assert {k: got[k] for k in figures} == {k: dense[k] for k in figures}
+    lexical = tmp_path / "lexical"
+    lexical.mkdir()
+    corpus_ids, _, run, rows, qtypes = random_benchmark(seed)
+    runs.write_run(run, lexical / "run.trec", tag="bm25",
+                   identity=identity.make("bm25", "cliniq-demo", "cliniq", identity.fingerprint(corpus_ids)))
+    stage = score(lexical, default_workflow(), SimpleNamespace(benchmark="cliniq-demo", task="cliniq", model="bm25"),
+                  corpus_ids, rows, qtypes)
+    assert stage["tie_order"] == "corpus"
+    got = clean_json(r2med_eval.evaluate_cliniq(lexical / "run.trec", rows, qtypes, corpus_ids, tie_order="corpus"))
+    assert {k: got[k] for k in figures} == {k: stage[k] for k in figures}
+    other = clean_json(r2med_eval.evaluate_cliniq(lexical / "run.trec", rows, qtypes, corpus_ids))  # the file's order
+    assert {k: other[k] for k in figures} != {k: stage[k] for k in figures}
+
+
 def test_the_stable_order_differs_from_eval_py_on_tied_embeddings(tmp_path):
     """So the test above can fail: on most seeds eval.py's figures are not those of the corpus order."""
     count = 0
