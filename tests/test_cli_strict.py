@@ -204,3 +204,30 @@ def test_a_note_bearing_file_given_as_the_run_is_named_not_quoted(task, note):
         proc = _process(*args, cwd=task)
         line = _one_line(proc, "NOTEEVENTS.csv, line ")
         assert NOTE_WORD not in proc.stderr + proc.stdout and "aspirin" not in line and "Pt" not in line, line
+
+
+# ---------------------------------------------------------------- the CLI corners of issue 48.5
+
+@pytest.mark.parametrize("case", ["retrieved-only, nothing retrieved", "fuse of empty runs", "weights 0 0",
+                                  "missing run after -m", "a 10 MB tag", "a long rank field"])
+def test_cli_corners_end_in_one_line_and_write_nothing(task, case):
+    (task / "empty1.trec").write_text("")
+    (task / "empty2.trec").write_text("")
+    (task / "other.trec").write_text("q9 Q0 a 1 0.5 t\n")  # a query the judgments do not have
+    args, words = {
+        "retrieved-only, nothing retrieved": (["eval", "qrels.txt", "other.trec", "--retrieved-only"],
+                                              ["other.trec", "retrieved nothing for any of the 2 judged queries"]),
+        "fuse of empty runs": (["fuse", "empty1.trec", "empty2.trec", "-o", "out.trec"],
+                               ["every run given holds no entry (empty1.trec, empty2.trec)"]),
+        "weights 0 0": (["fuse", "run.trec", "run.trec", "--method", "minmax", "--weights", "0", "0", "-o",
+                         "out.trec"], ["--weights are all 0"]),
+        "missing run after -m": (["eval", "-m", "nDCG@10", "qrels.txt", "MISSING"], ["MISSING: run file not found"]),
+        "a 10 MB tag": (["eval", "qrels.txt", "long.trec"], ["long.trec, line 2", "longer than 65,536 bytes"]),
+        "a long rank field": (["fuse", "long.trec", "run.trec", "-o", "out.trec"], ["long.trec, line 2", "longer"]),
+    }[case]
+    if case == "a 10 MB tag":
+        (task / "long.trec").write_text(RUN[:16] + "q1 Q0 b 2 0.5 " + "t" * (10 << 20) + "\n")
+    elif case == "a long rank field":
+        (task / "long.trec").write_text(RUN[:16] + "q1 Q0 b " + "9" * 100_000 + " 0.5 t\n")
+    _one_line(_process(*args, cwd=task), *words)
+    assert not (task / "out.trec").exists() and not list(task.glob(".out.trec*"))

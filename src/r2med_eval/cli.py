@@ -96,6 +96,13 @@ def cmd_eval(args) -> int:
     qrels = _read_qrels(args)
     result = api.evaluate(qrels, args.run, metrics=chosen, ignore_identical_ids=args.ignore_identical_ids,
                           level=args.level, depth=args.depth, complete=not args.retrieved_only)
+    c = result["counts"]
+    if args.retrieved_only and not c["judged_queries_scored"]:
+        raise InputError(f"the run retrieved nothing for any of the {c['judged_queries_with_empty_run']} judged "
+                         "queries, so --retrieved-only averages over none (every figure would be NaN).",
+                         path=args.run, fix="check that the run's query ids are those of the judgments, or drop "
+                                            "--retrieved-only (every judged query then counts, scoring 0 where the "
+                                            "run retrieved nothing: trec_eval -c).")
     keys = [m.name for m in chosen]
     if args.format == "json":
         out = {"qrels": args.qrels, "run": args.run, "metrics": result["metrics"], "counts": result["counts"]}
@@ -158,10 +165,16 @@ def cmd_fuse(args) -> int:
     if args.weights is not None and args.method == "rrf":
         raise InputError("--weights applies to the linear methods (minmax, zscore), not to rrf.",
                          fix="drop --weights, or pass --method minmax or zscore.")
+    if args.weights is not None and not any(args.weights):
+        raise InputError(f"--weights are all 0 for the {len(args.runs)} runs: every fused score would be 0, the "
+                         "order that of the document ids alone.", fix="give at least one run a weight other than 0.")
     if args.output != "-":
         _check_output(args.output)
     fused = api.fuse(list(args.runs), args.method, k=args.k, weights=args.weights, depth=args.depth,
                      convention=args.convention)
+    if not any(fused.values()):  # fusion keeps every document of every run: only empty runs fuse to nothing
+        raise InputError(f"every run given holds no entry ({', '.join(map(str, args.runs))}): there is nothing "
+                         "to fuse.", fix="give runs with retrieved documents (check the files and their paths).")
     if args.output == "-":
         import tempfile
 
@@ -414,20 +427,28 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def _a_file(value: str) -> bool:
+    """Whether a value after ``-m`` names a file rather than a measure: it exists, or it reads as a path (a folder
+    part, or a run or qrels file's ending); no measure name holds a slash or ends so."""
+    return os.path.exists(value) or "/" in value or value.endswith((".trec", ".tsv", ".txt", ".jsonl", ".json",
+                                                                      ".npz", ".qrels", ".run", ".gz", ".csv"))
+
+
 def _metrics_last(argv: list[str]) -> list[str]:
     """``eval -m nDCG@10 R@100 qrels run`` (the options first, as trec_eval's users write them): ``-m`` takes one or
-    more measures, so the files after them would be read as measures too. The values after ``-m`` that name existing
-    files end its list: they are moved before it."""
+    more measures, so the files after them would be read as measures too. The first value after ``-m`` that names a
+    file (``_a_file``) ends its list: it and the values after it are moved before it, so a missing file is named as
+    such rather than read as a measure."""
     if not argv or argv[0] != "eval":
         return argv
     out, i = list(argv), 0
     while i < len(out):
         if out[i] in ("-m", "--metrics"):
             j = i + 1
-            while j < len(out) and not out[j].startswith("-") and not os.path.exists(out[j]):
+            while j < len(out) and not out[j].startswith("-") and not _a_file(out[j]):
                 j += 1
-            k = j
-            while k < len(out) and not out[k].startswith("-") and os.path.exists(out[k]):
+            k = j  # the files end the list: every value after the first file is a file, found or not
+            while k < len(out) and not out[k].startswith("-"):
                 k += 1
             if k > j:
                 out = out[:i] + out[j:k] + out[i:j] + out[k:]
