@@ -581,7 +581,9 @@ def test_a_subset_run_keeps_the_other_benchmark_and_the_terminal_reads(tmp_path)
     run("--config", "benchmarks_to_run=[demo]")
     board = (work / "results" / "leaderboard.md").read_text()
     assert "| cliniq-demo/cliniq | demo/demo |" in board
-    assert "Also shown: cliniq-demo, scored by an earlier run" in board
+    assert "cliniq-demo: this configuration does not select it (benchmarks\\_to\\_run), so its columns and marks are " \
+           "those of its last scoring, written " in board
+    assert "(partial, 1 run chosen by models\\_to\\_run: bm25;" in board
     index = (work / "results" / "index.html").read_text()
     assert "Benchmark cliniq-demo (earlier run)" in index and "CliniQ tables: cliniq-demo (earlier run)" in index
     assert 'href="leaderboards/cliniq-demo.html"' in index and 'href="plots/cliniq-demo/by_task.png"' in index

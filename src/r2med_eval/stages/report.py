@@ -91,7 +91,8 @@ def _selection_notes(tables, earlier, selections, kept) -> list[str]:
         sel = chosen.get(b) or {}
         runs = len(sel.get("runs") or [])
         how = (f"complete, all {runs} of its runs" if sel.get("complete") else
-               f"partial, {runs} runs chosen by models_to_run: {', '.join(sel.get('models_to_run') or [])}"
+               f"partial, {runs} run{'s' if runs != 1 else ''} chosen by models_to_run: "
+               f"{', '.join(sel.get('models_to_run') or [])}"
                if sel else "selection not recorded (an older version)")
         return b, how
 
