@@ -112,7 +112,7 @@ def demo_path() -> Path:
 
 
 __all__ = ["REPO", "DEMO_BENCHMARK", "shared_dataset", "write_jsonl", "make_r2med", "workflow_dir", "snakemake",
-           "fingerprint_file", "shutil"]
+           "fingerprint_file", "DEMOS_BENCHMARKS", "shutil"]
 
 
 # The embedded demo benchmark as a config block (other benchmarks may follow under ``benchmarks:``).
@@ -122,6 +122,16 @@ benchmarks:
     layout: r2med
     tasks:
       demo: {{path: {REPO / 'data' / 'demo'}}}
+"""
+
+
+# Both embedded demos as a config block (models follow): the R2MED-layout demo and the synthetic CliniQ notes.
+DEMOS_BENCHMARKS = DEMO_BENCHMARK + f"""  cliniq-demo:
+    layout: cliniq
+    noteevents: {REPO / 'data' / 'cliniq-demo' / 'NOTEEVENTS.csv'}
+    expected_chunks: 203
+    tasks:
+      cliniq: {{path: {REPO / 'data' / 'cliniq-demo'}}}
 """
 
 

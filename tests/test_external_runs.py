@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 import yaml
-from conftest import DEMO_BENCHMARK, REPO, snakemake, workflow_dir
+from conftest import DEMOS_BENCHMARKS, REPO, snakemake, workflow_dir
 from test_workflow import planned_jobs
 
 from r2med_eval.errors import ConfigError, InputError
@@ -193,14 +193,8 @@ def overlap_run(data_dir, tag="overlap") -> str:
     return "\n".join(lines) + "\n"
 
 
-CONFIG = DEMO_BENCHMARK + f"""  cliniq-demo:
-    layout: cliniq
-    noteevents: {REPO / 'data' / 'cliniq-demo' / 'NOTEEVENTS.csv'}
-    expected_chunks: 203
-    tasks:
-      cliniq: {{path: {REPO / 'data' / 'cliniq-demo'}}}
-models:
-  bm25: {{type: bm25_lucene, k1: 0.9, b: 0.4}}
+CONFIG = DEMOS_BENCHMARKS + """models:
+  bm25: {type: bm25_lucene, k1: 0.9, b: 0.4}
 report:
   baseline: bm25
 """

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DEMO_BENCHMARK, REPO, snakemake, workflow_dir
+from conftest import DEMOS_BENCHMARKS, REPO, snakemake, workflow_dir
 
 from r2med_eval import cli
 from r2med_eval.errors import InputError
@@ -145,17 +145,11 @@ def test_lamer_and_the_llm_rerankers_name_a_wrong_first_stage_run(tmp_path, monk
 
 # ------------------------------------------------------------------ end to end: the next `snakemake all` stops
 
-CONFIG = DEMO_BENCHMARK + f"""  cliniq-demo:
-    layout: cliniq
-    noteevents: {REPO / 'data' / 'cliniq-demo' / 'NOTEEVENTS.csv'}
-    expected_chunks: 203
-    tasks:
-      cliniq: {{path: {REPO / 'data' / 'cliniq-demo'}}}
-models:
-  a: {{type: run, path: "external/{{benchmark}}/a.trec"}}
-  b: {{type: run, path: "external/{{benchmark}}/b.trec"}}
+CONFIG = DEMOS_BENCHMARKS + """models:
+  a: {type: run, path: "external/{benchmark}/a.trec"}
+  b: {type: run, path: "external/{benchmark}/b.trec"}
 fusion:
-  rrf-a-b: {{method: rrf, runs: [a, b], k: 60}}
+  rrf-a-b: {method: rrf, runs: [a, b], k: 60}
 report:
   baseline: a
 """
