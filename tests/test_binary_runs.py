@@ -294,13 +294,15 @@ def crafted(tmp_path_factory):
 
 
 def _measured(*args, cwd):
-    """``r2med-eval ARGS`` in its own process: (completed process, seconds, its peak resident MB)."""
+    """``r2med-eval ARGS`` in its own process: (completed process, seconds, its peak resident MB, Linux's VmHWM)."""
     import subprocess
     import sys
     import time
 
-    code = ("import resource, sys\nfrom r2med_eval import cli\ncode = cli.main(sys.argv[1:])\n"
-            "print('maxrss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\nsys.exit(code)")
+    # the peak of this process's own memory: VmHWM (ru_maxrss keeps the forking parent's peak across exec)
+    code = ("import sys\nfrom r2med_eval import cli\ncode = cli.main(sys.argv[1:])\n"
+            "hwm = [x.split()[1] for x in open('/proc/self/status') if x.startswith('VmHWM:')]\n"
+            "print('maxrss', hwm[0], file=sys.stderr)\nsys.exit(code)")
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=60)
     seconds = time.monotonic() - start

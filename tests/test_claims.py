@@ -211,13 +211,14 @@ def test_gar_reasoning():
         "needs"]
 
 
-def cliniq_rows(multi, single=None, by_type=None):
+def cliniq_rows(multi, single=None, by_type=None, recall=None):
     """Per-query CliniQ figures: multi_all from ``multi``, single_all from ``single`` (default: multi), per match type
-    from ``by_type`` {type: values}."""
+    from ``by_type`` {type: values}, multi_recall_at_100 from ``recall`` (default: multi)."""
     single = single or multi
+    recall = recall or multi
     out = {}
     for k in multi:
-        row = {"multi_all": multi[k], "single_all": single.get(k)}
+        row = {"multi_all": multi[k], "single_all": single.get(k), "multi_recall_at_100": recall.get(k)}
         for t, v in (by_type or {}).items():
             row[f"multi_{t}"] = v.get(k)
         out[k] = row
@@ -237,13 +238,35 @@ def test_bm25_strong():
 
 
 def test_general_beats_medical():
-    runs = {"g1": retriever("dense", "general"), "g2": retriever("dense", "general"),
-            "m1": retriever("dense", "medical")}
+    """General minus medical over the pairs of similar size only (within a factor 2 in tags.parameters, as
+    r2med.medical_pretraining): a much larger general model beating a small medical one does not count."""
+    runs = {"g1": retriever("dense", "general", 110), "g2": retriever("dense", "general", 150),
+            "m1": retriever("dense", "medical", 100)}
     data = {"g1": cliniq_rows(series(BASE, 1, shift=0.1)), "g2": cliniq_rows(series(BASE, 2, shift=0.05)),
             "m1": cliniq_rows(series(BASE, 3))}
-    assert verdict("cliniq", runs, {"values": data}, "cliniq.general_beats_medical") == "holds"
+    found = decide("cliniq", runs, {"values": data})["cliniq.general_beats_medical"]
+    assert found["verdict"] == "holds", found["reason"]
+    assert found["evidence"]["chosen"]["pairs"] == [{"medical": "m1", "general": "g1", "parameters": [100, 110]},
+                                                    {"medical": "m1", "general": "g2", "parameters": [100, 150]}]
     data["m1"] = cliniq_rows(series(BASE, 3, shift=0.2))
     assert verdict("cliniq", runs, {"values": data}, "cliniq.general_beats_medical") == "does_not_hold"
+    # a large general model (7,000 M) far ahead of a small medical one (110 M) and a general one of its size behind
+    # it: the old rule (mean of every general against every medical) held; the size-matched pair does not
+    sized = {"big": retriever("dense", "general", 7000), "small": retriever("dense", "general", 110),
+             "med": retriever("dense", "medical", 110)}
+    values = {"big": cliniq_rows(series(BASE, 1, shift=0.4)), "small": cliniq_rows(series(BASE, 2, shift=-0.1)),
+              "med": cliniq_rows(series(BASE, 3))}
+    found = decide("cliniq", sized, {"values": values})["cliniq.general_beats_medical"]
+    assert found["verdict"] == "does_not_hold" and found["evidence"]["runs"] == ["small", "med"]
+    from r2med_eval.claims import evidence as ev
+
+    old_rule = ev.paired(ev.averaged([{k: r["multi_all"] for k, r in values[g].items()} for g in ("big", "small")]),
+                         {k: r["multi_all"] for k, r in values["med"].items()}, label="", runs=[], measure="",
+                         resampling=RES)
+    assert old_rule.effect > 0.05 and old_rule.p < 0.01  # the unmatched comparison would have said "holds"
+    unsized = {**sized, "med": retriever("dense", "medical", None)}
+    found = decide("cliniq", unsized, {"values": values})["cliniq.general_beats_medical"]
+    assert found["verdict"] == "not_testable" and "give med its size" in found["needs"]
 
 
 def typed(seed, string_shift=0.0, semantic_shift=0.0, implication=None):
@@ -255,13 +278,35 @@ def typed(seed, string_shift=0.0, semantic_shift=0.0, implication=None):
 
 
 def test_semantic_gains():
+    """Holds only when the dense gain is on semantic matches and at least 80% of it lies there (RULES
+    semantic_share): a gain 43% of which is on string matches held under the old rule (semantic minus string above
+    0) and does not hold now; so does a dense run that loses everywhere, but less on semantic matches."""
     runs = {"bm25": retriever("lexical"), "dense": retriever("dense")}
     semantic = {"bm25": typed(1), "dense": typed(2, semantic_shift=0.3)}
     found = decide("cliniq", runs, {"values": semantic})["cliniq.semantic_gains"]
     assert found["verdict"] == "holds", found["reason"]
-    assert found["evidence"]["chosen"]["mean_gain_by_match_type"]["synonym"] > 0.2
+    chosen = found["evidence"]["chosen"]
+    assert chosen["mean_gain_by_match_type"]["synonym"] > 0.2 and chosen["semantic_share"] > 0.9
+    assert [p["name"] for p in found["evidence"]["parts"]] == ["semantic_gain", "semantic_share"]
     string = {"bm25": typed(1), "dense": typed(2, string_shift=0.3)}
     assert verdict("cliniq", runs, {"values": string}, "cliniq.semantic_gains") == "does_not_hold"
+    mixed = {"bm25": typed(1), "dense": typed(2, semantic_shift=0.3, string_shift=0.226)}  # 43% on string matches
+    found = decide("cliniq", runs, {"values": mixed})["cliniq.semantic_gains"]
+    assert found["verdict"] == "does_not_hold", found["reason"]
+    assert found["evidence"]["chosen"]["semantic_share"] == pytest.approx(0.57, abs=0.03)
+    by_part = {p["name"]: p["verdict"] for p in found["evidence"]["parts"]}
+    assert by_part == {"semantic_gain": "holds", "semantic_share": "does_not_hold"}
+    semantic_types = ("synonym", "abbreviation", "hyponym", "implication")
+
+    def gain(k, t):
+        return mixed["dense"][k][f"multi_{t}"] - mixed["bm25"][k][f"multi_{t}"]
+
+    old_rule = evidence.one_sample({k: sum(gain(k, t) for t in semantic_types) / 4 - gain(k, "string")
+                                    for k in keys()}, 0.0, label="", runs=[], measure="", resampling=RES)
+    assert old_rule.estimate > 0.05 and old_rule.p < 0.001  # the old rule (semantic minus string above 0) held
+    worse = {"bm25": typed(1), "dense": typed(2, semantic_shift=-0.1, string_shift=-0.3)}
+    found = decide("cliniq", runs, {"values": worse})["cliniq.semantic_gains"]
+    assert found["verdict"] == "does_not_hold" and found["evidence"]["parts"][0]["verdict"] == "does_not_hold"
 
 
 def test_implication_hardest():
@@ -282,9 +327,23 @@ def test_rrf_improves():
         {"fusion": "rrf", "inputs": ["bm25", "dense"]}]  # RRF only
     better = {"bm25": cliniq_rows(series(BASE, 1)), "dense": cliniq_rows(series(BASE, 2)),
               "rrf": cliniq_rows(series(BASE, 3, shift=0.1)), "zs": cliniq_rows(series(BASE, 4))}
-    assert verdict("cliniq", runs, {"values": better}, "cliniq.rrf_improves") == "holds"
+    found = decide("cliniq", runs, {"values": better})["cliniq.rrf_improves"]
+    assert found["verdict"] == "holds", found["reason"]
+    assert [(p["name"], p["verdict"], len(p["tests"])) for p in found["evidence"]["parts"]] == [
+        ("shallow", "holds", 2), ("deep", "holds", 2)]
+    assert found["evidence"]["parts"][1]["tests"][0]["measure"] == "multi-patient Recall@100"
     worse = {**better, "rrf": cliniq_rows(series(BASE, 3, shift=-0.1))}  # worse than both inputs
     assert verdict("cliniq", runs, {"values": worse}, "cliniq.rrf_improves") == "does_not_hold"
+    # a gain on the shallow measure alone: the old rule (nDCG@10 only) held; the deep part does not
+    shallow_only = {**better, "rrf": cliniq_rows(series(BASE, 3, shift=0.1), recall=series(BASE, 3, shift=-0.1))}
+    found = decide("cliniq", runs, {"values": shallow_only})["cliniq.rrf_improves"]
+    assert found["verdict"] == "does_not_hold"
+    assert [p["verdict"] for p in found["evidence"]["parts"]] == ["holds", "does_not_hold"]
+    # no difference on the deep measure: not decided, so the claim is inconclusive
+    flat = {**better, "rrf": cliniq_rows(series(BASE, 3, shift=0.1), recall=series(BASE, 1))}
+    flat["dense"] = cliniq_rows(series(BASE, 2), recall=series(BASE, 1))
+    flat["bm25"] = cliniq_rows(series(BASE, 1), recall=series(BASE, 1))
+    assert verdict("cliniq", runs, {"values": flat}, "cliniq.rrf_improves") == "inconclusive"
     lexical_only = {"bm25": runs["bm25"], "b2": retriever("lexical"),
                     "rrf": {"kind": "fusion", "method": "rrf", "inputs": ["bm25", "b2"]}}
     rows = cliniq_rows(series(BASE, 1))
@@ -304,6 +363,10 @@ def test_multi_patient_reliable():
     assert completion_verdict({"status": "unreliable", "reliable": False})[0] == "does_not_hold"
     assert completion_verdict({"status": "reliable", "reliable": True})[0] == "holds"
     assert completion_verdict({})[0] == "inconclusive"
+    review = {"status": "unreliable", "reliable": False, "moved": [], "review": {
+        "flipped": [], "bm25_advantage": {"computed": True, "relative_change": -75.0, "shifted": True}}}
+    assert completion_verdict(review) == ("does_not_hold", "unreliable by the review's rule: 0 rankings flip; BM25's "
+                                                           "recall advantage shifts by -75.0% relative")
 
 
 def test_every_claim_has_a_statement_a_rule_and_one_verdict_of_four():
@@ -355,6 +418,8 @@ def test_cliniq_per_query_figures_are_the_scorers(tmp_path, monkeypatch):
         want = cliniq.evaluate_ranked(ranked, rows, qtypes, ids, irrelevant)
         out = cliniq_queries.per_query(ranked, rows, qtypes, ids)
         assert len(out) == want["counts"]["judged_queries"]
+        recall = [r["multi_recall_at_100"] for r in out]
+        assert sum(recall) / len(recall) == pytest.approx(want["multi"]["all"]["recall_at_100"]), name
         for g in ("all",) + MATCH_TYPES:
             have = [r[f"multi_{g}"] for r in out if r[f"multi_{g}"] is not None]
             expect = want["multi"]["all" if g == "all" else "by_match_type"]
@@ -389,10 +454,10 @@ def write_per_query(path, values: dict):
     path.write_text("query_id\tndcg_at_10\n" + "".join(f"{q}\t{v:.6f}\n" for (_, q), v in sorted(values.items())))
 
 
-def test_the_stage_writes_every_claim_and_the_index_shows_them(tmp_path, monkeypatch):
-    from r2med_eval.stages import report
-
-    monkeypatch.chdir(tmp_path)
+def claims_stage(tmp_path) -> tuple[Workflow, SimpleNamespace]:
+    """The claims stage on the default configuration with a rerank at depths 10 and 100, every input it reads
+    written under ``tmp_path`` (the working directory): synthetic per-query figures, overlap, CliniQ's per-query
+    figures and the lineage files."""
     raw = yaml.safe_load((REPO / "config.yaml").read_text())
     raw["benchmarks"]["demo"]["tasks"]["demo"]["path"] = str(DEMO)
     raw["benchmarks"]["cliniq-demo"]["noteevents"] = str(REPO / "data/cliniq-demo/NOTEEVENTS.csv")
@@ -426,6 +491,14 @@ def test_the_stage_writes_every_claim_and_the_index_shows_them(tmp_path, monkeyp
             if job["kind"] == "rerank" else {"method": job["method"], "inputs": job["runs"]}
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(body))
+    return w, sm
+
+
+def test_the_stage_writes_every_claim_and_the_index_shows_them(tmp_path, monkeypatch):
+    from r2med_eval.stages import report
+
+    monkeypatch.chdir(tmp_path)
+    w, sm = claims_stage(tmp_path)
     report.claims(sm)
     found = json.loads(Path(sm.output.json).read_text())
     assert [(c["benchmark"], c["id"]) for c in found] == [(b, c["id"]) for b in ("demo", "cliniq-demo")
@@ -441,7 +514,12 @@ def test_the_stage_writes_every_claim_and_the_index_shows_them(tmp_path, monkeyp
     md = Path(sm.output.md).read_text()
     assert "| r2med.rerank\\_depth | **holds** |" in md
     tex = Path(sm.output.tex).read_text()
-    assert tex.count(r"\begin{table}") == 1 and r"\multicolumn{4}{l}{\textit{cliniq-demo}}" in tex
+    assert tex.count(r"\begin{table}") == 1
+    assert r"\multicolumn{4}{l}{\textit{cliniq-demo (synthetic: says nothing about the real benchmark)}}" in tex
+    # issue 47: the demos are synthetic (config.yaml), and every table and claim heading showing them says so
+    headings = [line for line in md.splitlines() if line.startswith("##")]
+    assert headings and all(line.endswith("(synthetic: says nothing about the real benchmark)") for line in headings)
+    assert all(c["synthetic"] for c in found)
     # a lineage that is not the configuration's stops with the file named
     lineage = next(p for p in sm.input.lineage if "@100" in p)
     Path(lineage).write_text(json.dumps({"input_run": "bm25", "reranker": "minilm", "depth": 20}))
@@ -464,6 +542,119 @@ def test_the_stage_writes_every_claim_and_the_index_shows_them(tmp_path, monkeyp
     assert page.index('<section id="leaderboard">') < page.index('<section id="claims">')
     assert '<a href="plots/demo/rerank_depth.png">rerank depth</a>' in page
     assert page.count("<tr><th scope=\"row\" class=\"model\">") == len(found)
+    assert page.count("(synthetic: says nothing about the real benchmark)</th>") == len(found)
+
+
+# ------------------------------------------------------------------ numbers that are not numbers (issue 47)
+NOT_NUMBERS = ["nan", "NaN", "inf", "-Infinity", "1_000", "\uff10.5", "\u0661", "1e999", "0x10", "Pt seen today"]
+
+
+@pytest.mark.parametrize("cell", NOT_NUMBERS)
+def test_per_query_readers_refuse_what_is_not_a_finite_number(cell, tmp_path):
+    """Python's float() takes nan, inf, 1_000 and full-width or Arabic-Indic digits; the per-query readers of the
+    claims and the significance table refuse each with one message naming the file, line and column, the value cut
+    to three characters."""
+    from r2med_eval.errors import InputError
+    from r2med_eval.report.significance import read_per_query
+
+    good = {("t", "q0"): 0.5, ("t", "q1"): 0.25}
+    path = tmp_path / "pq.tsv"
+    write_per_query(path, good)
+    path.write_text(path.read_text() + f"q2\t{cell}\n")
+    ov = tmp_path / "overlap.tsv"
+    ov.write_text(overlap.to_tsv([{"query_id": "q0", "query_terms": 3, "relevant_docs": 1, "overlap": 0.5,
+                                   "overlap_any": 0.5}]) + f"q2\t3\t1\t{cell}\t0.5\n")
+    cq = tmp_path / "cliniq.tsv"
+    row = {"query_type": "disease", "multi_recall_at_100": 0.5, **{f"multi_{g}": 0.5 for g in cliniq_queries.GROUPS},
+           **{f"single_{g}": None for g in cliniq_queries.GROUPS}, **{f"single_{g}_notes": 0 for g in
+                                                                    cliniq_queries.GROUPS}}
+    lines = cliniq_queries.to_tsv([{"query_id": "disease-0", **row}, {"query_id": "disease-1", **row}]).splitlines()
+    cells = lines[2].split("\t")
+    cells[2] = cell  # line 3's multi_all
+    cq.write_text("\n".join(lines[:2] + ["\t".join(cells)]) + "\n")
+    for reader, file, line, column in ((lambda f: read_per_query(f, "ndcg_at_10"), path, 4, "ndcg_at_10"),
+                                       (overlap.read_tsv, ov, 3, "overlap"),
+                                       (cliniq_queries.read_tsv, cq, 3, "multi_all")):
+        with pytest.raises(InputError) as err:
+            reader(file)
+        message = str(err.value)
+        assert message.startswith(f"{file}, line {line}: column {column}: ") and "is not a finite number" in message
+        assert "Fix: " in message and (len(cell) <= 3 or cell not in message), message
+
+
+def test_the_statistics_refuse_non_finite_input():
+    """A NaN difference made every comparison of the randomization test false: p came out at its minimum,
+    1 / (permutations + 1). The paired tests and the bootstrap now refuse non-finite values."""
+    a, b = [0.5, 0.4, math.nan, 0.7], [0.4, 0.3, 0.2, 0.1]
+    for call in (lambda: stats.randomization_test(a, b, permutations=100), lambda: stats.paired_ttest(a, b),
+                 lambda: stats.bootstrap_ci([0.1, math.inf, 0.2], resamples=10),
+                 lambda: stats.randomization_test(b, [0.1, 0.2, 0.3, -math.inf], permutations=100)):
+        with pytest.raises(ValueError, match="not finite"):
+            call()
+    assert stats.randomization_test([0.5, 0.4, 0.6], [0.5, 0.4, 0.6], permutations=100) == 1.0
+
+
+def test_nan_per_query_values_give_no_firm_verdict():
+    """Issue 47: with NaN per-query values (through the API: the files' readers refuse them) bm25_strong,
+    semantic_gains and rrf_improves came out does_not_hold and implication_hardest holds, each test with p =
+    1/(permutations + 1). Every test now leaves the non-finite queries out and counts them; all NaN: no test, and
+    every claim is inconclusive; some NaN: the verdict of the finite queries, with the count in the evidence."""
+    runs = {"bm25": retriever("lexical", "general", 100), "dense": retriever("dense", "general", 100),
+            "med": retriever("dense", "medical", 120),
+            "rrf": {"kind": "fusion", "method": "rrf", "inputs": ["bm25", "dense"]}}
+    nan_rows = {k: {c: math.nan for c in ("multi_all", "single_all", "multi_recall_at_100",
+                                          *(f"multi_{t}" for t in ("string", "synonym", "abbreviation", "hyponym",
+                                                                   "implication")))}
+                for k in keys()}
+    found = decide("cliniq", runs, {"values": dict.fromkeys(runs, nan_rows)})
+    for cid in ("cliniq.bm25_strong", "cliniq.semantic_gains", "cliniq.rrf_improves", "cliniq.implication_hardest",
+                "cliniq.general_beats_medical"):
+        claim = found[cid]
+        assert claim["verdict"] == "inconclusive", (cid, claim["reason"])
+        tests = [t for p in claim["evidence"]["parts"] for t in p["tests"]]
+        assert tests and all(t["p"] is None for t in tests), cid
+        assert all(t["n"] == 0 and t["detail"]["skipped_not_finite"] == N for t in tests), cid
+    # a few NaN queries: left out and counted, the rest decides as before
+    better = {"bm25": cliniq_rows(series(BASE, 1)), "dense": cliniq_rows(series(BASE, 2)),
+              "med": cliniq_rows(series(BASE, 5)), "rrf": cliniq_rows(series(BASE, 3, shift=0.1))}
+    for k in keys()[:7]:
+        better["rrf"][k]["multi_all"] = math.nan
+    for k in keys()[:7]:
+        better["rrf"][k]["multi_recall_at_100"] = math.nan
+    claim = decide("cliniq", runs, {"values": better})["cliniq.rrf_improves"]
+    tests = claim["evidence"]["parts"][0]["tests"]
+    assert claim["verdict"] == "holds" and [t["n"] for t in tests] == [N - 7, N - 7]
+    assert all(t["detail"]["skipped_not_finite"] == 7 for t in tests)
+    assert f"| {N - 7} (7 not finite, left out) |" in markdown([claim], RULES, RES)
+
+
+def test_a_bad_cell_stops_the_claims_job_with_one_line_and_no_traceback(tmp_path, monkeypatch, capfd):
+    """A per-query file with a cell that is no number: one r2med-eval: line naming the file and line on the
+    terminal, the same in the log, no traceback anywhere, nothing written."""
+    import sys
+
+    from r2med_eval import smk
+    from r2med_eval.stages import report
+
+    monkeypatch.chdir(tmp_path)
+    _, sm = claims_stage(tmp_path)
+    path = Path(sm.input.cliniq[0])
+    lines = path.read_text().splitlines()
+    lines[5] = lines[5].replace("\t0.", "\tnan0.", 1)
+    path.write_text("\n".join(lines) + "\n")
+    Path("logs").mkdir()
+    sm.log, sm.rule, sm.config = ["logs/claims.log"], "claims", {}
+    monkeypatch.setattr(sys, "stdout", sys.stdout)
+    monkeypatch.setattr(sys, "stderr", sys.stderr)
+    capfd.readouterr()
+    with pytest.raises(SystemExit):
+        smk.run(sm, report.claims)
+    out = capfd.readouterr()
+    shown = [x for x in (out.out + out.err).splitlines() if x.strip()]
+    assert len(shown) == 1 and shown[0].startswith(f"r2med-eval: {path}, line 6: column multi_all: 'nan'"), shown
+    log = Path("logs/claims.log").read_text()
+    assert "Traceback" not in log and "line 6: column multi_all" in log
+    assert not Path(sm.output.json).exists()
 
 
 def test_markdown_and_latex_without_claims():

@@ -28,7 +28,6 @@ from llm_fake_server import FakeLLM, rule_label
 
 from r2med_eval.cliniq import completion as comp
 from r2med_eval.cliniq import completion_report as rep
-from r2med_eval.cliniq import corpus as cc
 from r2med_eval.cliniq import judge
 from r2med_eval.cliniq import metrics as cliniq
 from r2med_eval.cliniq.files import read_cliniq_qrels, read_query_types
@@ -36,6 +35,7 @@ from r2med_eval.errors import InputError
 from r2med_eval.io import read_lines
 from r2med_eval.scoring.stats import clopper_pearson_interval, cohen_kappa, kendall_tau_b, wilson_interval
 from r2med_eval.workflow import paths
+from r2med_eval.workflow.control import Workflow
 
 OUT = Path("results/cliniq/cliniq-demo/completion")
 
@@ -101,7 +101,7 @@ def test_population_is_the_unjudged_chunks_of_uncoded_admissions():
     pool = [r for r in sample if r[3] == "pool"]
     assert [(r[2], r[6], r[7], r[8]) for r in pool] == [("2_1", 1.0, 2, 1)]  # 1_0 is coded: not in the pool
     assert all(r[6] == pytest.approx(1.0) for r in sample if r[3] == "rest")  # n >= population: a census
-    assert design == [("q", "disease", "judgments", "admission", 1, "", "", 4, 1, 3, 4, 1, 3, 0)]
+    assert design == [("q", "disease", "judgments", "admission", "", 1, "", "", "", 4, 1, 3, 4, 1, 3, 0)]
 
 
 def test_select_queries():
@@ -111,7 +111,7 @@ def test_select_queries():
     assert comp.select_queries(2, coded, qtypes) == ["procedure-1", "disease-1"]  # drugs are not among the N
     assert comp.select_queries("all", coded, qtypes) == ["disease-1", "disease-2", "drug-1", "procedure-1"]
     assert comp.select_queries(["drug-1"], coded, qtypes) == ["drug-1"]
-    with pytest.raises(InputError, match="unknown queries: disease-9"):
+    with pytest.raises(InputError, match="unknown queries: 'disease-9'"):
         comp.select_queries(["disease-9"], coded, qtypes)
     with pytest.raises(InputError, match="judges for no patient: disease-3"):
         comp.select_queries(["disease-3"], coded, qtypes)
@@ -258,6 +258,50 @@ def test_the_shipped_prompt_has_its_placeholders_and_fills_in_one_pass():
         judge.parse_final_line(prompt)
 
 
+def test_the_review_configuration_as_written_and_a_users_figure_3_prompt(tmp_path, monkeypatch):
+    """config/cliniq-review.yaml: GPT-4o through a declared phi_servers host (a .invalid placeholder, which never
+    resolves), Qwen2.5-72B-Instruct on a local vLLM as the alternative, the project's own prompt, two experts' files
+    expected (missing ones reported, not refused). A user's text of Figure 3 without the judge's final-line format
+    gets it appended."""
+    import yaml
+
+    from r2med_eval.errors import ConfigError
+    from r2med_eval.workflow import config
+
+    review = yaml.safe_load((REPO / "config/cliniq-review.yaml").read_text())
+    comp_cfg = review["cliniq_completion"]
+    assert review["llms"][comp_cfg["llm"]]["generate"]["model"] == "gpt-4o"
+    assert review["phi_servers"] and all(h.endswith(".invalid") for h in review["phi_servers"])
+    local = review["llms"]["judge-local"]["generate"]
+    assert local["model"] == "Qwen/Qwen2.5-72B-Instruct" and local["vllm"]["enabled"] is True
+    assert comp_cfg["prompt"] is None and len(comp_cfg["human_labels"]) == 2
+    assert comp_cfg["human_labels_missing"] == "report" and comp_cfg["coded_unit"] == "admission"
+    figure3 = "Query: {QUERY} ({QUERY_TYPE}).\nNote: {CHUNK}\nIs the note relevant, and how is the entity mentioned?"
+    text, appended = judge.with_answer_format(figure3)
+    assert appended and text.endswith(judge.ANSWER_FORMAT + "\n") and judge.with_answer_format(text) == (text, False)
+    shipped = judge.read_prompt(judge.DEFAULT_PROMPT)
+    assert judge.with_answer_format(shipped) == (shipped, False)
+    # missing experts' files: refused by default, reported with human_labels_missing: report
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "expert_a.tsv").write_text("disease-0\t900152_1\tsynonym\n")
+    for name in fx.SYSTEMS:  # the type: run models' files, which the path check also looks for
+        (tmp_path / f"runs/cliniq-demo/cliniq/{name}.trec").parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"runs/cliniq-demo/cliniq/{name}.trec").write_text("")
+    for mode, present in (("stop", None), ("report", ["expert_a.tsv"])):
+        cfg = config.validate(yaml.safe_load(yaml.safe_dump({**fx.workflow().cfg, "cliniq_completion": {
+            **fx.workflow().cfg["cliniq_completion"], "human_labels": ["expert_a.tsv", "expert_b.tsv"],
+            "human_labels_missing": mode}})))
+        if present is None:
+            with pytest.raises(ConfigError, match="expert_b.tsv.*not found.*human_labels_missing: report"):
+                config.check_paths(cfg, base=tmp_path)
+            continue
+        config.check_paths(cfg, base=tmp_path)
+        w = Workflow(cfg)
+        assert w.registry.completion_experts() == (present, ["expert_b.tsv"])
+        spec = w.params.of("cliniq_completion_rescore")(SimpleNamespace(benchmark=fx.BENCH))
+        assert spec["experts"] == {"present": ["expert_a.tsv"], "missing": ["expert_b.tsv"]}
+
+
 # ------------------------------------------------------------------ the stages against the fake judge
 
 @pytest.fixture(scope="module")
@@ -399,6 +443,74 @@ def test_ranking_and_verdict(completed):
     assert verdict["reliable"] is False and "unreliable" in text and "Kendall's tau" in text
 
 
+def _review_case(recall_before: dict, recall_after: dict, threshold: float = 5.0):
+    """The verdict on designed figures: every system's MRR and nDCG@10 unchanged, Recall@100 from ``recall_before``
+    to ``recall_after`` (the same on both queries); bm25 lexical, dense dense, rrf a fusion."""
+    from r2med_eval.cliniq import completion_verdict as cv
+
+    def figures(recall):
+        return {m: {q: {"mrr": 0.5 + 0.1 * i, "ndcg_at_10": 0.4 + 0.1 * i, "ndcg_at_10_cliniq": 0.6 + 0.1 * i,
+                        "recall_at_100": r, "judged_at_10": 0.9} for q in ("disease-0", "disease-1")}
+                for i, (m, r) in enumerate(recall.items())}
+
+    original, completed = figures(recall_before), figures(recall_after)
+    groups = {"all": ["disease-0", "disease-1"], comp.COMPLETED_GROUP: ["disease-0", "disease-1"]}
+    rescored = comp.compare(original, completed, groups, threshold)
+    ranks = comp.ranking(original, completed, groups, 50, 0)
+    overall = {"covered": 100, "rate": 0.01, "rate_low": 0.005, "rate_high": 0.02, "missing": 1.0,
+               "missing_low": 0.5, "missing_high": 2.0, "found": 1}
+    info = {"llm": "judge", "judged": 100, "malformed": 0, "queries": 2, "pool": False}
+    families = {"bm25": "lexical", "dense": "dense", "rrf": None}
+    return cv.verdict("b", info, overall, rescored, ranks, threshold, families,
+                      cv.expert_arm(None, {"present": [], "missing": []}, 2)), rescored
+
+
+def test_the_reviews_rule_decides_and_both_readings_are_shown():
+    """Issue 47: the review's rule ("model rankings or the reported recall advantage of BM25 shifts by more than 5
+    relative points") against our per-system rule, on the two cases where they disagree. An equal absolute drop in
+    every system's recall: each system moves by more than 5% (ours: unreliable), the advantage and the rankings stay
+    (the review: reliable). BM25's advantage falling from 0.02 to 0.005 while no system moves by 5%: ours reliable,
+    the review unreliable by the relative reading, reliable by the share reading; both readings are in the text."""
+    from r2med_eval.cliniq import completion_verdict as cv
+
+    equal_drop, rescored = _review_case({"bm25": 0.62, "dense": 0.60, "rrf": 0.65},
+                                        {"bm25": 0.57, "dense": 0.55, "rrf": 0.60})
+    assert equal_drop["status"] == "reliable" and equal_drop["reliable"] is True
+    assert equal_drop["per_system"]["reliable"] is False and len(equal_drop["per_system"]["moved"]) == 3
+    adv = equal_drop["review"]["advantage"]
+    assert adv["lexical"] == "bm25" and adv["dense"] == "dense"
+    assert adv["relative_change"] == pytest.approx(0.0, abs=1e-9) and not adv["shifted"]
+    assert adv["share_original"] == pytest.approx(2 / 60 * 100) and adv["share_completed"] == pytest.approx(
+        2 / 55 * 100) and not adv["share_shifted"]
+    assert "Our stricter per-system rule" in equal_drop["text"] and "them unreliable" in equal_drop["text"]
+    assert equal_drop["headline"].startswith("Reliable by the review's rule: ")
+    assert "ours: 3 of 12 figures over all queries moved by more than 5 relative points (3 of 3 systems" in \
+        equal_drop["headline"]
+    # the marks: every moved cell of the re-scored tables, the verdict counts them all
+    assert equal_drop["marks"] == sum(1 for r in rescored if r["moved"]) == 6  # all and completed groups
+    assert "\u2021 marks 6 cells of the re-scored tables: these 3 and 3 per query type" in equal_drop["text"]
+
+    advantage_falls, _ = _review_case({"bm25": 0.62, "dense": 0.60, "rrf": 0.65},
+                                      {"bm25": 0.61, "dense": 0.605, "rrf": 0.65})
+    assert advantage_falls["status"] == "unreliable" and advantage_falls["per_system"]["reliable"] is True
+    adv = advantage_falls["review"]["advantage"]
+    assert adv["original"] == pytest.approx(0.02) and adv["completed"] == pytest.approx(0.005)
+    assert adv["relative_change"] == pytest.approx(-75.0) and adv["shifted"]
+    assert adv["share_change"] == pytest.approx(0.5 / 60.5 * 100 - 2 / 60 * 100) and not adv["share_shifted"]
+    assert advantage_falls["review"]["reliable_share"] is True  # the other reading would call it reliable
+    text = advantage_falls["text"]
+    assert "a relative change of -75.0% (more than 5%)" in text
+    assert "read as a share of dense's recall it goes from 3.33% to 0.83%, -2.51 points (not more than 5)" in text
+    assert "ours: 0 of 12 figures" in advantage_falls["headline"]
+    assert "The expert arm was not run" in text and "Expert arm not run." in advantage_falls["headline"]
+    # a ranking that flips is unreliable by the review's rule whatever the advantage does
+    flipped, _ = _review_case({"bm25": 0.62, "dense": 0.60, "rrf": 0.65}, {"bm25": 0.62, "dense": 0.60, "rrf": 0.61})
+    assert flipped["status"] == "unreliable" and flipped["review"]["flipped"] == [("recall_at_100", "rrf", "bm25")]
+    # without a dense run the advantage is not computed and the rankings alone decide
+    out = cv.bm25_advantage(rescored, {"bm25": "lexical"}, 5.0)
+    assert out == {"computed": False, "why": "no dense run among the re-scored runs"}
+
+
 def test_estimates_hold_the_truth_in_their_intervals_over_seeded_repetitions(tmp_path, monkeypatch):
     """The fast version of bench/cliniq_completion.py (100 repetitions there, at least 90 of them inside): 10 seeds
     (fixed: the outcome is deterministic); the answers are cached across them. A biased estimator or intervals too
@@ -430,7 +542,8 @@ def test_two_experts_each_against_the_judge_and_against_each_other(completed, tm
     pairs = sorted(k for k, v in labels.items() if v != judge.MALFORMED)[:40]
     flip = {"irrelevant": "synonym"}
     a = {k: (flip.get(labels[k], "irrelevant") if i % 7 == 0 else labels[k]) for i, k in enumerate(pairs)}
-    a[("disease-0", "999_0")] = "string"  # a chunk the judge never saw
+    unseen = next(c for c in completed.prepared["chunks"] if ("disease-0", c) not in labels)
+    a[("disease-0", unseen)] = "string"  # a chunk the judge never saw
     b = {k: (flip.get(labels[k], "irrelevant") if i % 5 == 0 else labels[k]) for i, k in enumerate(pairs[10:])}
     files = [_write_labels(tmp_path / "expert_a.tsv", a), _write_labels(tmp_path / "expert_b.tsv", b)]
     monkeypatch.chdir(work)
@@ -467,7 +580,7 @@ def test_two_experts_each_against_the_judge_and_against_each_other(completed, tm
     bad = tmp_path / "bad.tsv"
     bad.write_text("disease-0\t1_0\tmaybe\n")
     w = fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1, human_labels=str(bad))
-    with pytest.raises(InputError, match="label 'maybe'"):
+    with pytest.raises(InputError, match=r"bad.tsv, line 1: the label 'may'\u2026 \(5 characters\) is not a match "):
         fx.run_stage(w, "cliniq_completion_estimate")
     from r2med_eval.errors import ConfigError
 
@@ -476,6 +589,107 @@ def test_two_experts_each_against_the_judge_and_against_each_other(completed, tm
         fx.workflow(human_labels=[files[0], _write_labels(tmp_path / "x" / "expert_a.tsv", a)])
     fx.run_stage(fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1), "cliniq_completion_estimate")
     assert [r["kind"] for r in csv.DictReader(open(OUT / "agreement.csv"))] == []
+
+
+def _failing_job(w, rule: str, capfd, monkeypatch) -> str:
+    """``smk.run`` of a completion stage as Snakemake runs it on a CliniQ benchmark (its full log owner-only under
+    resources/job_logs/); the job must fail. Returns what reached the terminal (file descriptors 1 and 2)."""
+    from r2med_eval import smk
+
+    log_path = Path(paths.log_file(rule).replace("{benchmark}", fx.BENCH))
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    wildcards = SimpleNamespace(benchmark=fx.BENCH)
+    job = SimpleNamespace(input=SimpleNamespace(**getattr(w.inputs, rule)(wildcards)), output=fx.outputs(rule),
+                          params=SimpleNamespace(spec=w.params.of(rule)(wildcards)), wildcards=wildcards, rule=rule,
+                          log=[str(log_path)],
+                          config={"phi_servers": [], "benchmarks": {fx.BENCH: {"layout": "cliniq"}}})
+    monkeypatch.setattr(sys, "stdout", sys.stdout)  # smk.run leaves them on the job's log: restored after the test
+    monkeypatch.setattr(sys, "stderr", sys.stderr)
+    capfd.readouterr()
+    from r2med_eval.stages import score
+
+    with pytest.raises(SystemExit):
+        smk.run(job, getattr(score, rule))
+    out = capfd.readouterr()
+    return out.out + out.err
+
+
+NOTE = "Pt adm w/ {word} noted, seen by Dr Quill"  # note text, with the planted word
+# an expert's file with note text in one field (the second and third lines: expert_a and expert_b), and what the
+# one line says; each value is a function of (a valid pair, the note text)
+PLANTED_FIELDS = {
+    "query": (lambda q, c, note: f"{note}\t{c}\tstring", r"the query id 'Pt '\u2026 \(\d+ characters\) is not one of "
+              r"the completed queries"),
+    "chunk": (lambda q, c, note: f"{q}\t{note}\tstring", r"the chunk id 'Pt '\u2026 \(\d+ characters\) is not a chunk "
+              r"of the benchmark's corpus"),
+    "label": (lambda q, c, note: f"{q}\t{c}\t{note}", r"the label 'Pt '\u2026 \(\d+ characters\) is not a match type"),
+    "fourth column": (lambda q, c, note: f"{q}\t{c}\tstring\t{note}", r"expected 3 tab-separated columns"),
+    "header": (lambda q, c, note: f"query_id\tchunk_id\t{note}", r"the label 'Pt '\u2026"),
+}
+
+
+@pytest.mark.parametrize("field", list(PLANTED_FIELDS))
+def test_note_text_in_any_field_of_two_experts_files_reaches_no_message(field, completed, tmp_path, monkeypatch,
+                                                                      capfd):
+    """Issue 47: note text planted in one field of both experts' files stops the estimate job with one
+    ``r2med-eval:`` line naming the file, the line and the fix, first for expert_a, then (expert_a mended) for
+    expert_b; the planted word is in no terminal output and in no file of the work directory outside resources/."""
+    from confidentiality import PLANTED, files_holding
+
+    labels = _labels(completed.work)
+    pairs = sorted(k for k, v in labels.items() if v != judge.MALFORMED)[:3]
+    make, expected = PLANTED_FIELDS[field]
+    note = NOTE.format(word=PLANTED)
+
+    def expert(name, bad_line):
+        lines = [f"{q}\t{c}\t{labels[(q, c)]}" for q, c in pairs]
+        if bad_line is not None:  # the header is a line of its own, the others replace a pair's line
+            lines[bad_line - 1:bad_line if field != "header" else bad_line - 1] = [make(*pairs[bad_line - 1], note)]
+        (tmp_path / f"{name}.tsv").write_text("\n".join(lines) + "\n")
+        return str(tmp_path / f"{name}.tsv")
+
+    bad_line = 1 if field == "header" else 2
+    files = [expert("expert_a", bad_line), expert("expert_b", 3 if field != "header" else 1)]
+    monkeypatch.chdir(completed.work)
+    w = fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1, human_labels=files)
+    shown = []
+    for name, line in (("expert_a", bad_line), ("expert_b", 1 if field == "header" else 3)):
+        terminal = _failing_job(w, "cliniq_completion_estimate", capfd, monkeypatch)
+        shown.append(terminal)
+        lines = [x for x in terminal.splitlines() if x.strip()]
+        assert len(lines) == 1, terminal
+        assert re.match(rf"r2med-eval: {re.escape(str(tmp_path / name))}.tsv, line {line}: {expected}.* Fix: ",
+                        lines[0]), lines[0]
+        expert("expert_a", None)  # mended: the next run stops at expert_b
+    assert not any(PLANTED in t for t in shown)
+    work = completed.work.resolve()
+    assert [p.relative_to(work) for p in files_holding(work) if p.relative_to(work).parts[0] != "resources"] == []
+
+
+def test_other_bad_expert_files_stop_with_one_line_naming_file_and_line(completed, tmp_path, monkeypatch, capfd):
+    """A non-UTF-8 file, an empty one, a header alone, and a pair labelled twice differently: one line each, the
+    file and line named, nothing quoted."""
+    from confidentiality import PLANTED
+
+    labels = _labels(completed.work)
+    (q, c), (q2, c2) = sorted(k for k, v in labels.items() if v != judge.MALFORMED)[:2]
+    cases = {
+        "latin1.tsv": ((f"{q}\t{c}\tstring\n{q2}\t{c2}\t" + NOTE.format(word=PLANTED) + " caf\u00e9\n")
+                       .encode("latin-1"), r"line 2: bytes that are not UTF-8 at column \d+\. Fix: save the file as "
+                       r"UTF-8"),
+        "empty.tsv": (b"", r"empty.tsv: the expert's file holds no label\. Fix: "),
+        "header.tsv": (b"query_id\tchunk_id\tlabel\n\n", r"header.tsv: the expert's file holds no label"),
+        "twice.tsv": (f"{q}\t{c}\tstring\n{q2}\t{c2}\tstring\n{q}\t{c}\tirrelevant\n".encode(),
+                      rf"twice.tsv, line 3: \({q}, {c}\) is labelled string on line 1 and irrelevant here\. Fix: "),
+    }
+    monkeypatch.chdir(completed.work)
+    for name, (data, expected) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        w = fx.workflow(queries=100, sample_per_query=40, pool_depth=5, seed=1, human_labels=[str(tmp_path / name)])
+        terminal = _failing_job(w, "cliniq_completion_estimate", capfd, monkeypatch)
+        lines = [x for x in terminal.splitlines() if x.strip()]
+        assert len(lines) == 1 and re.search(expected, lines[0]) and PLANTED not in terminal, (name, terminal)
+        assert lines[0].startswith(f"r2med-eval: {tmp_path / name}")
 
 
 def test_text_stays_owner_only_under_resources(completed):
@@ -843,14 +1057,42 @@ def test_coded_from_codes_and_from_judgments_give_the_populations_the_review_and
     assert populations["patient"] == {f"5_{i}" for i in range(3)}
     assert populations["admission"] == {f"{h}_{i}" for h in (3, 5) for i in range(3)}
     found, counts = codes.coded(tables, queries, qtypes, "patient", {str(h) for h in range(1, 6)})
-    _, how = comp.resolve_coded(judged_by, found, counts["queries_without_code"], "patient")
-    assert how["disease-0"] == ("codes", "patient", 2, 1)  # 2 and 3 by the tables only, 4 by a judgment only
+    _, how = comp.resolve_coded(judged_by, found, counts["queries_without_code"], "patient", counts)
+    # 2 and 3 by the tables only, 4 by a judgment only; by the admission 3 is not coded (the units differ on one)
+    assert how["disease-0"] == ("codes", "patient", "cms-v32:428", 2, 1, 1)
+    assert how["procedure-0"][2] == "d_icd_procedures:3995" and how["drug-1"][2] == "prescriptions"
     assert how["disease-1"][0] == comp.NO_CODE
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "DIAGNOSES_ICD.csv").write_text("ROW_ID,HADM_ID,ICD9_CODE\n1,1,4280\n")
     with pytest.raises(InputError, match="lacks the column"):
         codes.read_table(bad / "DIAGNOSES_ICD.csv", "DIAGNOSES_ICD")
+
+
+def test_earlier_cms_titles_map_acute_renal_failure_and_pneumothorax(tmp_path):
+    """Issue 47: two of the 100 most frequent disease queries are earlier ICD-9-CM titles of their categories (v32
+    calls 584 "Acute kidney failure" and 512 "Pneumothorax and air leak"): they map to 584 and 512 through
+    EARLIER_TITLES, each with its source, and design.tsv's mapped_through says so; v32's own titles still map."""
+    from r2med_eval.cliniq import codes
+
+    tables = _tables(tmp_path / "mimic", diagnoses=[(10, 1, "5849"), (20, 2, "5121"), (30, 3, "51289"),
+                                                    (40, 4, "5845"), (50, 5, "4280")],
+                     admissions=[(10, 1), (20, 2), (30, 3), (40, 4), (50, 5)])
+    queries = {"disease-0": "acute renal failure", "disease-1": "pneumothorax", "disease-2": "acute kidney failure",
+               "disease-3": "heart failure"}
+    qtypes = {q: "disease" for q in queries}
+    found, counts = codes.coded(tables, queries, qtypes)
+    assert found == {"disease-0": {"1", "4"}, "disease-1": {"2", "3"}, "disease-2": {"1", "4"}, "disease-3": {"5"}}
+    assert counts["queries_without_code"] == []
+    assert counts["mapped_through"] == {"disease-0": (["584"], ["earlier-title"]),
+                                        "disease-1": (["512"], ["earlier-title"]),
+                                        "disease-2": (["584"], ["cms-v32"]), "disease-3": (["428"], ["cms-v32"])}
+    assert {c for c, _, _ in codes.EARLIER_TITLES} == {"584", "512"}
+    assert all(len(source) > 40 for _, _, source in codes.EARLIER_TITLES)  # each with its source
+    assert codes.category("5849")[1] == "Acute kidney failure" and codes.category("5121")[1].startswith("Pneumothorax")
+    judged = comp.coded_admissions([("disease-0", "1_0", "string")])
+    _, how = comp.resolve_coded(judged, found, [], "admission", counts)
+    assert how["disease-0"][:3] == ("codes", "admission", "earlier-title:584")
 
 
 def test_category_and_titles_from_the_icd9_hierarchy_package():
@@ -889,77 +1131,89 @@ def test_the_demo_runs_with_codes_and_with_judgments_and_design_records_which(tm
     assert int(codes_["disease-3"]["population"]) < int(seen[("judgments", "patient")]["disease-3"]["population"])
     assert codes_["disease-2"]["judgments_only"] == "1"  # pneumonia judged in 900764, which has no such code
     assert all(d["coded_from"] == "judgments" for d in seen[("judgments", "patient")].values())
-
-
-REVIEW_CONFIG = """
-benchmarks:
-  cliniq-demo:
-    layout: cliniq
-    noteevents: {demo}/NOTEEVENTS.csv
-    expected_chunks: 203
-    tasks:
-      cliniq: {{path: {demo}}}
-benchmarks_to_run: [cliniq-demo]
-models:
-  bm25: {{type: bm25_lucene, k1: 0.9, b: 0.4, top_k: 1000}}
-  bm25-b75: {{type: bm25_lucene, k1: 1.2, b: 0.75, top_k: 1000}}
-fusion:
-  rrf-bm25: {{method: rrf, runs: [bm25, bm25-b75], k: 60}}
-llms:
-  judge:
-    reasoning: none
-    generate: {{model: fake-judge, base_url_env: E2E_JUDGE_URL, api_key_env: E2E_JUDGE_KEY, concurrency: 4,
-               retries: 0, max_tokens: 256}}
-cliniq_completion:
-  benchmark: cliniq-demo
-  llm: judge
-  queries: 100
-  sample_per_query: 30
-  pool_depth: 0
-  runs: [bm25, bm25-b75, rrf-bm25]
-  human_labels: [{experts}/expert_a.tsv, {experts}/expert_b.tsv]
-  move_threshold: 5
-"""
+    # design.tsv says which title a query mapped through, and on how many admissions the two units disagree
+    assert codes_["disease-3"]["mapped_through"] == "cms-v32:250" and codes_["disease-3"]["unit_differs"] == "1"
+    assert seen[("codes", "admission")]["disease-3"]["unit_differs"] == "1"  # 900611: coded by its patient only
+    assert codes_["procedure-1"]["mapped_through"] == "d_icd_procedures:3995"
 
 
 @pytest.mark.slow
-def test_the_reviews_test_through_snakemake_sample_only_with_two_experts(tmp_path):
-    """The review's design as a user runs it: ``snakemake all`` on the CliniQ demo with pool_depth 0 and two
-    experts' files. sample.tsv holds no pool chunk, agreement.csv compares the two experts, the re-scoring adds the
-    sample's labels only, design.tsv says the coded admissions came from the demo's code tables, and the judge's
-    malformed answers are counted on the terminal."""
+def test_the_reviews_configuration_runs_on_the_demo_to_a_verdict_with_its_expert_arm(tmp_path):
+    """Issue 47: config/cliniq-review.yaml as shipped (GPT-4o, a declared phi_servers host, the project's own prompt,
+    two experts' files expected) with config/cliniq-review-demo.yaml on the CliniQ demo: `snakemake all` with a
+    loopback judge standing in for GPT-4o reaches a verdict by the review's rule whose expert arm is reported. Then:
+    note text planted in every field of two experts' files stops the estimate job with one r2med-eval: line and
+    reaches no file outside resources/ and data/ nor the terminal; and with the experts' files missing, the verdict
+    says the expert arm was not run, and on what."""
+    from confidentiality import PLANTED, assert_confined
     from conftest import snakemake, workflow_dir
 
-    queries, _ = cc.read_queries(fx.DEMO)
-    chunks = fx.prepare(tmp_path / "prep")["chunks"]
-    experts = tmp_path / "experts"
-    experts.mkdir()
-    truth = {(q, c): rule_label(queries[q], t) for q in ("disease-3", "procedure-3", "disease-2") for c, t in
-             chunks.items()}
-    _write_labels(experts / "expert_a.tsv", truth)
-    _write_labels(experts / "expert_b.tsv", {k: ("synonym" if v == "irrelevant" else "irrelevant") if i % 9 == 0
-                                             else v for i, (k, v) in enumerate(truth.items())})
-    work = workflow_dir(tmp_path, REVIEW_CONFIG.format(demo=fx.DEMO, experts=experts))
+    work = workflow_dir(tmp_path, (REPO / "config.yaml").read_text())
+    (work / "data").symlink_to(REPO / "data", target_is_directory=True)
+    configs = ["--configfile", "config.yaml", str(REPO / "config/cliniq-review.yaml"),
+               str(REPO / "config/cliniq-review-demo.yaml")]
     with FakeLLM() as server:
         server.mode = "judge"
         server.malformed_always = lambda q, c: q == "diabetes mellitus" and _hash(c) % 3 == 0
-        env = {**os.environ, "E2E_JUDGE_URL": server.url, "E2E_JUDGE_KEY": "k"}
-        proc = snakemake(work, "--cores", "2", "all", env=env)
-    out = work / OUT
-    sample = comp.read_table(out / "sample.tsv", comp.SAMPLE_HEADER)
-    assert sample and {r["stratum"] for r in sample} == {"rest"}
-    rows = list(csv.DictReader(open(out / "agreement.csv")))
-    assert any(r["kind"] == "agreement" and (r["rater_a"], r["rater_b"]) == ("expert_a", "expert_b") for r in rows)
-    assert any(r["kind"] == "fnr" and r["rater_a"] == "expert_b" for r in rows)
-    labels = judge.read_labels(out / "labels.tsv")
-    assert set(labels) == {(r["query_id"], r["chunk_id"]) for r in sample}
+        env = {**os.environ, "JUDGE_URL": server.url, "JUDGE_KEY": "k"}
+        proc = snakemake(work, "--cores", "2", "all", *configs, env=env, config=False)
+        models = {r.get("model") for r in server.requests}
+        out = work / OUT
+        verdict = json.loads((out / "verdict.json").read_text())
+        assert verdict["status"] in ("reliable", "unreliable") and verdict["rule"] == "review"
+        assert verdict["experts"] == {"run": True, "present": ["expert_a.tsv", "expert_b.tsv"], "missing": []}
+        adv = verdict["review"]["bm25_advantage"]
+        assert adv["computed"] and (adv["lexical"], adv["dense"]) == ("bm25", "minilm")
+        text = (out / "verdict.md").read_text()
+        arm = "Expert arm (2 experts: expert\\_a.tsv, expert\\_b.tsv), relevance: judge against expert\\_a: kappa"
+        assert arm in text and "expert\\_a against expert\\_b: kappa" in text and "Expert arm reported." in text
+        assert "The review's rule decides" in text and "read as a share of minilm's recall" in text
+        # the page: the synthetic demo says so in every table heading; the verdict counts the cells its mark marks
+        synthetic = "(synthetic: says nothing about the real benchmark)"
+        assert text.startswith(f"## Verdict (cliniq-demo {synthetic})")
+        for name in ("estimates", "rescored", "agreement"):
+            assert f"cliniq-demo {synthetic})" in (out / f"{name}.md").read_text().splitlines()[0], name
+        assert (out / "rescored.md").read_text().count("\u2021 |") == verdict["marks"] > 0
+        assert "\u2020" not in (out / "rescored.md").read_text() + text  # the dagger is the randomization test's
+        assert "cliniq-demo: synthetic: says nothing about the real benchmark" in (
+            work / "results/leaderboard.md").read_text()
+        page = (work / "results/index.html").read_text()
+        assert f"CliniQ judgment completion: cliniq-demo {synthetic}" in page
+        assert f"CliniQ tables: cliniq-demo {synthetic}" in page
+        assert "prompt: the project's own prompt" in text and "model gpt-4o" in text
+        info = json.loads((out / "judging.json").read_text())
+        assert info["model"] == "gpt-4o" and info["answer_format_appended"] is False
+        sample = comp.read_table(out / "sample.tsv", comp.SAMPLE_HEADER)
+        assert sample and {r["stratum"] for r in sample} == {"rest"}  # the review's sample-only design
+        design = comp.read_table(out / "design.tsv", comp.DESIGN_HEADER)
+        assert {d["coded_unit"] for d in design if d["coded_from"] == "codes"} == {"admission"}
+        assert re.search(r"r2med-eval \[cliniq_completion_judge cliniq-demo\] warning: \d+ of \d+ answers \(",
+                         proc.stdout), proc.stdout[-3000:]
+
+        # note text planted in every field of the two experts' files: one line, the word nowhere
+        planted = tmp_path / "planted"
+        planted.mkdir()
+        labels = judge.read_labels(out / "labels.tsv")
+        (q, c), (q2, c2) = sorted(k for k, v in labels.items() if v != judge.MALFORMED)[:2]
+        note = NOTE.format(word=PLANTED)
+        (planted / "expert_a.tsv").write_text(f"{q}\t{c}\tstring\n{note}\t{note}\t{note}\n")
+        (planted / "expert_b.tsv").write_text(f"{q2}\t{note}\t{note}\n")
+        (work / "planted.yaml").write_text(f"cliniq_completion: {{human_labels: [{planted}/expert_a.tsv, "
+                                           f"{planted}/expert_b.tsv]}}\n")
+        bad = snakemake(work, "--cores", "2", "all", *configs, "planted.yaml", env=env, config=False, check=False)
+        assert bad.returncode != 0
+        lines = [x for x in bad.stdout.splitlines() if x.startswith("r2med-eval:") and "Fix:" in x]
+        assert len(lines) == 1 and f"{planted}/expert_a.tsv, line 2: the label 'Pt '" in lines[0], lines
+        assert_confined(work, proc.stdout + bad.stdout)
+
+        # the experts' files expected but not there: the verdict says the arm was not run, and on what
+        (work / "missing.yaml").write_text("cliniq_completion: {human_labels: [experts/expert_a.tsv, "
+                                           "experts/expert_b.tsv]}\n")
+        snakemake(work, "--cores", "2", "all", *configs, "missing.yaml", env=env, config=False)
     verdict = json.loads((out / "verdict.json").read_text())
-    assert verdict["judgments_added"]["relevant"] + verdict["judgments_added"]["irrelevant"] == sum(
-        1 for v in labels.values() if v != judge.MALFORMED)
-    assert verdict["design"]["sample_only"] and verdict["malformed"] > 0
-    design = comp.read_table(out / "design.tsv", comp.DESIGN_HEADER)
-    assert {d["coded_from"] for d in design} == {"codes", comp.NO_CODE}
-    assert re.search(r"r2med-eval \[cliniq_completion_judge cliniq-demo\] warning: \d+ of \d+ answers \(",
-                     proc.stdout), proc.stdout[-3000:]
-    assert json.loads((work / "results/provenance.json").read_text())["judging"]["cliniq-demo"]["design"][
-        "pool_chunks"] == 0
+    assert verdict["experts"] == {"run": False, "present": [], "missing": ["expert_a.tsv", "expert_b.tsv"]}
+    text = (out / "verdict.md").read_text()
+    assert "The expert arm was not run: the experts' files expert\\_a.tsv, expert\\_b.tsv" in text
+    assert f"about 10 of the {len(design)} completed queries" in text
+    assert "Expert arm not run (missing: expert\\_a.tsv, expert\\_b.tsv)." in text
+    assert models == {"gpt-4o"}

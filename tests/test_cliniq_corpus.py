@@ -277,7 +277,8 @@ def test_queries_are_namespaced_by_type_and_qrels_keep_repeats(tmp_path):
 def test_unknown_match_type_stops(tmp_path):
     folder = annotations(tmp_path, "0\t100_1\tsynonyms\n")
     queries, _ = cc.read_queries(folder)
-    with pytest.raises(InputError, match=r"qrels_drug.tsv, line 3: unknown match type 'synonyms'"):
+    with pytest.raises(InputError, match=r"qrels_drug.tsv, line 3: unknown match type 'syn'\u2026 \(8 characters\)\. "
+                       r"Fix: .*did you mean 'synonym'"):
         cc.read_qrels(folder, queries)
 
 
@@ -290,13 +291,18 @@ def test_judgments_on_absent_chunks_are_counted_then_stop(tmp_path):
 
 
 def test_new_judgments(tmp_path):
+    from r2med_eval.cliniq.label_files import read_new_judgments
+
     path = tmp_path / "new.tsv"
     path.write_text("query_id\tchunk_id\tlabel\ndisease-0\t100_5\tirrelevant\ndrug-0\t100_6\thyponym\n")
-    rows = cc.read_new_judgments(path, {"disease-0": "x", "drug-0": "y"})
+    rows = read_new_judgments(path, {"disease-0": "x", "drug-0": "y"}, {"100_5", "100_6"})
     assert rows == [("disease-0", "100_5", "irrelevant"), ("drug-0", "100_6", "hyponym")]
     path.write_text("disease-0\t100_5\tmaybe\n")
-    with pytest.raises(InputError, match="unknown label 'maybe'"):
-        cc.read_new_judgments(path, {"disease-0": "x"})
+    with pytest.raises(InputError, match=r"new.tsv, line 1: the label 'may'\u2026 \(5 characters\) is not"):
+        read_new_judgments(path, {"disease-0": "x"})
+    path.write_text("disease-0\t100_7\tstring\n")  # a chunk the corpus does not hold
+    with pytest.raises(InputError, match=r"line 1: the chunk id '100_7' is not a chunk of the benchmark's corpus"):
+        read_new_judgments(path, {"disease-0": "x"}, {"100_5"})
 
 
 @pytest.fixture

@@ -52,3 +52,21 @@ def name_list(names, limit: int = 20) -> str:
     if len(names) <= limit:
         return ", ".join(names)
     return ", ".join(names[:limit]) + f", ... ({len(names)} in all)"
+
+
+def as_id(value, *, ids=(), shape: str | None = None, keep: int = 3) -> str:
+    """A value of a user's file as a message may show it: whole (quoted) when it is one of ``ids`` or has the shape
+    of an id (``shape``, a regular expression the whole value must match), otherwise cut to its first ``keep``
+    characters and its length, ``'Pat…' (41 characters)``. A file typed beside clinical notes may hold note text in
+    any field (a sentence pasted into the wrong column), and a message reaches the terminal and the logs: it names
+    ids, never text."""
+    import re
+
+    value = str(value)
+    if value in ids or (shape is not None and re.fullmatch(shape, value)):
+        return repr(value)
+    if not value:
+        return "an empty value"
+    if len(value) <= keep:
+        return f"{value!r} (a value of {len(value)} characters)"
+    return f"{value[:keep]!r}\u2026 ({len(value)} characters)"

@@ -12,7 +12,9 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -230,3 +232,20 @@ def remove_stale(folder, prefix: str) -> list[str]:
                     path.unlink()
             removed.append(path.name)
     return removed
+
+
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def finite_number(cell: str, *, path, line: int, column: str, fix: str) -> float:
+    """A cell of a per-query file as a finite float: ASCII decimal notation only (``0.5``, ``-1e-3``). Python's
+    ``float()`` also takes ``nan``, ``inf``, ``1_000`` and full-width or other Unicode digits, and a NaN reaching a
+    test makes every comparison false; each of these stops with one message naming the file, line and column, the
+    value cut to a few characters (``errors.as_id``)."""
+    from .errors import InputError, as_id
+
+    value = float(cell) if _DECIMAL.fullmatch(cell) else math.nan
+    if not math.isfinite(value):
+        raise InputError(f"column {column}: {as_id(cell)} is not a finite number in decimal notation (nan, inf, "
+                         "digit separators and non-ASCII digits are refused).", path=path, line=line, fix=fix)
+    return value

@@ -19,6 +19,7 @@ RULES = {
     "competitive_share": 0.9,       # competitive: at least 90% of the other's mean (a non-inferiority margin)
     "often_share": 0.5,             # often: at least half of the (reranker, first stage) pairs
     "similar_size": 2.0,            # similar size: parameter counts within a factor 2
+    "semantic_share": 0.8,          # "almost entirely": at least 80% of a gain (the rest at most a quarter of it)
     "overlap_low": 0.5,             # low overlap: a query's terms found in a relevant document, below one half
     "explains_little": 0.5,         # explains little: |Spearman rho| below 0.5 (rho^2 below 0.25)
 }
@@ -77,16 +78,19 @@ CLAIMS = [
            ("by_task", "cliniq_by_match_type")),
     _claim("cliniq.general_beats_medical", "CliniQ", "cliniq",
            "General-domain dense retrievers outperform biomedical ones.",
-           "The per-query mean over the general dense retrievers minus the mean over the medical ones (tags.domain), "
-           "multi-patient nDCG@10. Holds when significantly above 0, does not hold when significantly below, "
-           "inconclusive otherwise.",
+           "Every pair of a general and a medical dense retriever (tags.domain) within a factor 2 in parameters "
+           "(tags.parameters), as r2med.medical_pretraining pairs them; per query, the mean over the pairs of general "
+           "minus medical, multi-patient nDCG@10. Holds when significantly above 0, does not hold when significantly "
+           "below, inconclusive otherwise; without a pair of similar size, not testable.",
            ("by_task",)),
     _claim("cliniq.semantic_gains", "CliniQ", "cliniq",
-           "Dense retrievers' advantage over BM25 comes from semantic matches (synonym, abbreviation, hyponym, "
-           "implication), not string matches.",
+           "Dense retrievers' advantage over BM25 comes almost entirely from semantic matches (synonym, "
+           "abbreviation, hyponym, implication), not string matches.",
            "Best dense minus best lexical first-stage run, multi-patient nDCG@10 per match type; per query with a "
-           "string and a semantic match, the mean gain over its semantic types minus its gain on string matches. "
-           "Holds when significantly above 0, does not hold when significantly below, inconclusive otherwise.",
+           "string and a semantic match, G_sem the mean gain over its semantic types and G_str its gain on string "
+           "matches. Two parts, both must hold: (1) G_sem above 0; (2) at least 80% of the gain on semantic "
+           "matches, G_sem / (G_sem + G_str) >= 0.8, tested per query as 0.2 G_sem - 0.8 G_str above 0. A part "
+           "holds when significantly above 0, does not hold when significantly below; inconclusive otherwise.",
            ("cliniq_by_match_type",)),
     _claim("cliniq.implication_hardest", "CliniQ", "cliniq",
            "Implication is the hardest match type for every method.",
@@ -95,9 +99,11 @@ CLAIMS = [
            "hold when some run is significantly above; inconclusive otherwise.",
            ("cliniq_by_match_type",)),
     _claim("cliniq.rrf_improves", "CliniQ", "cliniq",
-           "RRF fusion of sparse and dense retrieval improves on both of its inputs.",
-           "Every RRF fusion with a lexical and a dense input, fused minus each input, multi-patient nDCG@10 per "
-           "query. Holds when every difference is significantly above 0; does not hold when one is significantly "
+           "RRF fusion of sparse and dense retrieval improves on both of its inputs, on both shallow and deep "
+           "metrics.",
+           "Every RRF fusion with a lexical and a dense input, fused minus each input per query, on a shallow "
+           "measure (multi-patient nDCG@10) and a deep one (multi-patient Recall@100): two parts, both must hold. "
+           "A part holds when every difference is significantly above 0; does not hold when one is significantly "
            "below; inconclusive otherwise.",
            ("by_task",)),
     _claim("cliniq.multi_patient_reliable", "CliniQ review", "cliniq",

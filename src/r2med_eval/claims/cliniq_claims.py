@@ -11,7 +11,7 @@ from .catalogue import SEMANTIC_TYPES
 from .evidence import best
 from .verdicts import Part
 
-MULTI, SINGLE = "multi-patient nDCG@10", "single-patient nDCG"
+MULTI, SINGLE, DEEP = "multi-patient nDCG@10", "single-patient nDCG", "multi-patient Recall@100"
 
 
 def column(rows: dict, name: str) -> dict:
@@ -41,23 +41,37 @@ def bm25_strong(spec: dict, data: dict, rules: dict, resampling: dict) -> tuple[
 
 
 def general_beats_medical(spec: dict, data: dict, rules: dict, resampling: dict) -> tuple[list[Part], dict]:
-    part = Part("general_minus_medical", "general dense retrievers beat medical ones", "one", 1,
+    """General minus medical over the pairs of similar size (``roles.size_pairs``, as ``r2med.medical_pretraining``
+    pairs them), the per-query mean over the pairs, multi-patient."""
+    part = Part("general_minus_medical", "general dense retrievers beat medical ones of similar size", "one", 1,
                 needs=spec["needs"].get("general_minus_medical"))
+    pairs = spec.get("pairs", [])
     if not part.needs:
         multi = _multi(data["values"])
-        a = ev.averaged([multi[r] for r in spec["general"]])
-        b = ev.averaged([multi[r] for r in spec["medical"]])
-        label = f"mean of {len(spec['general'])} general - mean of {len(spec['medical'])} medical"
-        part.tests.append(ev.paired(a, b, label=label, runs=spec["general"] + spec["medical"], measure=MULTI,
-                                    resampling=resampling))
-    return [part], {"general": spec["general"], "medical": spec["medical"]}
+        a = ev.averaged([multi[p["general"]] for p in pairs])
+        b = ev.averaged([multi[p["medical"]] for p in pairs])
+        label = " ; ".join(f"{p['general']} - {p['medical']}" for p in pairs)
+        t = ev.paired(a, b, label=(f"mean over {len(pairs)} size-matched pairs: {label}" if len(pairs) > 1 else label),
+                      runs=list(dict.fromkeys(r for p in pairs for r in (p["general"], p["medical"]))),
+                      measure=MULTI, resampling=resampling)
+        t.detail["pairs"] = [[p["general"], p["medical"], *p["parameters"][::-1]] for p in pairs]
+        part.tests.append(t)
+    return [part], {"pairs": pairs, "general": spec["general"], "medical": spec["medical"]}
 
 
 def semantic_gains(spec: dict, data: dict, rules: dict, resampling: dict) -> tuple[list[Part], dict]:
-    part = Part("semantic_minus_string", "the dense advantage lies in semantic matches, not string matches", "one", 1,
-                needs=spec["needs"].get("semantic_minus_string"))
+    """The best dense run's gain over the best lexical run per match type (multi-patient). (1) Its gain on semantic
+    matches is above 0. (2) At least ``rules["semantic_share"]`` of its gain lies on semantic matches: per query with a
+    string and a semantic match, G_sem its mean gain over its semantic types and G_str its gain on string matches,
+    the share G_sem / (G_sem + G_str) is at least s exactly when (1 - s) G_sem - s G_str is at least 0, which is
+    tested."""
+    share = rules["semantic_share"]
+    gain = Part("semantic_gain", "the dense run gains on semantic matches", "one", 1,
+                needs=spec["needs"].get("semantic_gain"))
+    mostly = Part("semantic_share", f"at least {share:.0%} of the dense gain lies on semantic matches", "one", 1,
+                  needs=spec["needs"].get("semantic_share"))
     chosen: dict = {}
-    if not part.needs:
+    if not mostly.needs:
         values = data["values"]
         multi = _multi(values)
         lex, chosen["lexical_means"] = best(multi, spec["lexical"])
@@ -68,14 +82,23 @@ def semantic_gains(spec: dict, data: dict, rules: dict, resampling: dict) -> tup
             ours, theirs = column(values[dense], f"multi_{t}"), column(values[lex], f"multi_{t}")
             gains[t] = {k: v - theirs[k] for k, v in ours.items() if k in theirs}
         chosen["mean_gain_by_match_type"] = {t: ev.mean_over(g) for t, g in gains.items()}
-        dd = {}
-        for k, string in gains["string"].items():
+        semantic, string = {}, {}
+        for k, s in gains["string"].items():
             sem = [gains[t][k] for t in SEMANTIC_TYPES if k in gains[t]]
             if sem:
-                dd[k] = sum(sem) / len(sem) - string
-        part.tests.append(ev.one_sample(dd, 0.0, label=f"{dense} over {lex}: semantic gain - string gain",
-                                        runs=[dense, lex], measure=MULTI + " gain", resampling=resampling))
-    return [part], chosen
+                semantic[k], string[k] = sum(sem) / len(sem), s
+        g_sem, g_str = ev.mean_over(semantic), ev.mean_over(string)
+        chosen.update(semantic_gain=g_sem, string_gain=g_str,
+                      semantic_share=g_sem / (g_sem + g_str) if g_sem + g_str > 0 else None)
+        runs = [dense, lex]
+        gain.tests.append(ev.one_sample(semantic, 0.0, label=f"{dense} over {lex}: semantic gain", runs=runs,
+                                        measure=MULTI + " gain", resampling=resampling))
+        dd = {k: (1 - share) * semantic[k] - share * string[k] for k in semantic}
+        t = ev.one_sample(dd, 0.0, label=f"{dense} over {lex}: {1 - share:g} x semantic gain - {share:g} x string "
+                          "gain", runs=runs, measure=MULTI + " gain", resampling=resampling)
+        t.detail["semantic_share"] = chosen["semantic_share"]
+        mostly.tests.append(t)
+    return [gain, mostly], chosen
 
 
 def implication_hardest(spec: dict, data: dict, rules: dict, resampling: dict) -> tuple[list[Part], dict]:
@@ -98,14 +121,19 @@ def implication_hardest(spec: dict, data: dict, rules: dict, resampling: dict) -
 
 
 def rrf_improves(spec: dict, data: dict, rules: dict, resampling: dict) -> tuple[list[Part], dict]:
-    part = Part("every_input", "each RRF fusion beats each of its inputs", "all", 1,
-                needs=spec["needs"].get("every_input"))
-    multi = _multi(data["values"])
-    for f in spec["fusions"]:
-        for r in f["inputs"]:
-            part.tests.append(ev.paired(multi[f["fusion"]], multi[r], label=f"{f['fusion']} - {r}",
-                                        runs=[f["fusion"], r], measure=MULTI, resampling=resampling))
-    return [part], {"fusions": spec["fusions"]}
+    """Every RRF fusion of a lexical and a dense run against each input, on a shallow measure (multi-patient
+    nDCG@10) and on a deep one (multi-patient Recall@100): "large gains on both shallow and deep metrics"."""
+    parts = [Part("shallow", "each RRF fusion beats each of its inputs on nDCG@10 (shallow)", "all", 1,
+                  needs=spec["needs"].get("shallow")),
+             Part("deep", "each RRF fusion beats each of its inputs on Recall@100 (deep)", "all", 1,
+                  needs=spec["needs"].get("deep"))]
+    for part, name, measure in zip(parts, ("multi_all", "multi_recall_at_100"), (MULTI, DEEP)):
+        values = {r: column(rows, name) for r, rows in data["values"].items()}
+        for f in spec["fusions"]:
+            for r in f["inputs"]:
+                part.tests.append(ev.paired(values[f["fusion"]], values[r], label=f"{f['fusion']} - {r}",
+                                            runs=[f["fusion"], r], measure=measure, resampling=resampling))
+    return parts, {"fusions": spec["fusions"]}
 
 
 def multi_patient_reliable(spec: dict, data: dict, rules: dict, resampling: dict) -> tuple[list[Part], dict]:
@@ -127,8 +155,19 @@ def completion_verdict(doc: dict | None) -> tuple[str, str]:
         return "inconclusive", "the completion could not decide (no usable judgment of the sample)"
     reliable = {"reliable": True, "unreliable": False}.get(doc.get("status"), doc.get("reliable"))
     if reliable is True:
-        return "holds", "reliable: no system moves beyond the threshold and no ordering flips"
+        return "holds", ("reliable by the review's rule: no ranking flips and BM25's recall advantage holds"
+                         if isinstance(doc.get("review"), dict) else
+                         "reliable: no system moves beyond the threshold and no ordering flips")
     if reliable is False:
+        review = doc.get("review")
+        if isinstance(review, dict):  # the review's rule decides: rankings and BM25's recall advantage
+            adv = review.get("bm25_advantage") or {}
+            shift = adv.get("relative_change")
+            return "does_not_hold", (f"unreliable by the review's rule: {len(review.get('flipped') or [])} rankings "
+                                     "flip; BM25's recall advantage " + (
+                                         f"shifts by {shift:+.1f}% relative" if isinstance(shift, (int, float)) else
+                                         "shifts without bound (from 0)" if adv.get("shifted") else
+                                         "is not computed" if not adv.get("computed") else "holds"))
         moved, flipped = len(doc.get("moved") or []), len(doc.get("flipped") or [])
         return "does_not_hold", f"unreliable: {moved} figures move beyond the threshold, {flipped} orderings flip"
     return "inconclusive", "the completion gives no verdict"

@@ -49,8 +49,8 @@ class Test:
     def side(self, alpha: float) -> int:
         """+1 (the estimate is above the boundary) or -1 (below) when the Holm-adjusted p is below ``alpha``; 0
         when the test decides nothing."""
-        if not self.p_holm < alpha or self.estimate == self.boundary:
-            return 0
+        if not self.p_holm < alpha or not math.isfinite(self.estimate) or self.estimate == self.boundary:
+            return 0  # no valid test (no p, or a non-finite estimate) decides nothing
         return 1 if self.estimate > self.boundary else -1
 
     def as_dict(self) -> dict:
@@ -77,16 +77,33 @@ def weights(keys) -> np.ndarray:
     return np.array([n / (t * per_task[task]) for task, _ in keys], dtype=float)
 
 
-def _untestable(label, runs, measure, n, test, effect=math.nan, boundary=0.0) -> Test:
-    return Test(label, list(runs), measure, n, effect, math.nan, math.nan, effect, boundary, math.nan, test,
-                detail={"note": f"{n} queries: fewer than 2, no test"})
+def _untestable(label, runs, measure, n, test, effect=math.nan, boundary=0.0, skipped: int = 0) -> Test:
+    out = Test(label, list(runs), measure, n, effect, math.nan, math.nan, effect, boundary, math.nan, test,
+               detail={"note": f"{n} queries" + _skipped_note(skipped) + ": fewer than 2, no test"})
+    if skipped:
+        out.detail["skipped_not_finite"] = skipped
+    return out
+
+
+def _skipped_note(skipped: int) -> str:
+    return f" with finite values ({skipped} left out: not finite)" if skipped else ""
+
+
+def finite_keys(*values: dict) -> tuple[list, int]:
+    """The keys every mapping of ``values`` has, in order, whose values are all finite numbers, and how many of the
+    shared keys were left out for a value that is not (NaN, an infinity): a test never sees one (``scoring.stats``
+    refuses them), and the count goes into the test's detail."""
+    shared = sorted(set(values[0]).intersection(*values[1:]))
+    keys = [k for k in shared if all(isinstance(v[k], (int, float)) and math.isfinite(v[k]) for v in values)]
+    return keys, len(shared) - len(keys)
 
 
 def paired(a: dict, b: dict, *, label: str, runs, measure: str, resampling: dict, factor: float = 1.0) -> Test:
-    """The weighted mean of ``a - factor b`` over the keys both have, against 0; the effect is ``a - b``."""
-    keys = sorted(set(a) & set(b))
+    """The weighted mean of ``a - factor b`` over the keys both have with finite values, against 0; the effect is
+    ``a - b``."""
+    keys, skipped = finite_keys(a, b)
     if len(keys) < 2:
-        return _untestable(label, runs, measure, len(keys), RANDOMIZATION)
+        return _untestable(label, runs, measure, len(keys), RANDOMIZATION, skipped=skipped)
     scale = weights(keys)
     va = np.array([a[k] for k in keys], dtype=float)
     vb = np.array([b[k] for k in keys], dtype=float)
@@ -97,16 +114,18 @@ def paired(a: dict, b: dict, *, label: str, runs, measure: str, resampling: dict
     detail = {"mean_a": float(np.mean(scale * va)), "mean_b": float(np.mean(scale * vb))}
     if factor != 1.0:
         detail["factor"] = factor
+    if skipped:
+        detail["skipped_not_finite"] = skipped
     return Test(label, list(runs), measure, len(keys), float(np.mean(diff)), low, high, float(np.mean(stat)), 0.0, p,
                 RANDOMIZATION, detail=detail)
 
 
 def one_sample(x: dict, boundary: float, *, label: str, runs, measure: str, resampling: dict,
                unit: str = "points") -> Test:
-    """The weighted mean of ``x`` against ``boundary``."""
-    keys = sorted(x)
+    """The weighted mean of ``x`` (its finite values) against ``boundary``."""
+    keys, skipped = finite_keys(x)
     if len(keys) < 2:
-        out = _untestable(label, runs, measure, len(keys), ONE_SAMPLE, boundary=boundary)
+        out = _untestable(label, runs, measure, len(keys), ONE_SAMPLE, boundary=boundary, skipped=skipped)
         out.unit = unit
         return out
     scale = weights(keys)
@@ -116,7 +135,8 @@ def one_sample(x: dict, boundary: float, *, label: str, runs, measure: str, resa
     p = stats.randomization_test(centred, np.zeros(len(keys)), permutations=resampling["permutations"],
                                  seed=resampling["seed"])
     mean = float(np.mean(scale * vx))
-    return Test(label, list(runs), measure, len(keys), mean, low, high, mean, boundary, p, ONE_SAMPLE, unit=unit)
+    return Test(label, list(runs), measure, len(keys), mean, low, high, mean, boundary, p, ONE_SAMPLE, unit=unit,
+                detail={"skipped_not_finite": skipped} if skipped else {})
 
 
 def _normal_cdf(z: float) -> float:
@@ -128,12 +148,12 @@ def correlation(x: dict, y: dict, bound: float, *, label: str, runs, measure: st
     the boundary ``bound``; below means |rho| < bound (equivalence: both one-sided tests), above |rho| > bound."""
     from scipy.stats import spearmanr
 
-    keys = sorted(set(x) & set(y))
+    keys, skipped = finite_keys(x, y)
     n = len(keys)
     if n < 4:
-        out = _untestable(label, runs, measure, n, FISHER, boundary=bound)
+        out = _untestable(label, runs, measure, n, FISHER, boundary=bound, skipped=skipped)
         out.unit = "rho"
-        out.detail["note"] = f"{n} queries: fewer than 4, no test"
+        out.detail["note"] = f"{n} queries{_skipped_note(skipped)}: fewer than 4, no test"
         return out
     rho = float(spearmanr([x[k] for k in keys], [y[k] for k in keys]).statistic)
     if math.isnan(rho):  # one of them constant: no rank order to correlate
@@ -147,13 +167,14 @@ def correlation(x: dict, y: dict, bound: float, *, label: str, runs, measure: st
         one_sided = max(_normal_cdf((z - zb) / se), 1.0 - _normal_cdf((z + zb) / se))
     else:  # |rho| above the bound: the one-sided test on the side rho lies
         one_sided = 1.0 - _normal_cdf((z - zb) / se) if rho > 0 else _normal_cdf((z + zb) / se)
+    detail = {"rho_squared": rho * rho, **({"skipped_not_finite": skipped} if skipped else {})}
     return Test(label, list(runs), measure, n, rho, low, high, abs(rho), bound, min(1.0, 2.0 * one_sided), FISHER,
-                unit="rho", detail={"rho_squared": rho * rho})
+                unit="rho", detail=detail)
 
 
 def mean_over(values: dict, keys=None) -> float:
-    """The task-weighted mean of per-query values (the leaderboard's benchmark average)."""
-    keys = sorted(values if keys is None else keys)
+    """The task-weighted mean of per-query values (the leaderboard's benchmark average), over the finite ones."""
+    keys = [k for k in sorted(values if keys is None else keys) if math.isfinite(values[k])]
     if not keys:
         return math.nan
     return float(np.mean(weights(keys) * np.array([values[k] for k in keys], dtype=float)))

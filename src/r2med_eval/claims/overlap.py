@@ -76,6 +76,7 @@ def to_tsv(rows: list[dict]) -> str:
 def read_tsv(path) -> dict[str, float]:
     """query id -> overlap, for the queries where it is defined."""
     from ..errors import InputError
+    from ..io import finite_number
 
     with open(path, encoding="utf-8") as handle:
         header = handle.readline().rstrip("\n").split("\t")
@@ -83,8 +84,12 @@ def read_tsv(path) -> dict[str, float]:
             raise InputError(f"not a lexical-overlap file (header {header}).", path=path, line=1,
                              fix="rerun rule claims_overlap (delete the file).")
         out = {}
-        for line in handle:
+        for lineno, line in enumerate(handle, start=2):
             parts = line.rstrip("\n").split("\t")
+            if len(parts) != len(HEADER):
+                raise InputError(f"expected {len(HEADER)} columns, found {len(parts)}.", path=path, line=lineno,
+                                 fix="rerun rule claims_overlap (delete the file).")
             if parts[3]:
-                out[parts[0]] = float(parts[3])
+                out[parts[0]] = finite_number(parts[3], path=path, line=lineno, column=HEADER[3],
+                                              fix="rerun rule claims_overlap (delete the file).")
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
+from ..report.synthetic import MARK
 from ..report.tables import md_escape, tex_escape, tex_label
 from .verdicts import WORDS, pvalue
 
@@ -49,7 +50,8 @@ def markdown(claims: list[dict], rules: dict, resampling: dict) -> str:
         return "\n".join(lines) + "\n"
     for bench in _benchmarks(claims):
         mine = [c for c in claims if c["benchmark"] == bench]
-        lines += [f"## {md_escape(bench)}", "", "| claim | verdict | effect [95% CI] | p (Holm) | reason |",
+        mark = f" ({MARK})" if any(c.get("synthetic") for c in mine) else ""
+        lines += [f"## {md_escape(bench)}{mark}", "", "| claim | verdict | effect [95% CI] | p (Holm) | reason |",
                   "|---|---|---|---:|---|"]
         for c in mine:
             e = c["effect"] or {}
@@ -57,8 +59,8 @@ def markdown(claims: list[dict], rules: dict, resampling: dict) -> str:
                          f"{pvalue(e.get('p_holm')) if e else ''} | {md_escape(c['reason'])} |")
         lines.append("")
         for c in mine:
-            lines += [f"### {md_escape(c['id'])}: {WORDS[c['verdict']]}", "", f"> {md_escape(c['statement'])}", "",
-                      f"Rule: {md_escape(c['rule'])}", ""]
+            lines += [f"### {md_escape(c['id'])}: {WORDS[c['verdict']]}{mark}", "",
+                      f"> {md_escape(c['statement'])}", "", f"Rule: {md_escape(c['rule'])}", ""]
             lines += [f"- {md_escape(p['summary'])}" for p in c["evidence"]["parts"]] + [""]
             if c["needs"]:
                 lines += [f"To test it: {md_escape(c['needs'])}.", ""]
@@ -68,10 +70,16 @@ def markdown(claims: list[dict], rules: dict, resampling: dict) -> str:
                           "|---|---|---|---:|---|---:|---:|---:|"]
                 for p, t in tests:
                     lines.append(f"| {md_escape(p['title'])} ({WORDS[p['verdict']]}) | {md_escape(t['label'])} | "
-                                 f"{md_escape(t['measure'])} | {t['n']} | {effect_text(t)} | "
+                                 f"{md_escape(t['measure'])} | {_n(t)} | {effect_text(t)} | "
                                  f"{_boundary(t)} | {pvalue(t['p'])} | {pvalue(t['p_holm'])} |")
                 lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def _n(t: dict) -> str:
+    """The queries a test used, and those it left out for a value that is not a finite number."""
+    skipped = (t.get("detail") or {}).get("skipped_not_finite")
+    return f"{t['n']} ({skipped} not finite, left out)" if skipped else str(t["n"])
 
 
 def _boundary(t: dict) -> str:
@@ -88,7 +96,8 @@ def latex(claims: list[dict], rules: dict) -> str:
         return "% no benchmark of the kinds the claims are about was run\n"
     rows = []
     for bench in _benchmarks(claims):
-        rows.append(rf"\multicolumn{{4}}{{l}}{{\textit{{{tex_escape(bench)}}}}} \\")
+        mark = f" ({MARK})" if any(c.get("synthetic") for c in claims if c["benchmark"] == bench) else ""
+        rows.append(rf"\multicolumn{{4}}{{l}}{{\textit{{{tex_escape(bench + mark)}}}}} \\")
         for c in (c for c in claims if c["benchmark"] == bench):
             e = c["effect"] or {}
             rows.append(f"{tex_escape(c['id'])} & {WORDS[c['verdict']]} & {tex_escape(effect_text(e))} & "
@@ -131,8 +140,9 @@ def html_section(claims: list[dict], figure_href) -> list[str]:
                 name = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
                 links.append(f'<a href="{escape(href)}">{escape(name.replace("_", " "))}</a>')
         reason = c["reason"] if c["verdict"] != "not_testable" else f"To test it: {c['needs']}."
+        shown = c["benchmark"] + (f" ({MARK})" if c.get("synthetic") else "")
         out.append(
-            f'<tr><th scope="row" class="model">{escape(c["benchmark"])}</th><td>{escape(c["id"])}</td>'
+            f'<tr><th scope="row" class="model">{escape(shown)}</th><td>{escape(c["id"])}</td>'
             f'<td style="background:{VERDICT_COLOURS[c["verdict"]]};font-weight:600">{WORDS[c["verdict"]]}</td>'
             f'<td class="num">{escape(effect_text(e))}</td>'
             f'<td class="num">{escape(pvalue(e.get("p_holm")) if e else "")}</td>'

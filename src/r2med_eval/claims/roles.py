@@ -81,10 +81,12 @@ def rerank_depth(runs: dict) -> dict:
     return out
 
 
-def medical_pretraining(runs: dict) -> dict:
+def size_pairs(runs: dict, medical: list[str], general: list[str]) -> tuple[list[dict], list[str]]:
+    """Every (medical, general) pair of runs whose sizes (tags.parameters, millions) lie within a factor
+    ``RULES["similar_size"]``, and what to add for a medical run without a size or without a general run of its
+    size."""
     ratio = RULES["similar_size"]
-    medical = [r for r in _retrievers(runs, domain="medical")]
-    general = [r for r in _retrievers(runs, domain="general") if runs[r].get("parameters")]
+    general = [g for g in general if runs[g].get("parameters")]
     pairs, needs = [], []
     for m in medical:
         size = runs[m].get("parameters")
@@ -96,6 +98,11 @@ def medical_pretraining(runs: dict) -> dict:
         if not close:
             needs.append(f"add a general-domain first-stage retriever of {size / ratio:g} to {size * ratio:g} M "
                          f"parameters (tags: {{domain: general, parameters: ...}}), the size of {m}")
+    return pairs, needs
+
+
+def medical_pretraining(runs: dict) -> dict:
+    pairs, needs = size_pairs(runs, _retrievers(runs, domain="medical"), _retrievers(runs, domain="general"))
     out = {"runs": list(dict.fromkeys(r for p in pairs for r in (p["medical"], p["general"]))), "pairs": pairs,
            "needs": {}}
     if not pairs:
@@ -139,15 +146,21 @@ def bm25_strong(runs: dict) -> dict:
 
 
 def general_beats_medical(runs: dict) -> dict:
+    """Pairs of a general and a medical dense retriever of similar size (as ``medical_pretraining`` pairs them)."""
     general = _retrievers(runs, family="dense", domain="general")
     medical = _retrievers(runs, family="dense", domain="medical")
-    out = {"runs": general + medical, "general": general, "medical": medical, "needs": {}}
+    pairs, needs = size_pairs(runs, medical, general)
+    out = {"runs": list(dict.fromkeys(r for p in pairs for r in (p["general"], p["medical"]))), "pairs": pairs,
+           "general": general, "medical": medical, "needs": {}}
     missing = [d for d, have in (("general", general), ("medical", medical)) if not have]
     if missing:
         examples = {"general": "bge-large-en-v1.5", "medical": "medcpt"}
         out["needs"]["general_minus_medical"] = "; ".join(
             f"run a dense retriever tagged tags.domain: {d} (e.g. {examples[d]} of config/r2med_models.yaml)"
             for d in missing)
+    elif not pairs:
+        out["needs"]["general_minus_medical"] = "; ".join(needs) if needs else (
+            "run a general and a medical dense retriever of similar size (tags.parameters within a factor 2)")
     return out
 
 
@@ -155,7 +168,8 @@ def semantic_gains(runs: dict) -> dict:
     fam, needs = _families(runs)
     out = {"runs": fam["lexical"] + fam["dense"], **fam, "needs": {}}
     if needs:
-        out["needs"]["semantic_minus_string"] = "; ".join(needs.values())
+        for part in ("semantic_gain", "semantic_share"):
+            out["needs"][part] = "; ".join(needs.values())
     return out
 
 
@@ -177,8 +191,9 @@ def rrf_improves(runs: dict) -> dict:
     out = {"runs": list(dict.fromkeys(r for f in fusions for r in [f["fusion"], *f["inputs"]])), "fusions": fusions,
            "needs": {}}
     if not fusions:
-        out["needs"]["every_input"] = ("add an RRF fusion of a lexical and a dense run (fusion: {rrf-bm25-<dense>: "
-                                       "{method: rrf, runs: [bm25, <dense>]}})")
+        for part in ("shallow", "deep"):
+            out["needs"][part] = ("add an RRF fusion of a lexical and a dense run (fusion: {rrf-bm25-<dense>: "
+                                  "{method: rrf, runs: [bm25, <dense>]}})")
     return out
 
 

@@ -101,7 +101,9 @@ def describe(t: Test) -> str:
     else:
         name = "rho " if t.unit == "rho" else ""
         text = f"{t.label} {name}{t.effect:.3f} [{t.ci_low:.3f}, {t.ci_high:.3f}] against {t.boundary:g}"
-    return text + f", n {t.n}, p Holm {pvalue(t.p_holm)}"
+    skipped = t.detail.get("skipped_not_finite")
+    return text + f", n {t.n}" + (f" ({skipped} left out: not finite)" if skipped else "") + \
+        f", p Holm {pvalue(t.p_holm)}"
 
 
 def decide(claim: dict, parts: list[Part], rules: dict) -> dict:

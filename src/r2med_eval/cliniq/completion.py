@@ -53,13 +53,14 @@ import hashlib
 import math
 from collections import defaultdict
 
-from ..errors import InputError
-from .corpus import IRRELEVANT, MATCH_TYPES, QUERY_TYPES
+from ..errors import InputError, as_id
+from .corpus import IRRELEVANT, MATCH_TYPES, QUERY_ID, QUERY_TYPES
 
 SAMPLE_HEADER = ("query_id", "query_type", "chunk_id", "stratum", "drawn", "draw_order", "pi", "best_rank",
                  "n_systems")
-DESIGN_HEADER = ("query_id", "query_type", "coded_from", "coded_unit", "coded_admissions", "codes_only",
-                 "judgments_only", "population", "pool", "rest", "drawn", "drawn_in_pool", "rest_sampled", "extended")
+DESIGN_HEADER = ("query_id", "query_type", "coded_from", "coded_unit", "mapped_through", "coded_admissions",
+                 "codes_only", "judgments_only", "unit_differs", "population", "pool", "rest", "drawn",
+                 "drawn_in_pool", "rest_sampled", "extended")
 CODED_FROM = ("codes", "judgments")
 NO_CODE = "judgments:no_code"  # coded_from of a query no code of the tables maps to (it falls back to judgments)
 MEASURES = ("relevant",) + MATCH_TYPES
@@ -82,24 +83,30 @@ def coded_admissions(rows) -> dict[str, set[str]]:
 
 
 def resolve_coded(judged: dict[str, set[str]], from_codes: dict[str, set[str]] | None, without_code=(),
-                  unit: str = "patient") -> tuple[dict[str, set[str]], dict[str, tuple]]:
+                  unit: str = "admission", mapping: dict | None = None) -> tuple[dict[str, set[str]], dict[str, tuple]]:
     """The coded admissions of every query and how they were found: (query -> admissions, query -> (coded_from,
-    coded_unit, codes_only, judgments_only)). ``judged``: CliniQ's own judgments (``coded_admissions``);
-    ``from_codes``: the code tables' (``cliniq.codes.coded``), None for ``coded_from: judgments``. With codes, a
-    query's coded admissions are those the tables give plus those CliniQ's annotators judged (whose chunks are all
-    judged); codes_only and judgments_only count the admissions only one of the two definitions calls coded. A query
-    no code maps to (``without_code``) falls back to its judgments (``NO_CODE``)."""
+    coded_unit, mapped_through, codes_only, judgments_only, unit_differs)). ``judged``: CliniQ's own judgments
+    (``coded_admissions``); ``from_codes``: the code tables' (``cliniq.codes.coded``), None for ``coded_from:
+    judgments``; ``mapping``: ``codes.coded``'s counts (``mapped_through``: the codes and the kind of title a query
+    mapped through; ``unit_differs``: the admissions the two units classify differently). With codes, a query's coded
+    admissions are those the tables give plus those CliniQ's annotators judged (whose chunks are all judged);
+    codes_only and judgments_only count the admissions only one of the two definitions calls coded. A query no code
+    maps to (``without_code``) falls back to its judgments (``NO_CODE``)."""
     if from_codes is None:
-        return dict(judged), {q: ("judgments", "admission", "", "") for q in judged}
+        return dict(judged), {q: ("judgments", "admission", "", "", "", "") for q in judged}
     missing = set(without_code)
+    through = (mapping or {}).get("mapped_through", {})
+    differs = (mapping or {}).get("unit_differs", {})
     out, info = {}, {}
     for q in set(judged) | set(from_codes) | missing:
         j = judged.get(q, set())
         if q in missing:
-            out[q], info[q] = set(j), (NO_CODE, "admission", "", "")
+            out[q], info[q] = set(j), (NO_CODE, "admission", "", "", "", "")
             continue
         c = from_codes.get(q, set())
-        out[q], info[q] = c | j, ("codes", unit, len(c - j), len(j - c))
+        codes, sources = through.get(q, ((), ()))
+        how = ";".join(sources) + (":" + ";".join(codes) if codes else "")
+        out[q], info[q] = c | j, ("codes", unit, how, len(c - j), len(j - c), differs.get(q, 0))
     return out, info
 
 
@@ -115,7 +122,8 @@ def select_queries(setting, coded: dict[str, set[str]], qtypes: dict[str, str],
     if isinstance(setting, list):
         unknown = [q for q in setting if q not in qtypes]
         if unknown:
-            raise InputError(f"cliniq_completion.queries names unknown queries: {', '.join(unknown)}.",
+            raise InputError(f"cliniq_completion.queries names unknown queries: "
+                             f"{', '.join(as_id(q, shape=QUERY_ID) for q in unknown[:20])}.",
                              fix="use the benchmark's query ids ({type}-{_id}, e.g. disease-12).")
         unjudged = [q for q in setting if not judged.get(q)]
         if unjudged:
@@ -190,8 +198,8 @@ def design(queries: list[str], qtypes: dict[str, str], coded: dict[str, set[str]
                                best[c][1]))
             elif c in position:
                 sample.append((q, qtypes[q], c, "rest", 1, position[c], pi_rest, "", 0))
-        how = (coded_info or {}).get(q, ("judgments", "admission", "", ""))
-        rows.append((q, qtypes[q], *how[:2], len(cod), *how[2:], len(population), len(best), rest, len(drawn),
+        how = (coded_info or {}).get(q, ("judgments", "admission", "", "", "", ""))
+        rows.append((q, qtypes[q], *how[:3], len(cod), *how[3:], len(population), len(best), rest, len(drawn),
                      sum(1 for c in drawn if c in best), m, int(extended)))
     return sample, rows
 

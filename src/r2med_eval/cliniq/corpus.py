@@ -25,7 +25,7 @@ from collections import deque
 from pathlib import Path
 
 from ..bounds import shown
-from ..errors import InputError
+from ..errors import InputError, as_id
 from ..io import atomic_path, iter_jsonl, private_folder, sha256_file
 from ..progress import Progress
 
@@ -36,6 +36,10 @@ GITHUB_RAW = "https://raw.githubusercontent.com/zhao-zy15/CliniQ"
 QUERY_TYPES = ("disease", "procedure", "drug")
 MATCH_TYPES = ("string", "synonym", "abbreviation", "hyponym", "implication")
 IRRELEVANT = "irrelevant"  # label of a new judgment that finds a chunk not relevant
+# the shapes of CliniQ's ids: a message about a user's file shows a value whole only when it has one (errors.as_id)
+RAW_QUERY_ID = r"[0-9]{1,12}"  # a query's _id in CliniQ's files
+QUERY_ID = r"(?:disease|procedure|drug)-[0-9]{1,12}"  # {type}-{_id}
+CHUNK_ID = r"[0-9]{1,12}_[0-9]{1,6}"  # {HADM_ID}_{i}
 ANNOTATION_FILES = ("test_hadm_ids.txt",) + tuple(f"queries_{t}.jsonl" for t in QUERY_TYPES) + tuple(
     f"qrels_{t}.tsv" for t in QUERY_TYPES)
 EXPECTED_CHUNKS = 16550
@@ -320,7 +324,8 @@ def read_queries(folder) -> tuple[dict[str, str], dict[str, str]]:
                                  fix="use CliniQ's queries files ({_id, text}).")
             qid = f"{qtype}-{raw}"
             if qid in texts or any(ch.isspace() for ch in qid):
-                raise InputError(f"query id {raw!r} is repeated or holds white space.", path=path, line=lineno,
+                raise InputError(f"query id {as_id(raw, shape=RAW_QUERY_ID)} is repeated or holds white space.",
+                                 path=path, line=lineno,
                                  fix="give every query a unique id without spaces.")
             if text in seen_text:
                 log.warning("%s line %d: query %s has the same text as %s (the official eval.py merges their "
@@ -351,11 +356,12 @@ def read_qrels(folder, queries: dict[str, str]) -> tuple[list[tuple[str, str, st
                                      fix="use CliniQ's qrels files unchanged.")
                 raw, chunk, match = (p.strip() for p in parts)
                 if match not in MATCH_TYPES:
-                    raise InputError(f"unknown match type {match!r}.", path=path, line=lineno,
-                                     fix=f"use one of {', '.join(MATCH_TYPES)}.")
+                    raise InputError(f"unknown match type {as_id(match)}.", path=path, line=lineno,
+                                     fix=f"use one of {', '.join(MATCH_TYPES)}" + _close(match, MATCH_TYPES) + ".")
                 qid = f"{qtype}-{raw}"
                 if qid not in queries:
-                    raise InputError(f"judgment names query {raw!r}, which is not in queries_{qtype}.jsonl.",
+                    raise InputError(f"judgment names query {as_id(raw, shape=RAW_QUERY_ID)}, which is not in "
+                                     f"queries_{qtype}.jsonl.",
                                      path=path, line=lineno, fix="use the queries and qrels of one CliniQ commit.")
                 if (qid, chunk) in seen:
                     dups += 1
@@ -364,34 +370,18 @@ def read_qrels(folder, queries: dict[str, str]) -> tuple[list[tuple[str, str, st
     return rows, {"judgments": len(rows), "judgments_repeating_a_chunk": dups}
 
 
-def read_new_judgments(path, queries: dict[str, str]) -> list[tuple[str, str, str]]:
-    """New judgments: ``query_id<TAB>chunk_id<TAB>label`` (a match type, or ``irrelevant``); ids as in pool.tsv."""
-    rows = []
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("new-judgments file not found.", path=path, fix="check benchmarks.<name>.new_judgments.")
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            parts = line.rstrip("\r\n").split("\t")
-            if not line.strip() or (lineno == 1 and parts[0] == "query_id"):
-                continue
-            if len(parts) < 3:
-                raise InputError("expected query_id<TAB>chunk_id<TAB>label.", path=path, line=lineno,
-                                 fix=f"label is one of {', '.join(MATCH_TYPES)} or {IRRELEVANT}.")
-            qid, chunk, label = (p.strip() for p in parts[:3])
-            if label not in MATCH_TYPES and label != IRRELEVANT:
-                raise InputError(f"unknown label {label!r}.", path=path, line=lineno,
-                                 fix=f"use one of {', '.join(MATCH_TYPES)} or {IRRELEVANT}.")
-            if qid not in queries:
-                raise InputError(f"unknown query id {qid!r}.", path=path, line=lineno,
-                                 fix="use the query ids of pool.tsv (e.g. disease-0).")
-            rows.append((qid, chunk, label))
-    return rows
+def _close(value: str, choices) -> str:
+    """``" (did you mean 'synonym'?)"`` for a value near one of ``choices``, else ""."""
+    from ..errors import did_you_mean
+
+    hint = did_you_mean(value, choices)
+    return f" ({hint})" if hint else ""
 
 
 def check_chunks(rows, chunk_ids: set, max_missing: float, path) -> dict:
     """Judgments naming chunks the rebuilt corpus lacks: counted; above ``max_missing`` (a fraction), stop."""
-    missing = sorted({c for _, c, _ in rows if c not in chunk_ids})
+    # ids as they are, anything else cut (errors.as_id): the list reaches the log and stats.json
+    missing = sorted({c if re.fullmatch(CHUNK_ID, c) else as_id(c) for _, c, _ in rows if c not in chunk_ids})
     missing_rows = sum(1 for _, c, _ in rows if c not in chunk_ids)
     fraction = missing_rows / len(rows) if rows else 0.0
     if fraction > max_missing:

@@ -83,10 +83,11 @@ def rows(pairs: list[tuple[str, str, dict]], fnr: list[dict]) -> list[dict]:
     return out + fnr
 
 
-def markdown(pairs: list[tuple[str, str, dict]] | None, fnr: list[dict]) -> str:
+def markdown(pairs: list[tuple[str, str, dict]] | None, fnr: list[dict], name: str | None = None) -> str:
+    """``name``: the benchmark as the heading shows it (``report.synthetic.titled``)."""
     from ..report.tables import md_escape
 
-    out = ["## The judge against expert labels", ""]
+    out = ["## The judge against expert labels" + (f" ({md_escape(name)})" if name else ""), ""]
     if not pairs:
         return "\n".join(out + ["No expert labels are configured (cliniq\\_completion.human\\_labels)."]) + "\n"
     for a, b, r in pairs:
@@ -119,13 +120,15 @@ def markdown(pairs: list[tuple[str, str, dict]] | None, fnr: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def latex(benchmark: str, pairs: list[tuple[str, str, dict]] | None, fnr: list[dict]) -> str:
+def latex(benchmark: str, pairs: list[tuple[str, str, dict]] | None, fnr: list[dict],
+          shown_as: str | None = None) -> str:
     from ..report.tables import tex_label
 
     body = [[a, b, name, str(r[aspect]["n"]), _num(r[aspect]["agreement"] * 100, 1), _num(r[aspect]["kappa"], 3)]
             for a, b, r in pairs or () for aspect, name in (("relevance", "relevance"), ("match_type", "match type"))]
     body += [[r["rater_a"], r["rater_b"], "FNR x 100", str(r["n"]), _num(r["rate"] * 100, 2), ""] for r in fnr]
-    caption = (f"CliniQ judgment completion on {benchmark}: the judge against each expert and expert against expert, "
+    caption = (f"CliniQ judgment completion on {shown_as or benchmark}: the judge against each expert and expert "
+               "against expert, "
                "observed agreement (x 100) and Cohen's kappa; FNR rows: the false-negative rate by the first rater's "
                "labels on the chunks the second labelled." + ("" if pairs else " No expert labels were configured."))
     return _tex_table(("Rater", "Against", "Aspect", "Pairs", "Agreement", "Kappa"), body, caption,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import io as _io
+import math
 import os
 from pathlib import Path
 
@@ -66,9 +67,9 @@ def read_query_types(path) -> dict[str, str]:
 
 
 def clean_json(obj):
-    """NaN (a group with nothing to score) as null in JSON."""
+    """NaN (a group with nothing to score) and the infinities as null in JSON."""
     if isinstance(obj, float):
-        return None if obj != obj else round(obj, 6)
+        return None if obj != obj or obj in (math.inf, -math.inf) else round(obj, 6)
     if isinstance(obj, dict):
         return {k: clean_json(v) for k, v in obj.items()}
     if isinstance(obj, list):

@@ -36,6 +36,17 @@ REPAIR = ("Your answer did not end with the required final line. Reply with that
 _FINAL = re.compile(r"^[\s*_`>#-]*final(?:\s+answer)?\s*:\s*relevance\s*=\s*([a-z]+)\s*[;,]\s*match\s*=\s*([a-z]+)"
                     r"[\s*_`.]*$", re.IGNORECASE)
 
+# the answer format the parser reads; appended to a user's prompt that lacks it (a transcription of CliniQ's Figure 3)
+ANSWER_FORMAT = ("First explain your reasoning in a few sentences, quoting the words of the chunk that decide it. Then "
+                 "end your answer with one final line, exactly in this form and with nothing after it:\n"
+                 "FINAL: relevance=<relevant or irrelevant>; match=<string, synonym, abbreviation, hyponym, "
+                 "implication, or none>\nWrite match=none exactly when the chunk is irrelevant.")
+PROMPT_ORIGINS = {
+    "shipped": "the project's own prompt (src/r2med_eval/prompts/cliniq_judge.txt), written after CliniQ's annotation "
+               "design: CliniQ's own, the paper's Figure 3, is not published as text",
+    "configured": "the user's prompt (cliniq_completion.prompt), e.g. a transcription of CliniQ's Figure 3",
+}
+
 TABLE_HEADER = ("query_id", "query_type", "chunk_id", "stratum", "label", "attempts", "rationale")
 LABELS_HEADER = ("query_id", "chunk_id", "label", "attempts")
 
@@ -66,6 +77,15 @@ def read_prompt(path, expected_sha256: str | None = None) -> str:
         raise InputError(f"the judge's prompt lacks {', '.join(missing)}.", path=path,
                          fix="write {QUERY}, {QUERY_TYPE} and {CHUNK} where the query, its type and the chunk go.")
     return text
+
+
+def with_answer_format(template: str) -> tuple[str, bool]:
+    """The template with the judge's final-line format (``ANSWER_FORMAT``) appended when it has none (no ``FINAL:``),
+    and whether it was appended: a user's text of CliniQ's Figure 3 asks for its own answer, which the parser cannot
+    read."""
+    if "FINAL:" in template:
+        return template, False
+    return template.rstrip() + "\n\n" + ANSWER_FORMAT + "\n", True
 
 
 def build_prompt(template: str, query: str, query_type: str, chunk: str) -> str:
@@ -140,32 +160,4 @@ def read_labels(path) -> dict[tuple[str, str], str]:
             raise InputError(f"expected {len(LABELS_HEADER)} columns with a label of {', '.join(LABELS)}.", path=path,
                              line=lineno, fix="the file is written by rule cliniq_completion_judge; run it again.")
         out[(parts[0], parts[1])] = parts[2]
-    return out
-
-
-def read_human_labels(path, known_queries) -> dict[tuple[str, str], str]:
-    """An expert's labels: ``query_id<TAB>chunk_id<TAB>label`` (a match type or ``irrelevant``) per line; a header
-    line ``query_id chunk_id label`` is allowed. A label given twice for a pair must agree."""
-    from ..io import read_lines
-
-    out: dict[tuple[str, str], str] = {}
-    for lineno, line in enumerate(read_lines(path), start=1):
-        parts = line.split("\t")
-        if lineno == 1 and parts == ["query_id", "chunk_id", "label"]:
-            continue
-        if len(parts) != 3:
-            raise InputError(f"expected 3 tab-separated columns (query_id, chunk_id, label), found {len(parts)}.",
-                             path=path, line=lineno, fix="one judgment per line.")
-        q, c, label = parts
-        label = label.strip().lower()
-        if label not in MATCH_TYPES + (IRRELEVANT,):
-            raise InputError(f"label {parts[2]!r} is not a match type or {IRRELEVANT}.", path=path, line=lineno,
-                             fix=f"use one of {', '.join(MATCH_TYPES)} or {IRRELEVANT}.")
-        if q not in known_queries:
-            raise InputError(f"unknown query id {q!r}.", path=path, line=lineno,
-                             fix="use the benchmark's query ids ({type}-{_id}, e.g. disease-12).")
-        if out.get((q, c), label) != label:
-            raise InputError(f"({q}, {c}) is labelled twice, {out[(q, c)]} and {label}.", path=path, line=lineno,
-                             fix="keep one label per (query, chunk).")
-        out[(q, c)] = label
     return out

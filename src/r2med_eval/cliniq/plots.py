@@ -236,7 +236,7 @@ def cliniq_completion(path, benchmark: str, png, svg) -> None:
         for y, m in zip(ys, models):
             if (m, metric) in index and index[(m, metric)]["moved"] == "1":
                 end = max((v for c in ("original", "completed") if (v := value(m, metric, c)) == v), default=0.0)
-                ax.annotate("\u2020", (end, y), xytext=(2, 0), textcoords="offset points", ha="left", va="center",
+                ax.annotate("\u2021", (end, y), xytext=(2, 0), textcoords="offset points", ha="left", va="center",
                             fontsize=8)
         ax.set_yticks(list(ys), models if k == 0 else [], fontsize=7)
         ax.invert_yaxis()  # the first system on top
@@ -244,6 +244,6 @@ def cliniq_completion(path, benchmark: str, png, svg) -> None:
         ax.set_title(metric_label(metric), fontsize=8)
         ax.set_xlabel("x 100", fontsize=7)
     fig.legend(loc="upper center", ncols=2, frameon=False, bbox_to_anchor=(0.5, 1 - 0.26 / height), fontsize=7)
-    fig.suptitle(f"{benchmark}: multi-patient figures, CliniQ's judgments and completed (\u2020: moved more than "
+    fig.suptitle(f"{benchmark}: multi-patient figures, CliniQ's judgments and completed (\u2021: moved more than "
                  "the threshold)", y=1 - 0.04 / height, va="top", fontsize=8)
     save(fig, png, svg)

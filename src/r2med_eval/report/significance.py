@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 
 from ..errors import InputError
+from ..io import finite_number
 from ..scoring import stats
 from .tables import md_escape, metric_label
 
@@ -72,7 +73,8 @@ def read_per_query(path, metric: str) -> dict[str, float]:
             if len(parts) != len(header):
                 raise InputError(f"expected {len(header)} columns, found {len(parts)}.", path=path, line=lineno,
                                  fix="re-run score_run for this run.")
-            out[parts[0]] = float(parts[col])
+            out[parts[0]] = finite_number(parts[col], path=path, line=lineno, column=metric,
+                                          fix="re-run score_run for this run (delete the file).")
     return out
 
 

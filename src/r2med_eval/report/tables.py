@@ -43,10 +43,10 @@ def md_escape(text: str) -> str:
 _TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                 "\u2020": r"\dag{}", "\u2013": "--", "\u00d7": r"$\times$", "\u2212": "$-$", "<": r"$<$",
-                ">": r"$>$", "\u00a7": r"\S{}", "\u00b0": r"$^{\circ}$"}
+                ">": r"$>$", "\u00a7": r"\S{}", "\u00b0": r"$^{\circ}$", "\u2021": r"\ddag{}"}
 # superscript marks: significance (``*``, dagger), Judged@10 below the threshold (degree), unusable LLM answers
-# (section sign)
-_TEX_MARKS = {"*": "*", "\u2020": r"\dag", "\u00b0": r"$\circ$", "\u00a7": r"\S"}
+# (section sign), a figure the judgment completion moves beyond its threshold (double dagger)
+_TEX_MARKS = {"*": "*", "\u2020": r"\dag", "\u00b0": r"$\circ$", "\u00a7": r"\S", "\u2021": r"\ddag"}
 
 
 def tex_escape(text: str) -> str:
@@ -81,7 +81,7 @@ TEXT_HEIGHT_PT = 9.0 * 72.27
 _CMR = {" ": 333, "!": 278, "#": 833, "$": 500, "%": 833, "&": 778, "'": 278, "(": 389, ")": 389, "*": 500,
         "+": 778, ",": 278, "-": 333, ".": 278, "/": 500, ":": 278, ";": 278, "<": 778, "=": 778, ">": 778,
         "?": 472, "@": 778, "[": 278, "]": 278, "_": 800, "^": 500, "{": 500, "}": 500, "|": 278, "~": 500,
-        "\u2013": 500, "\u2014": 1000, "\u00d7": 778, "\u2020": 600, "\u2212": 778,
+        "\u2013": 500, "\u2014": 1000, "\u00d7": 778, "\u2020": 600, "\u2021": 600, "\u2212": 778,
         **dict.fromkeys("0123456789", 500),
         **dict(zip("ABCDEFGHIJKLMNOPQRSTUVWXYZ", (750, 708, 722, 764, 681, 653, 785, 750, 361, 514, 778, 625, 917,
                                                   750, 778, 681, 778, 736, 556, 722, 750, 750, 1028, 750, 750, 611))),

@@ -9,6 +9,9 @@
   (with a 1e-12 tolerance for float round-off). p = (count + 1) / (permutations + 1): the observed
   assignment is counted as one of the permutations, so p is never 0 and the test stays valid
   (Phipson & Smyth 2010).
+* Non-finite input (NaN, infinities) is refused by the paired tests and the bootstrap with a ValueError: a NaN makes
+  every comparison false, so the randomization test would count no permutation and report its smallest p as if the
+  difference were decisive. Callers leave such queries out explicitly (``claims.evidence`` counts them).
 * ``bootstrap_ci``: percentile bootstrap confidence interval of a mean: ``resamples`` resamples of the
   queries with replacement from a fixed seed, drawn exactly as ``scipy.stats.bootstrap`` draws them
   (``rng.integers(0, n, (resamples, n))``), quantiles by linear interpolation; so with the same seed it
@@ -37,6 +40,16 @@ import numpy as np
 TOLERANCE = 1e-12
 
 
+def _finite(x: np.ndarray, what: str) -> np.ndarray:
+    """``x`` when every value is finite; else ValueError: a NaN makes every comparison false (a randomization test
+    would count no permutation and give its smallest p), so non-finite input is refused, never tested."""
+    bad = int(np.count_nonzero(~np.isfinite(x)))
+    if bad:
+        raise ValueError(f"{what}: {bad} of {x.size} values are not finite (NaN or infinite); leave those queries "
+                         "out before testing")
+    return x
+
+
 def _pair(a, b) -> np.ndarray:
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
@@ -44,7 +57,7 @@ def _pair(a, b) -> np.ndarray:
         raise ValueError(f"paired samples must be 1-d and of equal length (got {a.shape} and {b.shape})")
     if len(a) < 2:
         raise ValueError("a paired test needs at least 2 queries")
-    return a - b
+    return _finite(a, "a paired test") - _finite(b, "a paired test")
 
 
 def paired_ttest(a, b) -> tuple[float, float]:
@@ -83,7 +96,7 @@ def randomization_test(a, b, permutations: int = 10000, seed: int = 0, chunk: in
 
 def bootstrap_ci(x, resamples: int = 10000, seed: int = 0, confidence: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap confidence interval of the mean of ``x``."""
-    x = np.asarray(x, dtype=float)
+    x = _finite(np.asarray(x, dtype=float), "a bootstrap")
     n = len(x)
     if n == 0:
         raise ValueError("bootstrap of an empty sample")

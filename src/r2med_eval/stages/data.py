@@ -246,12 +246,14 @@ def prepare_cliniq(sm) -> None:
     folder = Path(sm.input.hadm_ids).parent
     queries, qtypes = cc.read_queries(folder)
     rows, stats = cc.read_qrels(folder, queries)
+    ids = read_lines(sm.input.ids)
     new = []
     if spec["new_judgments"]:
-        new = cc.read_new_judgments(spec["new_judgments"], queries)
+        from ..cliniq.label_files import read_new_judgments
+
+        new = read_new_judgments(spec["new_judgments"], queries, set(ids))
         log.info("merged %d new judgments from %s (%d relevant, %d not relevant)", len(new), spec["new_judgments"],
                  sum(1 for r in new if r[2] != cc.IRRELEVANT), sum(1 for r in new if r[2] == cc.IRRELEVANT))
-    ids = read_lines(sm.input.ids)
     stats.update(cc.check_chunks(rows, set(ids), spec["missing_chunk_qrels_max"], folder / "qrels_*.tsv"))
     all_rows = rows + new
     write_text(sm.output.cliniq_qrels, "".join(f"{q}\t{c}\t{t}\n" for q, c, t in all_rows))

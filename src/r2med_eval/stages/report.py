@@ -53,6 +53,9 @@ def leaderboard(sm) -> None:
     for board in getattr(sm.input, "earlier_boards", []):
         marks.update(lb.read_board_marks(board, paths.parse(paths.BENCHMARK_LEADERBOARD, board)["benchmark"]))
     notes = _selection_notes(sm.input.metrics, earlier, getattr(sm.input, "selections", []), rep.get("kept", []))
+    from ..report import synthetic
+
+    notes += synthetic.note(rep.get("synthetic", ()), rep.get("synthetic", ()))
     for task, runs in sorted(rep.get("unselected", {}).items()):
         notes.append(f"Not shown: {len(runs)} run{'s' if len(runs) != 1 else ''} scored earlier on {task} that this "
                      f"configuration does not select: {', '.join(runs)} (their metrics stay in "
@@ -126,6 +129,9 @@ def leaderboard_benchmark(sm) -> None:
                     if r["benchmark"] == bench and r["note"] and r["note"] != "baseline"})
     n = sorted({(r["task"], r["n_queries"]) for r in rows if r["benchmark"] == bench and r["note"] == "baseline"})
     notes = [f"Queries compared per task: {', '.join(f'{t} {k}' for t, k in n)}."] + notes if n else notes
+    from ..report import synthetic
+
+    notes = synthetic.note([bench], rep.get("synthetic", ())) + notes
     lb.write_benchmark(list(sm.input.metrics), bench, sm.output.csv, sm.output.md, sm.output.html,
                        metric=rep["metric"], significance=sig.marks(rows),
                        legend=sig.legend(rep["alpha"], rep["baseline"], rep["permutations"], family),
@@ -294,6 +300,7 @@ def report_cliniq(sm) -> None:
     )
     from ..cliniq.tables import wide_latex, wide_markdown, wide_tables
     from ..io import read_json, read_lines, write_text
+    from ..report.synthetic import titled
     from ..report.tables import tex_label
     from ..scoring import identity
     from ..workflow import paths
@@ -311,8 +318,9 @@ def report_cliniq(sm) -> None:
         rows = [r for m in models for r in cliniq.table_rows(m, nan_back(results[m]), grouping)]
         write_text(csv_out, table_csv(rows))
         tables = wide_tables(rows)
-        write_text(md_out, wide_markdown(tables, f"{title} ({bench})") + "\n" + completeness_markdown(models, results))
-        write_text(tex_out, wide_latex(tables, f"{title} ({bench})", tex_label("tab", "cliniq", bench, grouping)))
+        named = f"{title} ({titled(bench, spec.get('synthetic'))})"
+        write_text(md_out, wide_markdown(tables, named) + "\n" + completeness_markdown(models, results))
+        write_text(tex_out, wide_latex(tables, named, tex_label("tab", "cliniq", bench, grouping)))
     rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)
     judged = judged_chunks(rows, irrelevant)
     qtypes = read_query_types(sm.input.query_types)
@@ -400,6 +408,7 @@ def claims(sm) -> None:
         found += assess(b, entry["kind"], entry["claims"], data[b], rules, resampling, figures=entry["figures"])
     for c in found:
         c["figures"] = [paths.fill(paths.PLOT, benchmark=c["benchmark"], name=n, ext="png") for n in c["figures"]]
+        c["synthetic"] = bool(benchmarks[c["benchmark"]].get("synthetic"))
         log.info("%s on %s: %s", c["id"], c["benchmark"], c["verdict"])
     write_json(sm.output.json, found)
     write_text(sm.output.md, render.markdown(found, rules, resampling))
@@ -410,6 +419,7 @@ def report_index(sm) -> None:
     """``results/index.html``: every table rendered, every plot shown, a link to every output."""
     from ..io import read_json, write_text
     from ..report import html as h
+    from ..report.synthetic import titled
     from ..workflow import paths
 
     spec = sm.params.spec
@@ -471,7 +481,8 @@ def report_index(sm) -> None:
             links(claims["json"], claims["md"], paths.fill(paths.TABLE, name="claims"))]))
     for b in spec["benchmarks"] + earlier:
         per = {e: paths.fill(paths.BENCHMARK_LEADERBOARD, benchmark=b, ext=e) for e in ("md", "csv", "html")}
-        sections.append((f"benchmark-{b}", f"Benchmark {b}" + suffix(b), earlier_note(b) + rendered(per["md"]) + [
+        sections.append((f"benchmark-{b}", f"Benchmark {titled(b, spec.get('synthetic'))}" + suffix(b),
+                         earlier_note(b) + rendered(per["md"]) + [
             links(per["csv"], per["md"], per["html"], paths.fill(paths.TABLE, name=f"leaderboard-{b}"),
                   paths.fill(paths.PALETTE, benchmark=b))]
             + plots(b, ("by_task", "heatmap", "rerank_depth", "scatter"))))
@@ -487,7 +498,7 @@ def report_index(sm) -> None:
                                                    paths.fill(paths.TABLE, name=f"cliniq-{b}-by_{g}"))]
             body += plots(b, (f"cliniq_by_{g}",))
         body.append(links(paths.fill(paths.CLINIQ_POOL, benchmark=b)))
-        sections.append((f"cliniq-{b}", f"CliniQ tables: {b}" + suffix(b), body))
+        sections.append((f"cliniq-{b}", f"CliniQ tables: {titled(b, spec.get('synthetic'))}" + suffix(b), body))
     completion_earlier = [b for b in earlier if paths.fill(paths.COMPLETION_FILE, benchmark=b, name="verdict",
                                                            ext="md") in files]
     for b in list(spec.get("completion") or ()) + completion_earlier:  # the judgment completion: the verdict first
@@ -501,7 +512,7 @@ def report_index(sm) -> None:
         body.append(links(*[f for (n, e), f in done.items() if e != "md"], *[done[(n, "md")] for n in (
             "verdict", "estimates", "agreement", "rescored")], *[paths.fill(p, benchmark=b) for p in (
                 paths.COMPLETION_SAMPLE, paths.COMPLETION_DESIGN, paths.COMPLETION_LABELS, paths.COMPLETION_JUDGING)]))
-        sections.append((f"completion-{b}", f"CliniQ judgment completion: {b}", body))
+        sections.append((f"completion-{b}", f"CliniQ judgment completion: {titled(b, spec.get('synthetic'))}", body))
     sections.append(("paper", "R2MED: ours against the paper", rendered(paths.R2MED_VS_PAPER) + [
         links(paths.R2MED_VS_PAPER, *tex("r2med_vs_paper"))]))
     prov = read_json(paths.PROVENANCE) if paths.PROVENANCE in files else {"runs": [], "datasets": {}}

@@ -113,6 +113,7 @@ def cliniq_completion_sample(sm) -> None:
     from MIMIC's code tables, ``coded_from: codes``, or from CliniQ's judgments), a seeded uniform sample of it, and
     with ``pool_depth`` > 0 the pool of those chunks in the top ``pool_depth`` of the selected runs
     (``cliniq_completion``)."""
+    from collections import Counter
     from pathlib import Path
 
     from ..cliniq import completion as comp
@@ -138,12 +139,14 @@ def cliniq_completion_sample(sm) -> None:
         from_codes, counts = codes.coded(tables, queries, qtypes, spec["coded_unit"],
                                          {cliniq.note_of(c) for c in ids})
         without_code = counts["queries_without_code"]
-        log.info("code tables: %s", {k: v for k, v in counts.items() if k != "queries_without_code"})
+        log.info("code tables: %s", {k: v for k, v in counts.items()
+                                     if k not in ("queries_without_code", "mapped_through", "unit_differs")})
         if without_code:
             log.warning("%d queries map to no code of the tables (their titles match no query text); their coded "
                         "admissions come from CliniQ's judgments (design.tsv: coded_from %s): %s", len(without_code),
                         comp.NO_CODE, ", ".join(without_code))
-    coded, how = comp.resolve_coded(by_judgments, from_codes, without_code, spec["coded_unit"])
+    coded, how = comp.resolve_coded(by_judgments, from_codes, without_code, spec["coded_unit"],
+                                    counts if from_codes is not None else None)
     selected = comp.select_queries(spec["queries"], coded, qtypes, by_judgments)
     tops = {}
     _check_runs(sm, sm.input.runs, spec["runs"] if spec["pool_depth"] else [], ids)  # the pool's runs
@@ -158,6 +161,11 @@ def cliniq_completion_sample(sm) -> None:
     col = {c: i for i, c in enumerate(comp.DESIGN_HEADER)}
     if from_codes is not None:
         coded_rows = [d for d in design if d[col["coded_from"]] == "codes"]
+        titles = Counter(source for d in coded_rows for source in d[col["mapped_through"]].split(":")[0].split(";"))
+        log.info("%d of %d completed queries map to a code (by the kind of title: %s), %d fall back to CliniQ's "
+                 "judgments; the units patient and admission classify %d admissions differently over them (coded_unit "
+                 "%s)", len(coded_rows), len(design), dict(sorted(titles.items())), len(design) - len(coded_rows),
+                 sum(d[col["unit_differs"]] for d in coded_rows), spec["coded_unit"])
         log.info("coded by %s (%s): the two definitions differ on %d admissions over %d queries (%d coded by the "
                  "tables only: without a chunk CliniQ judges relevant; %d by CliniQ's judgments only: no code of the "
                  "tables maps to the query there)", spec["coded_unit"], spec["coded_from"],
@@ -195,7 +203,11 @@ def cliniq_completion_judge(sm) -> None:
     queries = datasets.read_queries(sm.input.queries)
     needed = {r["chunk_id"] for r in sample}
     chunks = {obj["id"]: obj["text"] for _, obj in io.iter_jsonl(sm.input.chunks) if obj["id"] in needed}
-    template = judge.read_prompt(judge.prompt_path(spec["prompt"]), spec["prompt_sha256"])
+    template, appended = judge.with_answer_format(judge.read_prompt(judge.prompt_path(spec["prompt"]),
+                                                                    spec["prompt_sha256"]))
+    origin = judge.PROMPT_ORIGINS["configured" if spec["prompt"] else "shipped"]
+    log.info("prompt: %s%s", origin, "; the judge's final-line format appended (the prompt has none)" if appended
+             else "")
     messages = {}
     for r in sample:
         prompt = judge.build_prompt(template, queries[r["query_id"]], r["query_type"], chunks[r["chunk_id"]])
@@ -234,6 +246,7 @@ def cliniq_completion_judge(sm) -> None:
         "malformed_share": round(malformed / len(table), 6) if table else 0.0,
         "benchmark": bench, "llm": spec["llm"], "model": spec["model"], "sampling": sampling_params(spec),
         "prompt_sha256": spec["prompt_sha256"], "prompt": "shipped" if not spec["prompt"] else "configured",
+        "prompt_origin": origin, "answer_format_appended": appended,
         "judged": len(table), "by_label": dict(sorted(by_label.items())), "malformed": malformed,
         "malformed_after_round": rounds, "malformed_by_query": dict(sorted(Counter(
             r["query_id"] for r in table if r["label"] == judge.MALFORMED).items())), **usage.as_dict()})
@@ -268,28 +281,32 @@ def cliniq_completion_estimate(sm) -> None:
     from ..cliniq import completion as comp
     from ..cliniq import completion_report as rep
     from ..cliniq import experts as ex
-    from ..cliniq.judge import read_human_labels
-    from ..io import read_json, write_text
+    from ..cliniq.label_files import read_expert_labels
+    from ..io import read_json, read_lines, write_text
+    from ..report.synthetic import titled
 
     spec = sm.params.spec
     bench = sm.wildcards.benchmark
     labels, design, strata = _completion_strata(sm)
+    experts = {}
+    if hasattr(sm.input, "human_labels"):  # read and checked before anything is written
+        completed, chunk_ids = {d["query_id"] for d in design}, set(read_lines(sm.input.ids))
+        experts = {ex.expert_name(f): read_expert_labels(f, completed, chunk_ids) for f in sm.input.human_labels}
     rows, per_query = comp.estimates(strata)
     info = {**spec, "queries": len(design), "llm": read_json(sm.input.info)["llm"]}
+    name = titled(bench, spec.get("synthetic"))  # as headings and captions show the benchmark
     write_text(sm.output.estimates_csv, rep.csv_text(rep.ESTIMATE_COLUMNS, rows))
-    write_text(sm.output.estimates_md, rep.estimates_markdown(bench, rows, info))
+    write_text(sm.output.estimates_md, rep.estimates_markdown(name, rows, info))
     write_text(sm.output.estimates_tex, rep.estimates_latex(bench, [r for r in rows if r["measure"] == "relevant"
-                                                                     or r["scope"] == "all"]))
+                                                                     or r["scope"] == "all"], name))
     write_text(sm.output.per_query, rep.csv_text(rep.PER_QUERY_COLUMNS, per_query))
     pairs, fnr = [], []
-    if hasattr(sm.input, "human_labels"):
-        known = {d["query_id"] for d in design} | {q for q, _ in labels}
-        experts = {ex.expert_name(f): read_human_labels(f, known) for f in sm.input.human_labels}
+    if experts:
         pairs = ex.agreements(labels, experts)
         fnr = ex.rates(design, comp.read_table(sm.input.sample, comp.SAMPLE_HEADER), labels, experts)
     write_text(sm.output.agreement_csv, rep.csv_text(ex.COLUMNS, ex.rows(pairs, fnr)))
-    write_text(sm.output.agreement_md, ex.markdown(pairs, fnr))
-    write_text(sm.output.agreement_tex, ex.latex(bench, pairs, fnr))
+    write_text(sm.output.agreement_md, ex.markdown(pairs, fnr, name))
+    write_text(sm.output.agreement_tex, ex.latex(bench, pairs, fnr, name))
     overall = next(r for r in rows if r["scope"] == "all" and r["measure"] == "relevant")
     log.info("false-negative rate %.4f [%.4f, %.4f] over %d of %d population chunks; estimated missing relevant "
              "%.1f [%.1f, %.1f]; found %d; malformed %d", overall["rate"], overall["rate_low"], overall["rate_high"],
@@ -308,9 +325,11 @@ def cliniq_completion_rescore(sm) -> None:
 
     from ..cliniq import completion as comp
     from ..cliniq import completion_report as rep
+    from ..cliniq import completion_verdict as cv
     from ..cliniq import metrics as cliniq
     from ..cliniq.files import read_cliniq_qrels, read_query_types
     from ..io import read_json, read_lines, write_json, write_text
+    from ..report.synthetic import titled
 
     spec = sm.params.spec
     bench = sm.wildcards.benchmark
@@ -337,26 +356,42 @@ def cliniq_completion_rescore(sm) -> None:
     names = {"codes": "MIMIC's code tables", "judgments": "CliniQ's judgments",
              comp.NO_CODE: "CliniQ's judgments where no code maps to the query"}
     coded = ", ".join(f"{names[k]} ({n} {'query' if n == 1 else 'queries'})" for k, n in sorted(sources.items()))
-    verdict = rep.verdict(bench, {"llm": info["llm"], "judged": info["judged"], "malformed": info["malformed"],
-                                   "queries": len(design), "pool": pool > 0, "coded_from": coded}, overall, rescored,
-                          ranks, spec["move_threshold"])
+    titles = Counter(kind for d in design if d["mapped_through"]
+                     for kind in d["mapped_through"].split(":")[0].split(";"))
+    kinds = {"cms-v32": "CMS v32 category titles", "earlier-title": "earlier CMS titles (codes.EARLIER_TITLES)",
+             "d_icd_procedures": "procedure titles", "prescriptions": "prescription names"}
+    if titles:
+        coded += " (mapped through " + ", ".join(f"{kinds.get(k, k)}: {n}" for k, n in sorted(titles.items())) + ")"
+    differs = sum(int(d["unit_differs"] or 0) for d in design)
+    units = sorted({d["coded_unit"] for d in design if d["coded_from"] == "codes"})
+    if units:
+        coded += (f"; coded unit {', '.join(units)}, on which the units admission and patient disagree for {differs} "
+                  "admissions summed over the queries")
+    agreement = None
+    if hasattr(sm.input, "agreement"):
+        import csv
+
+        with open(sm.input.agreement, encoding="utf-8", newline="") as handle:
+            agreement = list(csv.DictReader(handle))
+    experts = cv.expert_arm(agreement, spec["experts"], len(design))
+    verdict = cv.verdict(bench, {"llm": info["llm"], "model": info.get("model"), "prompt": info.get("prompt_origin"),
+                                 "judged": info["judged"], "malformed": info["malformed"], "queries": len(design),
+                                 "pool": pool > 0, "coded_from": coded}, overall, rescored, ranks,
+                         spec["move_threshold"], spec["families"], experts)
     write_text(sm.output.rescored_csv, rep.csv_text(rep.RESCORED_COLUMNS, rescored))
-    write_text(sm.output.rescored_md, rep.rescored_markdown(bench, rescored, ranks, spec["move_threshold"]))
-    write_text(sm.output.rescored_tex, rep.rescored_latex(bench, rescored, spec["move_threshold"]))
+    name = titled(bench, spec.get("synthetic"))  # as headings and captions show the benchmark
+    write_text(sm.output.rescored_md, rep.rescored_markdown(name, rescored, ranks, spec["move_threshold"]))
+    write_text(sm.output.rescored_tex, rep.rescored_latex(bench, rescored, spec["move_threshold"], name))
     write_text(sm.output.ranking_csv, rep.csv_text(rep.RANKING_COLUMNS, rep.ranking_rows(ranks)))
-    write_text(sm.output.ranking_tex, rep.ranking_latex(bench, ranks))
-    write_text(sm.output.verdict_md, rep.verdict_markdown(bench, verdict))
-    write_json(sm.output.verdict_json, {"benchmark": bench, "status": verdict["status"],
-                                        "reliable": verdict["reliable"], "headline": verdict["headline"],
-                                        "moved": [list(x) for x in verdict["moved"]],
-                                        "flipped": [list(x) for x in verdict["flipped"]],
-                                        "judgments_added": added, "queries_completed": len(design),
-                                        "threshold_relative_points": spec["move_threshold"],
-                                        "judged": info["judged"], "malformed": info["malformed"],
-                                        "malformed_share": round(verdict["malformed_share"], 6),
-                                        "design": {"pool_chunks": pool, "sample_only": pool == 0,
-                                                   "coded_from": dict(sorted(sources.items())),
-                                                   "coded_unit": sorted({d["coded_unit"] for d in design})}})
+    write_text(sm.output.ranking_tex, rep.ranking_latex(bench, ranks, name))
+    write_text(sm.output.verdict_md, cv.verdict_markdown(name, verdict))
+    write_json(sm.output.verdict_json, cv.verdict_json(bench, verdict, {
+        "judgments_added": added, "queries_completed": len(design), "threshold_relative_points": spec["move_threshold"],
+        "judged": info["judged"], "malformed": info["malformed"],
+        "experts": {"run": experts["run"], **spec["experts"]}, "prompt": info.get("prompt_origin"),
+        "design": {"pool_chunks": pool, "sample_only": pool == 0, "coded_from": dict(sorted(sources.items())),
+                   "coded_unit": sorted({d["coded_unit"] for d in design}),
+                   "mapped_through": dict(sorted(titles.items())), "unit_differs": differs}}))
     log.info("re-scored %d runs over %d queries with %d relevant and %d not relevant judgments added; moved: %s; "
              "flipped: %s; reliable: %s", len(original), len(groups["all"]), added["relevant"],
              added["irrelevant"], verdict["moved"] or "none", verdict["flipped"] or "none", verdict["reliable"])

@@ -423,9 +423,13 @@ def check_paths(cfg: dict, config_file: str = "config.yaml", base: Path | None =
                       ("prompt", "a text file with {QUERY}, {QUERY_TYPE} and {CHUNK}")):
         files = comp[key] if comp and isinstance(comp[key], list) else [comp[key]] if comp and comp[key] else []
         for file in files:
+            if key == "human_labels" and comp.get("human_labels_missing") == "report":
+                continue  # expected: the verdict says the expert arm was not run on a missing file
             if not _exists(file, base, "file"):
                 raise ConfigError(f"cliniq_completion.{key}: file {shown(file)} not found.", path=config_file,
-                                  fix=f"point it at {what}, or set it to null.")
+                                  fix=f"point it at {what}, or set it to null" + (
+                                      " (or human_labels_missing: report, when the experts' files are to come)"
+                                      if key == "human_labels" else "") + ".")
     if comp and comp["coded_from"] == "codes":
         from ..cliniq.codes import table_files
 

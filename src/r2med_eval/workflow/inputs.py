@@ -389,15 +389,20 @@ class Inputs:
 
     def cliniq_completion_estimate(self, wildcards) -> dict:
         out = self._completion_design(wildcards.benchmark)
-        if self.reg.completion["human_labels"]:
-            out["human_labels"] = list(self.reg.completion["human_labels"])
+        present, _ = self.reg.completion_experts()
+        if present:  # with the corpus's chunk ids, which the experts' must name
+            out["human_labels"] = present
+            out["ids"] = fill(CHUNK_IDS, **self._completion_task(wildcards.benchmark))
         return out
 
     def cliniq_completion_rescore(self, wildcards) -> dict:
         w = self._completion_task(wildcards.benchmark)
-        return {**self._completion_design(wildcards.benchmark), "cliniq_qrels": fill(CLINIQ_QRELS, **w),
-                "query_types": fill(QUERY_TYPES, **w), "ids": fill(CHUNK_IDS, **w),
-                "runs": self._completion_runs(wildcards.benchmark)}
+        out = {**self._completion_design(wildcards.benchmark), "cliniq_qrels": fill(CLINIQ_QRELS, **w),
+               "query_types": fill(QUERY_TYPES, **w), "ids": fill(CHUNK_IDS, **w),
+               "runs": self._completion_runs(wildcards.benchmark)}
+        if self.reg.completion_experts()[0]:  # the expert arm, reported in the verdict
+            out["agreement"] = fill(COMPLETION_FILE, benchmark=wildcards.benchmark, name="agreement", ext="csv")
+        return out
 
     def mteb_reference(self) -> list[str]:
         """The MTEB result files of leaderboard.mteb_reference (their edits rerun the leaderboard)."""

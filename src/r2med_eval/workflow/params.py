@@ -362,8 +362,9 @@ class Params:
     def leaderboard(self, wildcards) -> dict:
         from . import earlier
 
-        out = {**self.leaderboard_benchmark(wildcards), "unselected": earlier.unselected_runs(self.reg),
-               "kept": earlier.kept(self.reg)}
+        out = {**self._report_leaderboard(), "unselected": earlier.unselected_runs(self.reg),
+               "kept": earlier.kept(self.reg),
+               "synthetic": self.reg.synthetic(list(self.reg.benchmarks) + earlier.benchmarks(self.reg))}
         folder = self.cfg["leaderboard"].get("mteb_reference")
         if folder:
             out["mteb_reference"] = {"folder": folder,
@@ -399,9 +400,12 @@ class Params:
                             "dataset_revision": source.get("revision")})
         return {"entries": entries}
 
-    def leaderboard_benchmark(self, wildcards) -> dict:
+    def _report_leaderboard(self) -> dict:
         return {**_pick(self._report(), ("baseline", "metric", "alpha", "permutations", "holm")),
                 "judged_below": self.cfg["leaderboard"]["judged_below"]}
+
+    def leaderboard_benchmark(self, wildcards) -> dict:
+        return {**self._report_leaderboard(), "synthetic": self.reg.synthetic([wildcards.benchmark])}
 
     def plot_palette(self, wildcards) -> dict:
         """The benchmark's runs in configuration order, each with its place among every benchmark's runs (the
@@ -454,7 +458,8 @@ class Params:
     def report_cliniq(self, wildcards) -> dict:
         models = self.reg.runs_of(wildcards.benchmark)
         return {"models": models, "depth": self.cfg["benchmarks"][wildcards.benchmark]["pool_depth"],
-                "tie_orders": self._tie_orders(wildcards.benchmark, models)}
+                "tie_orders": self._tie_orders(wildcards.benchmark, models),
+                "synthetic": self.reg.synthetic([wildcards.benchmark])}
 
     def claims(self, wildcards) -> dict:
         """The decision rules, the resampling of the tests, and per benchmark the roles each claim gives its runs
@@ -467,7 +472,7 @@ class Params:
         out = {}
         for b, entry in self.reg.claims().items():
             figures = plot_names(self.reg, b) + (["cliniq_completion"] if b in self.reg.completion_benchmark() else [])
-            out[b] = {**entry, "figures": figures}
+            out[b] = {**entry, "figures": figures, "synthetic": bool(self.reg.synthetic([b]))}
         return {"rules": RULES, "resampling": _pick(self.cfg["report"], ("permutations", "bootstrap", "seed")),
                 "benchmarks": out}
 
@@ -480,7 +485,8 @@ class Params:
         reported = earlier.reported(self.reg)
         return {"benchmarks": reported, "cliniq": [b for b in self.reg.cliniq_benchmarks if b in reported],
                 "completion": self.reg.completion_benchmark(), "earlier": earlier.shown(self.reg),
-                "kept": earlier.kept(self.reg), "stale": earlier.stale(self.reg, all_targets(self.reg))}
+                "kept": earlier.kept(self.reg), "stale": earlier.stale(self.reg, all_targets(self.reg)),
+                "synthetic": self.reg.synthetic(list(self.reg.benchmarks) + earlier.benchmarks(self.reg))}
 
     # ------------------------------------------------------------ CliniQ's judgment completion
 
@@ -517,10 +523,15 @@ class Params:
     def cliniq_completion_estimate(self, wildcards) -> dict:
         """What the tables say of the design (the design itself reaches the job as its input files)."""
         c = self.reg.completion
-        return {**_pick(c, ("sample_per_query", "pool_depth", "seed")), "runs": len(self.reg.completion_pool_runs())}
+        return {**_pick(c, ("sample_per_query", "pool_depth", "seed")), "runs": len(self.reg.completion_pool_runs()),
+                "synthetic": self.reg.synthetic([wildcards.benchmark])}
 
     def cliniq_completion_rescore(self, wildcards) -> dict:
         c = self.reg.completion
         return {"runs": self.reg.completion_runs(),
                 "tie_orders": self._tie_orders(wildcards.benchmark, self.reg.completion_runs()),
-                "move_threshold": c["move_threshold"], "bootstrap": self.cfg["report"]["bootstrap"], "seed": c["seed"]}
+                "families": self.reg.completion_families(),
+                "experts": {k: [f.replace("\\", "/").rsplit("/", 1)[-1] for f in v]  # the files' names only
+                            for k, v in zip(("present", "missing"), self.reg.completion_experts())},
+                "move_threshold": c["move_threshold"], "bootstrap": self.cfg["report"]["bootstrap"], "seed": c["seed"],
+                "synthetic": self.reg.synthetic([wildcards.benchmark])}

@@ -247,6 +247,29 @@ class Registry:
             return []
         return list(self.completion.get("runs") or self.runs_of(self.completion["benchmark"]))
 
+    def synthetic(self, benchmarks=None) -> list[str]:
+        """The synthetic benchmarks (``synthetic: true``) among ``benchmarks`` (default: the selected ones)."""
+        names = self.benchmarks if benchmarks is None else benchmarks
+        return [b for b in names if (self.cfg["benchmarks"].get(b) or {}).get("synthetic")]
+
+    def completion_experts(self) -> tuple[list[str], list[str]]:
+        """The experts' files of the completion: (those the estimates read, those expected but missing). With
+        ``human_labels_missing: report`` a file that does not exist (yet) is left out and named as missing; with
+        ``stop`` the configuration check has made sure every file exists."""
+        from pathlib import Path
+
+        files = list(self.completion.get("human_labels") or ()) if self.completion else []
+        if self.completion and self.completion.get("human_labels_missing") == "report":
+            present = [f for f in files if Path(f).expanduser().is_file()]
+            return present, [f for f in files if f not in present]
+        return files, []
+
+    def completion_families(self) -> dict[str, str | None]:
+        """The family of each re-scored run for the review's rule (BM25's recall advantage over the best dense run):
+        lexical or dense for a first-stage retriever on the plain queries (``family``), None for any other run."""
+        return {r: self.family(r) if r in self.models and r not in self.variants and r not in self.derived else None
+                for r in self.completion_runs()}
+
     def completion_pool_runs(self) -> list[str]:
         """The runs whose top chunks form the pool: the completion's runs, none with ``pool_depth: 0`` (the review's
         sample-only design, which reads no run before the re-scoring)."""
