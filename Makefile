@@ -5,6 +5,10 @@ CORES ?= 8
 # test files run on this many workers (pytest-xdist, one file per worker at a time: a file's module fixtures run once)
 TEST_WORKERS ?= 2
 BIN := $(VENV)/bin
+# torch 2.13.0 comes from PyPI: on Linux x86_64 its CUDA build (it runs on CPU too), on macOS and Windows the CPU
+# build; TORCH_INDEX=https://download.pytorch.org/whl/cpu takes the CPU build (another of PyTorch's indexes: a CUDA
+# version, docs/development.md#cuda)
+TORCH_INDEX ?=
 
 .PHONY: all setup run test lint readme clean
 all: run
@@ -14,7 +18,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: requirements.lock requirements.txt requirements-nodeps.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
-	$(BIN)/python -m pip install torch==2.13.0
+	$(BIN)/python -m pip install torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/python -m pip install -r requirements.lock
 	$(BIN)/python -m pip install --no-deps -r requirements-nodeps.txt
 	$(BIN)/python -m pip install --no-deps -e .

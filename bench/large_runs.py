@@ -80,6 +80,9 @@ def child(args) -> None:
         inputs = {"runs": list(w.inputs.fuse_runs(wc))}
     else:
         inputs = getattr(w.inputs, args.rule)(wc)
+    pattern = getattr(paths, "CORPUS_IDS", None)  # the rules add the corpus fingerprint (an anchor may predate it)
+    if pattern and args.rule in ("score_run", "fuse_runs"):
+        inputs["fingerprint"] = paths.fill(pattern, benchmark=BENCH, task=TASK)
     spec = w.params.of(args.rule)(wc)
     if args.rule == "report_cliniq":  # the first n runs of the benchmark
         n = args.report_runs

@@ -28,6 +28,34 @@ rule prepare_task:
         "../scripts/prepare_task.py"
 
 
+# the fingerprint of a task's corpus ids (scoring.identity): every rule that writes or reads a run has it as input
+rule fingerprint_corpus:
+    input:
+        paths.CORPUS,
+    output:
+        paths.CORPUS_IDS,
+    log:
+        paths.log_file("fingerprint_corpus"),
+    benchmark:
+        paths.benchmark_file("fingerprint_corpus")
+    wildcard_constraints:
+        benchmark=W.constraint("generic_benchmark"),
+    localrule: True
+    conda:
+        "../envs/core.yaml"
+    params:
+        spec=W.params.of("fingerprint_corpus"),
+    script:
+        "../scripts/fingerprint_corpus.py"
+
+
+use rule fingerprint_corpus as fingerprint_corpus_cliniq with:
+    input:
+        paths.CHUNK_IDS,
+    wildcard_constraints:
+        benchmark=W.constraint("cliniq_benchmark"),
+
+
 rule prepare_query_variant:
     input:
         unpack(W.inputs.prepare_query_variant),

@@ -5,8 +5,10 @@ rule fuse_runs:
     input:
         runs=W.inputs.fuse_runs,
         train=W.train_qrels,
+        fingerprint=paths.CORPUS_IDS,
     output:
         run=paths.RUN,
+        identity=paths.RUN_IDENTITY,
         info=paths.RUN_LINEAGE,
     log:
         paths.log_file("fuse_runs"),

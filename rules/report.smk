@@ -79,6 +79,8 @@ rule leaderboard_benchmark:
         paths.log_file("leaderboard_benchmark"),
     benchmark:
         paths.benchmark_file("leaderboard_benchmark")
+    wildcard_constraints:
+        benchmark=W.constraint("reported_benchmark"),
     localrule: True
     conda:
         "../envs/core.yaml"
@@ -95,6 +97,8 @@ rule plot_palette:
         paths.log_file("plot_palette"),
     benchmark:
         paths.benchmark_file("plot_palette")
+    wildcard_constraints:
+        benchmark=W.constraint("reported_benchmark"),
     localrule: True
     conda:
         "../envs/core.yaml"
@@ -128,6 +132,8 @@ rule plot_leaderboard:
         paths.log_file("plot_leaderboard"),
     benchmark:
         paths.benchmark_file("plot_leaderboard")
+    wildcard_constraints:
+        benchmark=W.constraint("reported_benchmark"),
     localrule: True
     conda:
         "../envs/core.yaml"
@@ -153,6 +159,8 @@ rule plot_rerank_depth:
         paths.log_file("plot_rerank_depth"),
     benchmark:
         paths.benchmark_file("plot_rerank_depth")
+    wildcard_constraints:
+        benchmark=W.constraint("reported_benchmark"),
     localrule: True
     conda:
         "../envs/core.yaml"
@@ -178,6 +186,8 @@ rule plot_scatter:
         paths.log_file("plot_scatter"),
     benchmark:
         paths.benchmark_file("plot_scatter")
+    wildcard_constraints:
+        benchmark=W.constraint("reported_benchmark"),
     localrule: True
     conda:
         "../envs/core.yaml"
@@ -211,6 +221,8 @@ rule plot_cliniq:
         paths.log_file("plot_cliniq"),
     benchmark:
         paths.benchmark_file("plot_cliniq")
+    wildcard_constraints:
+        benchmark=W.constraint("reported_benchmark"),
     localrule: True
     conda:
         "../envs/core.yaml"
@@ -307,7 +319,7 @@ rule report_cliniq:
     benchmark:
         paths.benchmark_file("report_cliniq")
     wildcard_constraints:
-        benchmark=W.constraint("cliniq_benchmark"),
+        benchmark=W.constraint("reported_cliniq_benchmark"),
     localrule: True
     conda:
         "../envs/core.yaml"

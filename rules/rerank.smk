@@ -6,6 +6,7 @@ rule rerank_run:
         unpack(W.inputs.rerank_run),
     output:
         run=paths.RUN,
+        identity=paths.RUN_IDENTITY,
         scores=paths.RUN_RESCORED,
         info=paths.RUN_LINEAGE,
     log:
@@ -36,6 +37,7 @@ rule llm_rerank_run:
         unpack(W.inputs.llm_rerank_run),
     output:
         run=paths.RUN,
+        identity=paths.RUN_IDENTITY,
         scores=paths.RUN_RESCORED,
         info=paths.RUN_LINEAGE,
     log:

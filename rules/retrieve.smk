@@ -2,13 +2,17 @@
 # <model>+<method>-<llm> go through the same rules. A type: run model's runs are imported (validated, copied).
 # On a CliniQ benchmark (full depth: every chunk for every query) each rule's *_binary twin writes the run in
 # the binary format (paths.RUN_BINARY, scoring.binrun); export_trec_run writes its top k as TREC on request.
+# Every run records what made it (scoring.identity): a TREC run in its sidecar (paths.RUN_IDENTITY), a binary run in
+# its metadata; the corpus fingerprint (paths.CORPUS_IDS) is an input of every rule that writes or reads a run.
 
 
 rule retrieve_bm25_lucene:
     input:
         unpack(W.inputs.retrieve_bm25_lucene),
+        fingerprint=paths.CORPUS_IDS,
     output:
         run=paths.RUN,
+        identity=paths.RUN_IDENTITY,
     log:
         paths.log_file("retrieve_bm25_lucene"),
     benchmark:
@@ -31,8 +35,10 @@ rule retrieve_bm25_lucene:
 rule retrieve_dense:
     input:
         unpack(W.inputs.retrieve_dense),
+        fingerprint=paths.CORPUS_IDS,
     output:
         run=paths.RUN,
+        identity=paths.RUN_IDENTITY,
         info=paths.RUN_SEARCH_INFO,
     log:
         paths.log_file("retrieve_dense"),
@@ -56,8 +62,10 @@ rule retrieve_dense:
 rule retrieve_bm25_paper:
     input:
         unpack(W.inputs.retrieve_bm25_paper),
+        fingerprint=paths.CORPUS_IDS,
     output:
         run=paths.RUN,
+        identity=paths.RUN_IDENTITY,
         info=paths.RUN_BM25_PAPER_INFO,
     log:
         paths.log_file("retrieve_bm25_paper"),
@@ -81,8 +89,10 @@ rule retrieve_bm25_paper:
 rule import_run:
     input:
         unpack(W.inputs.import_run),
+        fingerprint=paths.CORPUS_IDS,
     output:
         run=paths.RUN,
+        identity=paths.RUN_IDENTITY,
         info=paths.RUN_IMPORT_INFO,
     log:
         paths.log_file("import_run"),
@@ -140,6 +150,7 @@ use rule import_run as import_run_binary with:
 rule export_trec_run:
     input:
         run=paths.RUN_BINARY,
+        fingerprint=paths.CORPUS_IDS,
     output:
         run=paths.RUN_TREC_TOP,
     log:

@@ -1,5 +1,7 @@
 # Stage score: trec_eval measures per query and mean, under R2MED's result names; CliniQ's own measures; a
-# benchmark's metrics collected into one file for the reports.
+# benchmark's metrics collected into one file for the reports, with what that scoring selected (complete or not).
+# A benchmark scored in part while a complete scoring of it lies here keeps that one (workflow.earlier.kept): the
+# report rules of such a benchmark (reported_benchmark) do not run.
 
 
 rule score_run:
@@ -8,6 +10,7 @@ rule score_run:
         qrels=paths.QRELS,
         queries=paths.QUERIES,
         exclude=W.train_qrels,
+        fingerprint=paths.CORPUS_IDS,
     output:
         metrics=paths.METRICS,
         per_query=paths.PER_QUERY,
@@ -32,6 +35,7 @@ use rule score_run as score_run_binary with:
         qrels=paths.QRELS,
         queries=paths.QUERIES,
         exclude=W.train_qrels,
+        fingerprint=paths.CORPUS_IDS,
     wildcard_constraints:
         benchmark=W.constraint("cliniq_benchmark"),
 
@@ -41,10 +45,13 @@ rule collect_metrics:
         W.inputs.benchmark_metrics,
     output:
         paths.METRICS_TABLE,
+        selection=paths.METRICS_SELECTION,
     log:
         paths.log_file("collect_metrics"),
     benchmark:
         paths.benchmark_file("collect_metrics")
+    wildcard_constraints:
+        benchmark=W.constraint("reported_benchmark"),
     localrule: True
     conda:
         "../envs/core.yaml"

@@ -15,6 +15,7 @@ from llm_fake_server import rule_label
 from r2med_eval.cliniq import corpus as cc
 from r2med_eval.cliniq.metrics import note_of
 from r2med_eval.io import read_lines, write_jsonl, write_text
+from r2med_eval.scoring import identity
 from r2med_eval.scoring import runs as runs_mod
 from r2med_eval.stages import score
 from r2med_eval.workflow import config, paths
@@ -69,7 +70,7 @@ def system_score(name: str, query: str, chunk: str) -> float:
 def write_run(work: Path, name: str, chunks: dict, queries: dict) -> Path:
     path = Path(work) / paths.fill(paths.RUN_BINARY, **W, model=name)  # a CliniQ benchmark's run: binary
     run = {q: {c: system_score(name, text, t) for c, t in chunks.items()} for q, text in queries.items()}
-    runs_mod.write_run(run, path, tag=name)
+    runs_mod.write_run(run, path, tag=name, identity=identity.make(name, BENCH, TASK, identity.fingerprint(chunks)))
     return path
 
 

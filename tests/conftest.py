@@ -111,13 +111,24 @@ def fake(monkeypatch, tmp_path):
         yield server
 
 
+def fingerprint_file(folder, ids) -> str:
+    """A task's corpus fingerprint as rule fingerprint_corpus writes it (``scoring.identity``), for a stage a test
+    calls: the writers record it in their runs, the readers check the runs against it."""
+    from r2med_eval.io import write_json
+    from r2med_eval.scoring import identity
+
+    path = Path(folder) / "corpus_ids.json"
+    write_json(path, identity.fingerprint(ids))
+    return str(path)
+
+
 @pytest.fixture
 def demo_path() -> Path:
     return REPO / "data" / "demo"
 
 
 __all__ = ["REPO", "DEMO_BENCHMARK", "shared_dataset", "write_jsonl", "make_r2med", "workflow_dir", "snakemake",
-           "shutil"]
+           "fingerprint_file", "DEMOS_BENCHMARKS", "shutil"]
 
 
 # The embedded demo benchmark as a config block (other benchmarks may follow under ``benchmarks:``).
@@ -127,6 +138,16 @@ benchmarks:
     layout: r2med
     tasks:
       demo: {{path: {REPO / 'data' / 'demo'}}}
+"""
+
+
+# Both embedded demos as a config block (models follow): the R2MED-layout demo and the synthetic CliniQ notes.
+DEMOS_BENCHMARKS = DEMO_BENCHMARK + f"""  cliniq-demo:
+    layout: cliniq
+    noteevents: {REPO / 'data' / 'cliniq-demo' / 'NOTEEVENTS.csv'}
+    expected_chunks: 203
+    tasks:
+      cliniq: {{path: {REPO / 'data' / 'cliniq-demo'}}}
 """
 
 

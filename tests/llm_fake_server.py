@@ -254,6 +254,7 @@ if __name__ == "__main__":  # a stand-in for `vllm serve MODEL --host H --port P
     ap.add_argument("--fake-ignore-key", action="store_true")
     ap.add_argument("--fake-list-nothing", action="store_true")
     ap.add_argument("--fake-exit", type=int)
+    ap.add_argument("--fake-die-after", type=int, help="answer this many chat requests, then exit with status 3")
     args, _ = ap.parse_known_args()
     if args.fake_exit is not None:
         print("fake vllm failing to start", flush=True)
@@ -274,7 +275,14 @@ if __name__ == "__main__":  # a stand-in for `vllm serve MODEL --host H --port P
         def do_POST(self):
             if not self._keyed():
                 return self._send(401, b'{"error": {"message": "key"}}')
-            return super().do_POST()
+            super().do_POST()
+            with answered_lock:
+                answered.append(1)
+                if args.fake_die_after is not None and len(answered) >= args.fake_die_after:
+                    print("fake vllm dying mid-job", flush=True)
+                    os._exit(3)
+
+    answered, answered_lock = [], threading.Lock()
 
     print(f"fake vllm serving {args.served_model_name} from {args.model}", flush=True)
     ThreadingHTTPServer((args.host, args.port), Checked).serve_forever()

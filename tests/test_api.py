@@ -4,7 +4,7 @@ import json
 import re
 
 import pytest
-from conftest import REPO
+from conftest import REPO, fingerprint_file
 
 PAGE = REPO / "docs" / "api.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", PAGE.read_text(encoding="utf-8"), flags=re.S)
@@ -36,16 +36,19 @@ def test_api_gives_the_pipelines_numbers(tmp_path):
 
     import r2med_eval
     from r2med_eval.benchmarks import datasets
+    from r2med_eval.scoring import identity, runs
     from r2med_eval.stages.score import score_run
 
     task = r2med_eval.load_task(REPO / "data" / "demo")
     datasets.write_internal(task, tmp_path / "task")
     run = {q: {d: float(len(set(t.split()) & set(doc["text"].split()))) for d, doc in task.corpus.items()}
            for q, t in task.queries.items()}
-    r2med_eval.write_run(run, tmp_path / "run.trec", tag="overlap")
+    runs.write_run(run, tmp_path / "run.trec", tag="overlap",  # as the pipeline writes it: with what made it
+                   identity=identity.make("overlap", "demo", "demo", identity.fingerprint(task.corpus)))
     sm = SimpleNamespace(
         input=SimpleNamespace(run=str(tmp_path / "run.trec"), qrels=str(tmp_path / "task" / "qrels.tsv"),
-                              queries=str(tmp_path / "task" / "queries.jsonl")),
+                              queries=str(tmp_path / "task" / "queries.jsonl"),
+                              fingerprint=fingerprint_file(tmp_path, task.corpus)),
         output=SimpleNamespace(metrics=str(tmp_path / "m.json"), per_query=str(tmp_path / "pq.tsv")),
         params=SimpleNamespace(spec={"ignore_identical_ids": True}),
         wildcards=SimpleNamespace(benchmark="demo", task="demo", model="overlap"))
@@ -164,12 +167,14 @@ def _pipeline_files(tmp_path):
     pipeline runs them: (paths, per-query TSVs, metrics JSONs, significance CSV, fused run)."""
     import r2med_eval
     from r2med_eval.benchmarks import datasets
+    from r2med_eval.scoring import identity, runs
     from r2med_eval.stages.fuse import fuse_runs
     from r2med_eval.stages.report import significance
     from r2med_eval.stages.score import score_run
 
     task = r2med_eval.load_task(REPO / "data" / "demo")
     datasets.write_internal(task, tmp_path / "task")
+    fingerprint = fingerprint_file(tmp_path, task.corpus)
 
     def overlap(min_length):
         def words(text):
@@ -179,10 +184,11 @@ def _pipeline_files(tmp_path):
 
     files = {}
     for name, run in (("short", overlap(1)), ("long", overlap(6))):
-        r2med_eval.write_run(run, tmp_path / f"{name}.trec", tag=name)
+        runs.write_run(run, tmp_path / f"{name}.trec", tag=name,
+                       identity=identity.make(name, "demo", "demo", identity.fingerprint(task.corpus)))
         sm = SimpleNamespace(
             input=SimpleNamespace(run=str(tmp_path / f"{name}.trec"), qrels=str(tmp_path / "task" / "qrels.tsv"),
-                                  queries=str(tmp_path / "task" / "queries.jsonl")),
+                                  queries=str(tmp_path / "task" / "queries.jsonl"), fingerprint=fingerprint),
             output=SimpleNamespace(metrics=str(tmp_path / f"{name}.json"),
                                    per_query=str(tmp_path / "results" / "per_query" / "demo" / "demo" / f"{name}.tsv")),
             params=SimpleNamespace(spec={"ignore_identical_ids": False}),
@@ -194,10 +200,11 @@ def _pipeline_files(tmp_path):
             "alpha": 0.05}
     significance(SimpleNamespace(input=[files[n].output.per_query for n in ("long", "short")], params=SimpleNamespace(
         spec=spec), output=SimpleNamespace(csv=str(tmp_path / "sig.csv"), md=str(tmp_path / "sig.md"))))
-    fuse_runs(SimpleNamespace(input=SimpleNamespace(runs=[str(tmp_path / "short.trec"), str(tmp_path / "long.trec")]),
+    fuse_runs(SimpleNamespace(input=SimpleNamespace(runs=[str(tmp_path / "short.trec"), str(tmp_path / "long.trec")],
+                                                    fingerprint=fingerprint),
                               params=SimpleNamespace(spec={"method": "rrf", "runs": ["short", "long"], "k": 60}),
                               output=SimpleNamespace(run=str(tmp_path / "fused.trec"), info=str(tmp_path / "f.json")),
-                              wildcards=SimpleNamespace(model="rrf-short-long")))
+                              wildcards=SimpleNamespace(model="rrf-short-long", benchmark="demo", task="demo")))
     return task
 
 

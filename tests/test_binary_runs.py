@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import fingerprint_file
 
 from r2med_eval.cliniq import metrics as cliniq
 from r2med_eval.errors import InputError
-from r2med_eval.scoring import binrun, metrics, runfile, runs
+from r2med_eval.scoring import binrun, identity, metrics, runfile, runs
 
 CHUNKS = [f"{h}_{i}" for h in (7, 30, 112, 5) for i in range(25)]  # corpus order is not id order
 
@@ -40,9 +42,10 @@ def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("binary")
     run = _run(1)
     out = {"run": run, "trec": folder / "r.trec", "bin": folder / "r.run.npz"}
-    runs.write_run(run, out["trec"], tag="m")
-    runs.write_run(run, out["bin"], tag="m")
-    return out
+    made = identity.make("m", "cliniq-demo", "cliniq", identity.fingerprint(CHUNKS))
+    runs.write_run(run, out["trec"], tag="m", identity=made)
+    runs.write_run(run, out["bin"], tag="m", identity=made)
+    return {**out, "identity": made}
 
 
 def test_the_binary_file_holds_the_run_in_trec_eval_order_at_8_bytes_an_entry(files, tmp_path):
@@ -50,7 +53,8 @@ def test_the_binary_file_holds_the_run_in_trec_eval_order_at_8_bytes_an_entry(fi
     assert files["bin"].stat().st_size <= 8 * entries + 2000  # int32 index + float32 score; the id table, headers
     assert runs.read_run(files["bin"]) == runs.read_run(files["trec"])  # same documents, scores, order
     again = tmp_path / "again.run.npz"
-    runs.write_run({q: dict(reversed(list(d.items()))) for q, d in files["run"].items()}, again, tag="m")
+    runs.write_run({q: dict(reversed(list(d.items()))) for q, d in files["run"].items()}, again, tag="m",
+                   identity=files["identity"])
     assert again.read_bytes() == files["bin"].read_bytes()  # the same run, the same bytes
     with np.load(files["bin"], allow_pickle=False) as z:  # a plain NumPy archive for other tools
         assert z["scores"].dtype == np.float32 and z["docs"].dtype == np.int32
@@ -156,8 +160,10 @@ def _dense_stage(tmp_path, out_name: str, corpus_emb, query_emb, w):
     wildcards = SimpleNamespace(benchmark="cliniq-demo", task="cliniq", model="minilm")
     sm = SimpleNamespace(input=SimpleNamespace(emb=str(emb / "corpus.npy"), ids=str(emb / "corpus_ids.txt"),
                                                emb_info=str(emb / "corpus.json"), query_emb=str(emb / "queries.npy"),
-                                               query_ids=str(emb / "queries_ids.txt")),
-                         output=SimpleNamespace(run=str(tmp_path / out_name), info=str(tmp_path / f"{out_name}.json")),
+                                               query_ids=str(emb / "queries_ids.txt"),
+                                               fingerprint=fingerprint_file(tmp_path, CHUNKS)),
+                         output=SimpleNamespace(run=str(tmp_path / out_name),
+                                                info=str(tmp_path / f"{out_name}.search.json")),
                          params=SimpleNamespace(spec=w.params.of("retrieve_dense")(wildcards)), wildcards=wildcards,
                          threads=1)
     retrieve.retrieve_dense(sm)
@@ -215,9 +221,11 @@ def test_export_trec_run_writes_a_binary_runs_top_k(files, tmp_path):
     from r2med_eval.stages import retrieve
 
     out = tmp_path / "r.top5.trec"
-    retrieve.export_trec_run(SimpleNamespace(input=SimpleNamespace(run=str(files["bin"])),
+    retrieve.export_trec_run(SimpleNamespace(input=SimpleNamespace(run=str(files["bin"]),
+                                                                   fingerprint=fingerprint_file(tmp_path, CHUNKS)),
                                              output=SimpleNamespace(run=str(out)),
-                                             wildcards=SimpleNamespace(depth="5", model="m")))
+                                             wildcards=SimpleNamespace(depth="5", model="m", benchmark="cliniq-demo",
+                                                                       task="cliniq")))
     whole = runs.read_run(files["bin"])
     assert runs.read_run(out) == {q: dict(list(docs.items())[:5]) for q, docs in whole.items()}
     lines = out.read_text().splitlines()
@@ -229,3 +237,132 @@ def test_runfile_reads_binary_by_content_not_name(files, tmp_path):
     odd.write_bytes(files["bin"].read_bytes())
     assert runs.read_run(odd) == runs.read_run(files["bin"])
     assert isinstance(runfile.read(odd), runfile.RunTable)
+
+
+# ---------------------------------------------------------------- bounded reads (issue 48.2)
+
+FORMAT_META = {"format": binrun.FORMAT, "order": "trec_eval", "tag": "t"}
+
+
+def _npz(path: Path, meta: bytes | None = None, ids: bytes | None = None, members: dict | None = None,
+         deflate=()) -> Path:
+    """A crafted archive in the binary run's layout: one query, two documents, unless a member is replaced;
+    ``deflate``: the members compressed (as numpy.savez_compressed stores them)."""
+    import zlib
+
+    arrays = {"meta": np.frombuffer(meta or json.dumps({**FORMAT_META, "qids": ["q1"]}).encode(), np.uint8),
+              "ids": np.frombuffer(ids if ids is not None else zlib.compress(b"a\nb"), np.uint8),
+              "offsets": np.array([0, 2], np.int64), "docs": np.array([0, 1], np.int32),
+              "scores": np.array([1.0, 0.5], np.float32), **(members or {})}
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, array in arrays.items():
+            info = zipfile.ZipInfo(name + ".npy")
+            info.compress_type = zipfile.ZIP_DEFLATED if name in deflate else zipfile.ZIP_STORED
+            with archive.open(info, "w", force_zip64=True) as handle:
+                np.lib.format.write_array(handle, array)
+    return path
+
+
+def _zlib_bomb(inflated: int) -> bytes:
+    """``inflated`` bytes of id text compressed to about a thousandth, made a block at a time."""
+    import zlib
+
+    packer, block = zlib.compressobj(9), b"a\n" * (4 << 20)
+    parts = [packer.compress(block) for _ in range(inflated // len(block))]
+    return b"".join(parts) + packer.flush()
+
+
+@pytest.fixture(scope="module")
+def crafted(tmp_path_factory):
+    """The probe's crafted files: ids that inflate to 256 MB from a quarter of a MB, an offsets member deflated from
+    256 MB of zeros, metadata nested 100,000 deep; and a valid run whose queries times ids make a billion cells."""
+    import zlib
+
+    folder = tmp_path_factory.mktemp("crafted")
+    (folder / "qrels.txt").write_text("q1 0 a 1\n")
+    nested = json.dumps({**FORMAT_META, "qids": ["q1"]})[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    qids = [f"q{i}" for i in range(1 << 15)]
+    ids = [f"d{i}" for i in range(1 << 15)]
+    sparse = {"offsets": np.r_[np.zeros(1 << 15, np.int64), 2], "docs": np.array([0, 1], np.int32)}
+    return {"inflating ids": _npz(folder / "inflating.run.npz", ids=_zlib_bomb(256 << 20)),
+            "deflated offsets": _npz(folder / "deflated.run.npz", members={"offsets": np.zeros(1 << 25, np.int64)},
+                                     deflate=("offsets",)),
+            "nested metadata": _npz(folder / "nested.run.npz", meta=nested.encode()),
+            "sparse": _npz(folder / "sparse.run.npz", meta=json.dumps({**FORMAT_META, "qids": qids}).encode(),
+                           ids=zlib.compress("\n".join(ids).encode()), members=sparse),
+            "folder": folder}
+
+
+def _measured(*args, cwd):
+    """``r2med-eval ARGS`` in its own process: (completed process, seconds, its peak resident MB, Linux's VmHWM)."""
+    import subprocess
+    import sys
+    import time
+
+    # the peak of this process's own memory: VmHWM (ru_maxrss keeps the forking parent's peak across exec)
+    code = ("import sys\nfrom r2med_eval import cli\ncode = cli.main(sys.argv[1:])\n"
+            "hwm = [x.split()[1] for x in open('/proc/self/status') if x.startswith('VmHWM:')]\n"
+            "print('maxrss', hwm[0], file=sys.stderr)\nsys.exit(code)")
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    seconds = time.monotonic() - start
+    lines = proc.stderr.splitlines()
+    rss = int(lines.pop().split()[1]) / 1024
+    proc.stderr = "\n".join(lines)
+    return proc, seconds, rss
+
+
+@pytest.mark.parametrize("case, words", [
+    ("inflating ids", "its id table inflates beyond"),
+    ("deflated offsets", "its offsets member is compressed"),
+    ("nested metadata", "metadata nested too deeply"),
+])
+def test_the_probes_crafted_files_each_get_one_line_fast_and_small(crafted, case, words):
+    proc, seconds, rss = _measured("eval", "qrels.txt", str(crafted[case]), cwd=crafted["folder"])
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith(f"r2med-eval: {crafted[case]}: "), lines
+    assert words in lines[0] and "Fix:" in lines[0] and "Traceback" not in proc.stderr
+    assert seconds < 5 and rss < 200, (seconds, rss)
+
+
+def test_a_valid_run_of_many_queries_and_ids_is_checked_without_a_cell_per_pair(crafted):
+    """32,768 queries x 32,768 ids (a billion query-document cells) and two entries: read and scored, the check for a
+    document twice made without a flag per cell (a gigabyte before; traced by tracemalloc, which sees numpy's)."""
+    import tracemalloc
+
+    proc, seconds, rss = _measured("eval", "qrels.txt", str(crafted["sparse"]), "-m", "num_ret", cwd=crafted["folder"])
+    assert proc.returncode == 0 and proc.stdout.strip() == "num_ret\tall\t0", proc.stderr
+    assert seconds < 5 and rss < 200, (seconds, rss)
+    tracemalloc.start()
+    try:
+        b = binrun.read(crafted["sparse"])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(b.qids) == len(b.ids) == 1 << 15 and len(b) == 2 and peak < 64 << 20, peak
+
+
+@pytest.mark.parametrize("meta, ids, words", [
+    ({"ids_bytes": 10 ** 9}, None, "claims 1,000,000,000 bytes"),
+    ({"ids_bytes": 2}, None, "inflates beyond 2 bytes"),
+    ({"ids_sha256": "0" * 64}, None, "sha256 does not match"),
+    ({"ids_count": 3}, None, "where 3 were expected"),
+    ({"identity": {"run": ["x"]}}, None, "'identity' is not of the type"),
+    ({"extra": {"a": 1}}, None, "'extra' is not a scalar"),
+    ({}, b"a\na", "naming a document twice"),
+    ({}, b"not zlib", "not a zlib stream"),
+])
+def test_declared_sizes_and_tables_are_checked_before_use(tmp_path, meta, ids, words):
+    import zlib
+
+    path = _npz(tmp_path / "r.run.npz", meta=json.dumps({**FORMAT_META, "qids": ["q1"], **meta}).encode(),
+                ids=zlib.compress(ids) if ids and ids != b"not zlib" else ids)
+    with pytest.raises(InputError, match=re.escape(words)):
+        binrun.read(path)
+
+
+def test_the_id_table_is_checked_against_the_corpus_size(tmp_path):
+    runs.write_run({"q1": {"a": 1.0, "b": 0.5, "c": 0.1}}, tmp_path / "r.run.npz", tag="t")
+    assert binrun.read(tmp_path / "r.run.npz", max_ids=3).ids == ["a", "b", "c"]
+    with pytest.raises(InputError, match="holds 3 ids, more than the corpus's 2"):
+        binrun.read(tmp_path / "r.run.npz", max_ids=2)

@@ -55,7 +55,7 @@ def test_the_issues_seven_bad_inputs_end_in_one_line(task, case):
     if case.startswith("score"):
         (task / "bad.trec").write_text(RUN + f"q2 Q0 d 2 {case.split()[1]} t\n")
         proc = _process("eval", "qrels.txt", "bad.trec", cwd=task)
-        _one_line(proc, "bad.trec, line 4", case.split()[1])
+        _one_line(proc, "bad.trec, line 4", {"1_000": "underscore", "nan": "NaN"}[case.split()[1]])
     elif case == "missing run":
         _one_line(_process("eval", "qrels.txt", "nope.trec", cwd=task), "nope.trec", "not found")
     elif case == "a directory":
@@ -75,7 +75,7 @@ def test_every_score_trec_eval_would_misread_is_named(task, capsys, score):
     (task / "bad.trec").write_text(RUN + f"q2 Q0 d 2 {score} t\n")
     assert cli.main(["eval", str(task / "qrels.txt"), str(task / "bad.trec")]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"r2med-eval: {task / 'bad.trec'}, line 4: score ") and err.count("\n") == 1
+    assert err.startswith(f"r2med-eval: {task / 'bad.trec'}, line 4: the score (5th field") and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("text,words", [
@@ -182,3 +182,52 @@ def test_measures_may_come_before_the_files(task, capsys, monkeypatch):
     with pytest.raises(SystemExit) as stop:  # one file: the run is missing, said as such
         cli.main(["eval", "-m", "Judged@10", "qrels.txt"])
     assert stop.value.code == 2 and "the following arguments are required: run" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- note text is never quoted (issue 48.5)
+
+NOTE_WORD = "ZQXPLANTEDWORD"
+
+
+@pytest.mark.parametrize("note", [
+    f"Patient was admitted with {NOTE_WORD} fever and cough overnight\n",  # the word where the score goes
+    f"Pt {NOTE_WORD} given aspirin 81 mg daily\nPt {NOTE_WORD} given aspirin 81 mg daily\n",  # a document twice
+    f"Pt was then given 0.5{NOTE_WORD} once daily\n",  # a number, then the word
+    f"Pt was then given 1_{NOTE_WORD}0 once daily\n",
+    f"Pt was then given {NOTE_WORD}nan once daily\n",
+    f"Pt was then given 1{NOTE_WORD}e5 once daily\n",
+])
+def test_a_note_bearing_file_given_as_the_run_is_named_not_quoted(task, note):
+    """A file of notes (CliniQ's text) given as the run: one line naming the file and the line, no word of it."""
+    (task / "NOTEEVENTS.csv").write_text(note)
+    for args in (["eval", "qrels.txt", "NOTEEVENTS.csv"], ["fuse", "run.trec", "NOTEEVENTS.csv"]):
+        proc = _process(*args, cwd=task)
+        line = _one_line(proc, "NOTEEVENTS.csv, line ")
+        assert NOTE_WORD not in proc.stderr + proc.stdout and "aspirin" not in line and "Pt" not in line, line
+
+
+# ---------------------------------------------------------------- the CLI corners of issue 48.5
+
+@pytest.mark.parametrize("case", ["retrieved-only, nothing retrieved", "fuse of empty runs", "weights 0 0",
+                                  "missing run after -m", "a 10 MB tag", "a long rank field"])
+def test_cli_corners_end_in_one_line_and_write_nothing(task, case):
+    (task / "empty1.trec").write_text("")
+    (task / "empty2.trec").write_text("")
+    (task / "other.trec").write_text("q9 Q0 a 1 0.5 t\n")  # a query the judgments do not have
+    args, words = {
+        "retrieved-only, nothing retrieved": (["eval", "qrels.txt", "other.trec", "--retrieved-only"],
+                                              ["other.trec", "retrieved nothing for any of the 2 judged queries"]),
+        "fuse of empty runs": (["fuse", "empty1.trec", "empty2.trec", "-o", "out.trec"],
+                               ["every run given holds no entry (empty1.trec, empty2.trec)"]),
+        "weights 0 0": (["fuse", "run.trec", "run.trec", "--method", "minmax", "--weights", "0", "0", "-o",
+                         "out.trec"], ["--weights are all 0"]),
+        "missing run after -m": (["eval", "-m", "nDCG@10", "qrels.txt", "MISSING"], ["MISSING: run file not found"]),
+        "a 10 MB tag": (["eval", "qrels.txt", "long.trec"], ["long.trec, line 2", "longer than 65,536 bytes"]),
+        "a long rank field": (["fuse", "long.trec", "run.trec", "-o", "out.trec"], ["long.trec, line 2", "longer"]),
+    }[case]
+    if case == "a 10 MB tag":
+        (task / "long.trec").write_text(RUN[:16] + "q1 Q0 b 2 0.5 " + "t" * (10 << 20) + "\n")
+    elif case == "a long rank field":
+        (task / "long.trec").write_text(RUN[:16] + "q1 Q0 b " + "9" * 100_000 + " 0.5 t\n")
+    _one_line(_process(*args, cwd=task), *words)
+    assert not (task / "out.trec").exists() and not list(task.glob(".out.trec*"))

@@ -18,12 +18,12 @@ import cliniq_eval_py as ref
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, fingerprint_file
 
 from r2med_eval.cliniq import metrics as cliniq
 from r2med_eval.dense import embeddings
 from r2med_eval.dense import search as dense_search
-from r2med_eval.scoring import runs
+from r2med_eval.scoring import identity, runs
 from r2med_eval.stages import retrieve as retrieve_stage
 from r2med_eval.stages import score as score_stage
 from r2med_eval.workflow import config
@@ -189,7 +189,9 @@ def write_embeddings(tmp_path, corpus_ids, corpus_emb, query_emb):
 def run_stages(tmp_path, w, model, corpus_ids, corpus_emb, query_emb, rows, qtypes):
     """retrieve_dense, then score_cliniq, with the workflow's params for ``model`` on cliniq-demo."""
     wildcards = SimpleNamespace(benchmark="cliniq-demo", task="cliniq", model=model)
-    sm = SimpleNamespace(input=write_embeddings(tmp_path, corpus_ids, corpus_emb, query_emb),
+    inputs = write_embeddings(tmp_path, corpus_ids, corpus_emb, query_emb)
+    inputs.fingerprint = fingerprint_file(tmp_path, corpus_ids)
+    sm = SimpleNamespace(input=inputs,
                          output=SimpleNamespace(run=str(tmp_path / "run.trec"), info=str(tmp_path / "info.json")),
                          params=SimpleNamespace(spec=w.params.of("retrieve_dense")(wildcards)), wildcards=wildcards,
                          threads=1)
@@ -257,6 +259,35 @@ def test_dense_run_is_eval_py_bit_for_bit(tmp_path, seed):
     stable = eval_py(corpus_ids, layout, corpus_emb, query_emb, kind="stable")
     assert_equal_to_eval_py(cliniq.evaluate(runs.read_run(tmp_path / "run.trec"), rows, qtypes, corpus_ids,
                                             tie_order="corpus"), stable)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_evaluate_cliniq_gives_score_cliniqs_figures_on_a_tie_heavy_run(tmp_path, seed):
+    """The API (docs/api.md) scores as rule score_cliniq does: a dense run's equal scores in eval.py's order (the
+    default tie_order, from the run file or from a dict in eval.py's order), another run's in corpus order
+    (tie_order corpus); every figure equal to the stage's."""
+    import r2med_eval
+    from r2med_eval.cliniq.files import clean_json  # as the stage writes its figures
+
+    figures = ("multi", "single", "condensed", "judged_at_10")
+    corpus_ids, layout, corpus_emb, query_emb, rows, qtypes = embedded_benchmark(seed)
+    dense = run_stages(tmp_path, default_workflow(), "minilm", corpus_ids, corpus_emb, query_emb, rows, qtypes)
+    assert dense["tie_order"] == "evalpy"
+    for run in (tmp_path / "run.trec", runs.read_run(tmp_path / "run.trec")):
+        got = clean_json(r2med_eval.evaluate_cliniq(run, rows, qtypes, corpus_ids))
+        assert {k: got[k] for k in figures} == {k: dense[k] for k in figures}
+    lexical = tmp_path / "lexical"
+    lexical.mkdir()
+    corpus_ids, _, run, rows, qtypes = random_benchmark(seed)
+    runs.write_run(run, lexical / "run.trec", tag="bm25",
+                   identity=identity.make("bm25", "cliniq-demo", "cliniq", identity.fingerprint(corpus_ids)))
+    stage = score(lexical, default_workflow(), SimpleNamespace(benchmark="cliniq-demo", task="cliniq", model="bm25"),
+                  corpus_ids, rows, qtypes)
+    assert stage["tie_order"] == "corpus"
+    got = clean_json(r2med_eval.evaluate_cliniq(lexical / "run.trec", rows, qtypes, corpus_ids, tie_order="corpus"))
+    assert {k: got[k] for k in figures} == {k: stage[k] for k in figures}
+    other = clean_json(r2med_eval.evaluate_cliniq(lexical / "run.trec", rows, qtypes, corpus_ids))  # the file's order
+    assert {k: other[k] for k in figures} != {k: stage[k] for k in figures}
 
 
 def test_the_stable_order_differs_from_eval_py_on_tied_embeddings(tmp_path):
@@ -357,7 +388,8 @@ def test_score_cliniq_stage_with_default_params_ranks_a_bm25_run_in_corpus_order
     params, gives eval.py's scoring with a stable argsort."""
     corpus_ids, splits, run, rows, qtypes = random_benchmark(123)
     expected = ref.evaluate(corpus_ids, splits, kind="stable")
-    runs.write_run(run, tmp_path / "run.trec", tag="m")
+    runs.write_run(run, tmp_path / "run.trec", tag="bm25",
+                   identity=identity.make("bm25", "cliniq-demo", "cliniq", identity.fingerprint(corpus_ids)))
     out = score(tmp_path, default_workflow(), SimpleNamespace(benchmark="cliniq-demo", task="cliniq", model="bm25"),
                 corpus_ids, rows, qtypes)
     assert out["tie_order"] == "corpus" and out["run_depth"] == len(corpus_ids)

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 import yaml
-from conftest import DEMO_BENCHMARK, REPO, snakemake, workflow_dir
+from conftest import DEMOS_BENCHMARKS, REPO, snakemake, workflow_dir
 from test_workflow import planned_jobs
 
 from r2med_eval.errors import ConfigError, InputError
@@ -23,21 +23,25 @@ QUERIES = ["q1", "q2"]
 
 
 @pytest.mark.parametrize("text, line, words", [
-    ("q1 Q0 d1 1 0.9 x\nq1 Q0 d9 2 0.5 x\nq2 Q0 d1 1 0.3 x\n", 2, "document id 'd9' (query 'q1') is not in"),
-    ("q1 Q0 d1 1 0.9 x\nq1 Q0 d1 2 0.5 x\nq2 Q0 d1 1 0.3 x\n", 2, "document 'd1' appears twice for query 'q1'"),
-    ("q1 Q0 d1 1 0.9 x\nq2 Q0 d2 1 high x\n", 2, "score 'high' is not a finite number"),
-    ("q1 Q0 d1 1 nan x\n", 1, "score 'nan' is not a finite number"),
-    ("q1 Q0 d1 1 -Infinity x\n", 1, "score '-Infinity' is not a finite number"),
+    ("q1 Q0 d1 1 0.9 x\nq1 Q0 d9 2 0.5 x\nq2 Q0 d1 1 0.3 x\n", 2,
+     "the document id of this line (its 3rd field) is not in"),
+    ("q1 Q0 d1 1 0.9 x\nq1 Q0 d1 2 0.5 x\nq2 Q0 d1 1 0.3 x\n", 2,
+     "the document of this line appears twice for its query (first on line 1)"),
+    ("q1 Q0 d1 1 0.9 x\nq2 Q0 d2 1 high x\n", 2,
+     "the score (5th field, 4 characters) is not a number (trec_eval, with C's atof, would read it as 0)"),
+    ("q1 Q0 d1 1 nan x\n", 1, "the score (5th field, 3 characters) is NaN or infinite"),
+    ("q1 Q0 d1 1 -Infinity x\n", 1, "the score (5th field, 9 characters) is NaN or infinite"),
     # Python's float reads these, trec_eval (C's atof) reads another number
-    ("q1 Q0 d1 1 1_000 x\n", 1, "score '1_000' is not a finite number in trec_eval's format (trec_eval, with C's "
-                                "atof, would read it as 1.0)"),
-    ("q1 Q0 d1 1 \uff11\uff12 x\n", 1, "score '\uff11\uff12' is not a finite number in trec_eval's format "
-                                        "(trec_eval, with C's atof, would read it as 0.0)"),
-    ("q1 Q0 d1 1 0.5abc x\n", 1, "score '0.5abc' is not a finite number in trec_eval's format (trec_eval, with C's "
-                                 "atof, would read it as 0.5)"),
-    ("q1 Q0 d1 1 0x1p-3 x\n", 1, "score '0x1p-3' is a hexadecimal float, which Python's float does not read"),
-    ("q1 Q0 d1 1 1e999 x\n", 1, "score '1e999' is beyond a double's range"),
-    ("q1 Q0 d1 1 0.9 x\nq7 Q0 d2 1 0.8 x\n", 2, "query id 'q7' is not a query of this task"),
+    ("q1 Q0 d1 1 1_000 x\n", 1, "holds an underscore between digits, which Python's float skips and trec_eval's "
+                                "atof stops at"),
+    ("q1 Q0 d1 1 \uff11\uff12 x\n", 1, "holds digits other than ASCII 0-9"),
+    ("q1 Q0 d1 1 0.5abc x\n", 1, "has other characters after its number (trec_eval, with C's "
+                                 "atof, would read only the number"),
+    ("q1 Q0 d1 1 0x1p-3 x\n", 1, "the score (5th field, 6 characters) is a hexadecimal float, which Python's float "
+                                 "does not read"),
+    ("q1 Q0 d1 1 1e999 x\n", 1, "the score (5th field) is beyond a double's range"),
+    ("q1 Q0 d1 1 0.9 x\nq7 Q0 d2 1 0.8 x\n", 2,
+     "the query id of this line (its 1st field) is not a query of this task"),
     ("q1 Q0 d1 1 0.9\n", 1, "expected 6 columns"),
     # not UTF-8 text
     (b"q1 Q0 d1 1 0.9 x\nq1 Q0 d\xe9 2 0.5 x\n", 2, "bytes that are not UTF-8 at column 8 (a binary or compressed "
@@ -68,7 +72,7 @@ def test_scores_trec_eval_reads_whole_are_accepted_and_comments_skipped(tmp_path
     assert run == {"q1": {"d1": 1.0, "d2": 0.5, "d3": 0.001}, "q2": {"d1": 0.0, "d2": 7.0}} and info["lines"] == 5
     nbsp = tmp_path / "nbsp.trec"  # U+00A0 is no separator for trec_eval: the id holds it
     nbsp.write_text("q1 Q0 d1\u00a0x 1 0.5 x\nq2 Q0 d1 1 0.5 x\n")
-    with pytest.raises(InputError, match=r"document id 'd1\\xa0x'"):
+    with pytest.raises(InputError, match=r"line 1: the document id of this line"):
         runs.validate_external_run(nbsp, DOCS, QUERIES)
 
 
@@ -189,14 +193,8 @@ def overlap_run(data_dir, tag="overlap") -> str:
     return "\n".join(lines) + "\n"
 
 
-CONFIG = DEMO_BENCHMARK + f"""  cliniq-demo:
-    layout: cliniq
-    noteevents: {REPO / 'data' / 'cliniq-demo' / 'NOTEEVENTS.csv'}
-    expected_chunks: 203
-    tasks:
-      cliniq: {{path: {REPO / 'data' / 'cliniq-demo'}}}
-models:
-  bm25: {{type: bm25_lucene, k1: 0.9, b: 0.4}}
+CONFIG = DEMOS_BENCHMARKS + """models:
+  bm25: {type: bm25_lucene, k1: 0.9, b: 0.4}
 report:
   baseline: bm25
 """
@@ -300,8 +298,8 @@ def test_malformed_external_run_stops_the_workflow_with_one_line(external_run):
         proc = snakemake(work, "--cores", "2", "all", check=False)
         assert proc.returncode != 0
         shown = [line for line in proc.stdout.splitlines() if line.startswith("r2med-eval: ")]
-        assert shown == ["r2med-eval: external/demo/demo.trec, line 4: score 'high' is not a finite number in "
-                         "trec_eval's format (trec_eval, with C's atof, would read it as 0.0). Fix: write the "
+        assert shown == ["r2med-eval: external/demo/demo.trec, line 4: the score (5th field, 4 characters) is "
+                         "not a number (trec_eval, with C's atof, would read it as 0). Fix: write the "
                          "retriever's score as a decimal number in the fifth column (e.g. 12, -0.25, 1.5e-3: no "
                          "underscores, no hexadecimal, no nan or inf)."], proc.stdout[-3000:]
     finally:

@@ -336,8 +336,10 @@ def private_sm(tmp_path, llm_settings, config=None):
     write_jsonl(tmp_path / "queries.jsonl", [{"id": q, "text": t} for q, t in {"q1": "sepsis", "q2": "stroke"}.items()])
     write_jsonl(tmp_path / "corpus.jsonl", [{"id": f"c{i}", "title": "", "text": f"chunk {i} {NOTE_WORD} sepsis"}
                                             for i in range(4)])
-    (tmp_path / "bm25.trec").write_text("".join(f"{q} Q0 c{i} {i + 1} {5 - i} bm25\n" for q in ("q1", "q2")
-                                                for i in range(4)))
+    from r2med_eval.scoring import identity, runs
+
+    runs.write_run({q: {f"c{i}": 5.0 - i for i in range(4)} for q in ("q1", "q2")}, tmp_path / "bm25.trec", "bm25",
+                   identity=identity.make("bm25", "b", "t", identity.fingerprint([f"c{i}" for i in range(4)])))
     w = {"benchmark": "b", "task": "t", "method": "lamer", "llm": "tiny-llm"}
     spec = {"method": "lamer", "llm": "tiny-llm", "prompt_task": "PMC-Treatment", **llm_settings}
     sm = SimpleNamespace(input=SimpleNamespace(queries=str(tmp_path / "queries.jsonl"),

@@ -200,6 +200,45 @@ def test_the_names_of_version_0_1_still_import():
     assert significance.__name__ == "r2med_eval.report.significance" and hasattr(significance, "FIELDS")
 
 
+def test_every_0_1_name_the_readme_promises_imports():
+    """The README's promise (Upgrading): every public name of 0.1's flat modules (tests/data/names_0_1.json, read
+    from the 0.1 tree) imports from its flat module, but those docs/development.md lists (the README links the
+    list), each in the module it names or gone as it says; ``import r2med_eval.<flat name>`` is the module too."""
+    import json
+    import re
+
+    import r2med_eval
+
+    text = (REPO / "docs" / "development.md").read_text()
+    section = text[text.index("### Names of version 0.1"):]
+    section = section[:section.index("\n#", 5)]
+    assert "docs/development.md#names-of-version-01" in (REPO / "README.md").read_text()
+    moved, removed = {}, set()
+    for bullet in re.findall(r"^\* (.*?)(?=^\* |^\n|\Z)", section, re.M | re.S):
+        named = {tuple(n.split(".", 1)) for n in re.findall(r"`(\w+\.\w+)`", bullet) if n.split(".")[0] in
+                 r2med_eval.MOVED}
+        if bullet.startswith("removed:"):
+            removed |= named
+        else:
+            target = re.search(r"now in `([\w.]+)`", bullet).group(1)
+            moved.update({n: target for n in named})
+    assert moved and removed
+    old = json.loads((REPO / "tests" / "data" / "names_0_1.json").read_text())["names"]
+    assert set(old) == set(r2med_eval.MOVED)
+    for module, names in old.items():
+        flat = importlib.import_module(f"r2med_eval.{module}")
+        assert flat is getattr(r2med_eval, module)
+        for name in names:
+            if (module, name) in moved:
+                assert not hasattr(flat, name) and hasattr(importlib.import_module(
+                    f"r2med_eval.{moved[module, name]}"), name), (module, name)
+            elif (module, name) in removed:
+                assert not hasattr(flat, name), (module, name)  # the README lists exactly what went
+            else:
+                assert hasattr(flat, name), f"r2med_eval.{module}.{name} of 0.1 does not import"
+    assert set(moved) | removed <= {(m, n) for m, names in old.items() for n in names}
+
+
 def test_development_docs_draw_the_tree():
     text = (REPO / "docs" / "development.md").read_text()
     tree = text[text.index("```text\nsrc/r2med_eval/"):]

@@ -271,7 +271,11 @@ def test_the_started_server_answers_under_a_fresh_key(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("args", [["--host", "0.0.0.0"], ["--host=0.0.0.0"], ["--port", "9"], ["--api-key", "x"],
-                                  ["--dtype", "bfloat16", "--served-model-name", "other"]])
+                                  ["--dtype", "bfloat16", "--served-model-name", "other"],
+                                  # as vLLM's parser also reads them: argparse's prefixes, `_` for `-`, `=` forms
+                                  ["--hos", "0.0.0.0"], ["--api_key", "X"], ["--served_model_name", "X"], ["--port=1"],
+                                  ["--api-k=x"], ["--served-model", "x"], ["--model", "/other"], ["--config", "c.yaml"],
+                                  ["--po", "1"]])
 def test_vllm_args_may_not_set_what_the_job_owns(tmp_path, args):
     raw = {"benchmarks": {"demo": {"layout": "r2med", "tasks": {"demo": {"path": str(REPO / "data/demo")}}}},
            "models": {"bm25": {"type": "bm25_lucene"}},
@@ -283,6 +287,16 @@ def test_vllm_args_may_not_set_what_the_job_owns(tmp_path, args):
     with pytest.raises(LLMError, match="which the job sets itself"):  # and the job itself refuses them
         with serving(started(tmp_path, free_port(), *args)):
             raise AssertionError("never reached")
+
+
+def test_vllm_args_of_other_options_pass():
+    from r2med_eval.llm.server import job_owned_args
+
+    fine = ["--dtype", "bfloat16", "--max-model-len=16384", "--max_num_seqs", "8", "--seed", "42", "--config-format",
+            "hf", "--model-impl", "vllm", "--tensor-parallel-size", "2", "-tp", "2", "0.0.0.0"]
+    assert job_owned_args(fine) == []
+    assert job_owned_args(["--hos", "x", "--api_key=1", "--served_model_name", "m"]) == ["--hos", "--api_key=1",
+                                                                                       "--served_model_name"]
 
 
 # ------------------------------------------------------------------ edges

@@ -33,7 +33,7 @@ from conftest import LLM_KEY, REPO, write_jsonl
 from r2med_eval.errors import ConfigError, InputError, LLMError
 from r2med_eval.llm.requests import Answer, Request, Usage
 from r2med_eval.rerank import listwise, llm_rerank, pointwise
-from r2med_eval.scoring import runs
+from r2med_eval.scoring import identity, runs
 from r2med_eval.stages import rerank as rerank_stage
 from r2med_eval.workflow import config, paths
 from r2med_eval.workflow.control import Workflow
@@ -287,7 +287,8 @@ def stage_sm(tmp_path: Path, raw: dict, depth: int, queries=("q1", "q2")) -> Sim
     write_jsonl(task / "corpus.jsonl", [{"id": d, "text": f"{d} is a passage about topic {GRADE[d]}"} for d in FIRST])
     write_jsonl(task / "queries.jsonl", [{"id": q, "text": f"question {q}"} for q in queries])
     run_path = task / "bm25.trec"
-    runs.write_run({q: {d: float(100 - i) for i, d in enumerate(FIRST)} for q in queries}, run_path, "bm25")
+    runs.write_run({q: {d: float(100 - i) for i, d in enumerate(FIRST)} for q in queries}, run_path, "bm25",
+                   identity=identity.make("bm25", bench, tname, identity.fingerprint(FIRST)))
     w = Workflow(config.validate(raw))
     name = f"bm25--rr@{depth}"
     wc = SimpleNamespace(benchmark=bench, task=tname, model=name)
@@ -554,7 +555,7 @@ def test_rules_and_resources(tmp_path):
     assert w.resources.llm_rerank_runtime(SimpleNamespace(model="bm25--yn@10"), inp, 2) == round(
         2 * (10 + 1000 * 0.25 / 3 + 10))
     assert w.resources.llm_rerank_gpu(SimpleNamespace(model="bm25--yn@10")) == 2
-    from r2med_eval.workflow.inputs import job_benchmark_files
+    from r2med_eval.workflow.registry import job_benchmark_files
     rules = [r for r, _ in job_benchmark_files(w.registry, "b", "t", "bm25--yn@10")]
     assert "llm_rerank_run" in rules and "rerank_run" not in rules
 

@@ -33,7 +33,7 @@ from test_llm_rerank import read_order
 from r2med_eval.errors import ConfigError, InputError
 from r2med_eval.llm.requests import Answer, Request, Usage
 from r2med_eval.rerank import listwise, reasonrank
-from r2med_eval.scoring import runs
+from r2med_eval.scoring import identity, runs
 from r2med_eval.stages import rerank as rerank_stage
 from r2med_eval.workflow import config, paths
 from r2med_eval.workflow.control import Workflow
@@ -361,7 +361,8 @@ def demo_sm(tmp_path: Path, raw: dict, depth: int = 100) -> SimpleNamespace:
     write_jsonl(task / "corpus.jsonl", [{"id": d, "title": "", "text": doc["text"]} for d, doc in demo_docs().items()])
     write_jsonl(task / "queries.jsonl", [{"id": q, "text": t} for q, t in demo_queries().items()])
     runs.write_run({q: {d: float(100 - i) for i, d in enumerate(docs)} for q, docs in demo_tops().items()},
-                   task / "bm25.trec", "bm25")
+                   task / "bm25.trec", "bm25", identity=identity.make("bm25", "demo", "demo",
+                                                                      identity.fingerprint(demo_docs())))
     w = Workflow(config.validate(raw))
     name = f"bm25--rr@{depth}"
     wc = SimpleNamespace(benchmark="demo", task="demo", model=name)

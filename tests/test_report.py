@@ -16,8 +16,8 @@ from r2med_eval.errors import ConfigError, InputError
 from r2med_eval.report import figure, leaderboard, palette, plots, provenance, significance
 from r2med_eval.report import html as htmlreport
 from r2med_eval.scoring import metrics, stats
-from r2med_eval.workflow import config, inputs
-from r2med_eval.workflow.registry import Registry
+from r2med_eval.workflow import config
+from r2med_eval.workflow.registry import Registry, job_benchmark_files
 
 RNG = np.random.default_rng(20250514)
 A = RNG.uniform(0, 1, 40).round(4)
@@ -453,7 +453,7 @@ def test_branch_hash_covers_the_branch_only():
 
 def test_job_benchmark_files_follow_the_rules():
     reg = Registry(config.validate(copy.deepcopy(BASE)))
-    files = dict((p, r) for r, p in inputs.job_benchmark_files(reg, "demo", "demo", "minilm+hyde-handwritten"))
+    files = dict((p, r) for r, p in job_benchmark_files(reg, "demo", "demo", "minilm+hyde-handwritten"))
     assert files == {
         "benchmarks/prepare_task/demo/demo.tsv": "prepare_task",
         "benchmarks/encode_corpus/demo/demo/minilm.tsv": "encode_corpus",
@@ -462,19 +462,19 @@ def test_job_benchmark_files_follow_the_rules():
         "benchmarks/prepare_query_variant/demo/demo/hyde--handwritten.tsv": "prepare_query_variant",
         "benchmarks/score_run/demo/demo/minilm+hyde-handwritten.tsv": "score_run",
     }
-    rules = {r for r, _ in inputs.job_benchmark_files(reg, "demo", "demo", "bm25--minilm@100")}
+    rules = {r for r, _ in job_benchmark_files(reg, "demo", "demo", "bm25--minilm@100")}
     assert rules == {"prepare_task", "lucene_index", "retrieve_bm25_lucene", "encode_corpus", "encode_queries",
                      "rerank_run", "score_run"}
-    assert {r for r, _ in inputs.job_benchmark_files(reg, "demo", "demo", "bm25-paper")} == {
+    assert {r for r, _ in job_benchmark_files(reg, "demo", "demo", "bm25-paper")} == {
         "prepare_task", "analyse_bm25_paper", "fit_bm25_paper", "retrieve_bm25_paper", "score_run"}
     # every rule named there takes its benchmark: file from the same table in rules/*.smk
     smk = "".join(p.read_text() for p in (REPO / "rules").glob("*.smk"))
-    for rule, _ in inputs.job_benchmark_files(reg, "demo", "demo", "bm25--minilm@100"):
+    for rule, _ in job_benchmark_files(reg, "demo", "demo", "bm25--minilm@100"):
         assert f'paths.benchmark_file("{rule}")' in smk
     # shards: 2 -> the two shard jobs and the gather instead of encode_corpus
     raw = copy.deepcopy(BASE)
     raw["models"]["minilm"]["shards"] = 2
-    files = [p for _, p in inputs.job_benchmark_files(Registry(config.validate(raw)), "demo", "demo", "minilm")]
+    files = [p for _, p in job_benchmark_files(Registry(config.validate(raw)), "demo", "demo", "minilm")]
     assert [f for f in files if "encode_corpus" in f or "gather" in f] == [
         "benchmarks/encode_corpus_shard/demo/demo/minilm/1-of-2.tsv",
         "benchmarks/encode_corpus_shard/demo/demo/minilm/2-of-2.tsv",

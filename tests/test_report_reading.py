@@ -13,6 +13,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -141,14 +142,16 @@ def holm_fixture(extra_runs: int) -> dict:
             for k, models in tasks.items()}
 
 
-@pytest.mark.parametrize("family", ["all", "benchmark", "task", "run"])
+@pytest.mark.parametrize("family", ["benchmark", "task", "run"])
 def test_holm_families_adjust_within_their_family(family):
-    rows = significance.compute_values(holm_fixture(4), "bm25", permutations=999, resamples=200, family=family)
+    fixture = {**holm_fixture(4), ("c", "t0"): holm_fixture(0)[("b", "t0")]}  # a second benchmark, the same runs
+    rows = significance.compute_values(fixture, "bm25", permutations=999, resamples=200, family=family)
     tested = [r for r in rows if r.get("p_ttest") is not None]
     groups: dict = {}
     for r in tested:
         groups.setdefault(significance.holm_key(r, family), []).append(r)
-    assert len(groups) == {"all": 1, "benchmark": 1, "task": 5, "run": 5}[family]
+    assert len(groups) == {"benchmark": 2, "task": 6, "run": 6}[family]  # never across benchmarks
+    assert all(len({r["benchmark"] for r in members}) == 1 for members in groups.values())
     for members in groups.values():
         assert [r["p_ttest_holm"] for r in members] == stats.holm([r["p_ttest"] for r in members])
     assert f"Holm over {significance.HOLM_FAMILIES[family]}" in significance.legend(0.05, "bm25", 999, family)
@@ -160,9 +163,9 @@ def test_adding_runs_keeps_a_runs_marks_under_the_run_family_only():
                                            family=family)
         return next(r for r in rows if r["model"] == "x")
 
-    alone = mark_of_x(0, "all")
+    alone = mark_of_x(0, "benchmark")
     assert 0.01 < alone["p_ttest"] < 0.05 and alone["significant"].startswith("*")
-    assert not mark_of_x(4, "all")["significant"].startswith("*")  # the issue: adding runs removed x's mark
+    assert not mark_of_x(4, "benchmark")["significant"].startswith("*")  # runs added to its benchmark: a larger family
     assert mark_of_x(4, "run")["significant"] == alone["significant"]
     assert mark_of_x(4, "task")["significant"] == alone["significant"]
     with pytest.raises(ValueError, match="unknown Holm family"):
@@ -175,9 +178,10 @@ def test_holm_family_reaches_the_report_rules_and_is_validated():
     params = Params(Registry(config.validate(raw)))
     w = SimpleNamespace(benchmark="demo")
     assert params.significance(w)["holm"] == "run" and params.leaderboard_benchmark(w)["holm"] == "run"
-    raw["report"]["holm"] = "pairs"
-    with pytest.raises(ConfigError, match="holm"):
-        config.validate(raw)
+    for family in ("pairs", "all"):  # all (0.2's default) spanned benchmarks: gone
+        raw["report"]["holm"] = family
+        with pytest.raises(ConfigError, match="holm"):
+            config.validate(raw)
 
 
 # ---------------------------------------------------------------- item 6: one naming scheme
@@ -357,20 +361,21 @@ def verdict_inputs(moved: bool, flipped: bool, covered: bool = True):
                                                           (True, True, True, "Unreliable"),
                                                           (False, False, False, "Inconclusive")])
 def test_the_verdict_opens_with_one_line(moved, flipped, covered, status):
+    """The verdict (cliniq/completion_verdict.py since issue 47: the review's rule decides, ours beside it) opens with
+    one line of its status, the false-negative rate, the flips and the systems that moved."""
+    from r2med_eval.cliniq import completion_verdict
+
     info, overall, rescored, ranks = verdict_inputs(moved, flipped, covered)
-    result = rep.verdict("cq", info, overall, rescored, ranks, 5.0)
-    md = rep.verdict_markdown("cq", result)
+    result = completion_verdict.verdict("cq", info, overall, rescored, ranks, 5.0)
+    md = completion_verdict.verdict_markdown("cq", result)
     first = md.split("\n\n")[1]
-    assert first.startswith(f"**{status}**: ") and "\n" not in first and len(first.split()) < 60
+    assert first.startswith(f"**{status}** by the review's rule: ") and "\n" not in first
     if covered:
         assert "false-negative rate 1.23% (95% CI 0.51% to 2.80%)" in first
     else:
         assert "no usable answer of the judge" in first
-    assert ("1 of 3 systems moved by more than 5 relative points (bm25)" if moved else
-            "0 of 3 systems moved") in first
-    assert ("flipped: bm25 > minilm by MRR." if flipped else "no ordering flipped.") in result["headline"]
-    assert result["headline"].startswith(f"{status}: ") and (flipped == ("bm25 \\> minilm" in first))
-    assert md.split("\n\n")[2].startswith("Details: ") and result["status"] == status.lower()
+    assert ("(1 of 3 systems: bm25)" if moved else "(0 of 3 systems)") in first
+    assert ("bm25 > minilm by MRR flips" if flipped else "no pair flips") in result["headline"]
 
 
 # ---------------------------------------------------------------- item 2: the union of what is scored
@@ -403,6 +408,33 @@ def test_earlier_benchmarks_and_left_files_are_found_when_planning(tmp_path, mon
     assert set(earlier.files(reg)) <= set(found.report_index())
     assert Params(reg).report_index(None)["stale"] == earlier.stale(reg, inputs.all_targets(reg))
     assert Params(reg).report_index(None)["earlier"] == ["cliniq-demo"]
+
+
+def test_a_partial_selection_keeps_a_complete_scoring_of_the_benchmark(tmp_path, monkeypatch):
+    """models_to_run leaving runs out: a benchmark with a complete scoring here is kept (its report as that scoring
+    left it), one without is reported from this run's part; what a scoring selected is recorded beside its metrics."""
+    from r2med_eval.io import write_json
+
+    monkeypatch.chdir(tmp_path)
+    full = Registry(config.validate(copy.deepcopy(BASE)))
+    part = Registry(config.validate(copy.deepcopy({**BASE, "models_to_run": ["bm25", "bm25-paper"]})))
+    assert all(full.complete(b) for b in full.benchmarks) and not any(part.complete(b) for b in part.benchmarks)
+    assert full.selection("demo")["complete"] and part.selection("demo")["models_to_run"] == ["bm25", "bm25-paper"]
+    assert earlier.kept(part) == [] and earlier.reported(part) == part.benchmarks  # nothing scored here yet
+    for b, reg in (("demo", full), ("cliniq-demo", part)):  # demo scored completely, cliniq-demo in part
+        write_json(f"results/metrics/{b}.selection.json", reg.selection(b))
+        Path(f"results/metrics/{b}.jsonl").write_text("x")
+    assert earlier.kept(part) == ["demo"] and earlier.reported(part) == ["cliniq-demo"]
+    assert earlier.kept(full) == [] and earlier.shown(part) == ["demo"]
+    found = inputs.Inputs(part)
+    assert found.earlier_tables() == ["results/metrics/demo.jsonl"]
+    assert found.leaderboard()["metrics"] == ["results/metrics/cliniq-demo.jsonl"]
+    assert found.leaderboard()["selections"] == ["results/metrics/cliniq-demo.selection.json",
+                                                "results/metrics/demo.selection.json"]
+    assert not [p for p in found.per_query_files() if "/demo/" in p] and found.per_query_files()
+    targets = inputs.all_targets(part)
+    assert "results/leaderboards/demo.csv" not in targets and "results/leaderboards/cliniq-demo.csv" in targets
+    assert Params(part).report_index(None)["kept"] == ["demo"]
 
 
 def test_earlier_significance_marks_are_read_from_their_own_table(tmp_path):
@@ -490,6 +522,7 @@ def test_java_and_native_output_of_a_job_stays_in_its_log(tmp_path):
     code = f"""
 import os, sys
 sys.path.insert(0, {str(REPO / 'src')!r})
+from pathlib import Path
 from types import SimpleNamespace
 from r2med_eval import smk
 from r2med_eval.errors import InputError
@@ -549,9 +582,14 @@ def test_a_subset_run_keeps_the_other_benchmark_and_the_terminal_reads(tmp_path)
     run("--config", "benchmarks_to_run=[demo]")
     board = (work / "results" / "leaderboard.md").read_text()
     assert "| cliniq-demo/cliniq | demo/demo |" in board
-    assert "Also shown: cliniq-demo, scored by an earlier run" in board
+    assert "cliniq-demo: this configuration does not select it (benchmarks\\_to\\_run), so its columns and marks are " \
+           "those of its last scoring, written " in board
+    assert "(partial, 1 run chosen by models\\_to\\_run: bm25;" in board
     index = (work / "results" / "index.html").read_text()
-    assert "Benchmark cliniq-demo (earlier run)" in index and "CliniQ tables: cliniq-demo (earlier run)" in index
+    from r2med_eval.report.synthetic import MARK  # the shipped demos are synthetic (issue 47): headings say so
+
+    for heading in ("Benchmark cliniq-demo", "CliniQ tables: cliniq-demo"):
+        assert f"{heading} ({MARK}) (earlier run)" in index, heading
     assert 'href="leaderboards/cliniq-demo.html"' in index and 'href="plots/cliniq-demo/by_task.png"' in index
 
     run()

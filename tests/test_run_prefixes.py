@@ -234,16 +234,22 @@ def test_fusion_query_by_query_writes_the_fusion_of_the_whole_runs(tmp_path, met
     the queries mixed in one file, ties."""
     from types import SimpleNamespace
 
-    from r2med_eval.scoring import fusion
+    from conftest import fingerprint_file
+
+    from r2med_eval.scoring import fusion, identity
     from r2med_eval.stages.fuse import fuse_runs
 
     paths = [_case(20, tmp_path, interleave=True)[0], _rounding_case(tmp_path, 21, False), _case(22, tmp_path)[0]]
     want = tmp_path / "want.trec"
     runs.write_run(fusion.fuse([runs.read_run(p) for p in paths], method, **options), want, tag="f", decimals=8)
-    sm = SimpleNamespace(input=SimpleNamespace(runs=[str(p) for p in paths]),
+    ids = sorted({d for p in paths for docs in runs.read_run(p).values() for d in docs})
+    for name, path in zip("abc", paths):  # the runs as the pipeline writes them: with what made them
+        identity.write_sidecar(path, identity.make(name, "b", "t", identity.fingerprint(ids)))
+    sm = SimpleNamespace(input=SimpleNamespace(runs=[str(p) for p in paths],
+                                               fingerprint=fingerprint_file(tmp_path, ids)),
                          output=SimpleNamespace(run=str(tmp_path / "got.trec"), info=str(tmp_path / "got.json")),
                          params=SimpleNamespace(spec={"method": method, "runs": ["a", "b", "c"], **options}),
-                         wildcards=SimpleNamespace(model="f"))
+                         wildcards=SimpleNamespace(model="f", benchmark="b", task="t"))
     fuse_runs(sm)
     assert (tmp_path / "got.trec").read_bytes() == want.read_bytes()
     assert len(want.read_text().splitlines()) > 100

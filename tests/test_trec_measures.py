@@ -259,10 +259,16 @@ def test_score_run_reports_judged_at_10_for_an_r2med_layout_run(tmp_path):
     datasets.write_internal(task, tmp_path / "task")
     run = {q: {d: float(len(set(t.split()) & set(doc["text"].split())) % 4) for d, doc in task.corpus.items()}
            for q, t in list(task.queries.items())[1:]}  # ties everywhere; the first query retrieves nothing
-    r2med_eval.write_run(run, tmp_path / "run.trec", tag="overlap")
+    from conftest import fingerprint_file
+
+    from r2med_eval.scoring import identity, runs
+
+    runs.write_run(run, tmp_path / "run.trec", tag="overlap",  # as the pipeline writes it: with what made it
+                   identity=identity.make("overlap", "demo", "demo", identity.fingerprint(task.corpus)))
     score_run(SimpleNamespace(
         input=SimpleNamespace(run=str(tmp_path / "run.trec"), qrels=str(tmp_path / "task" / "qrels.tsv"),
-                              queries=str(tmp_path / "task" / "queries.jsonl")),
+                              queries=str(tmp_path / "task" / "queries.jsonl"),
+                              fingerprint=fingerprint_file(tmp_path, task.corpus)),
         output=SimpleNamespace(metrics=str(tmp_path / "m.json"), per_query=str(tmp_path / "pq.tsv")),
         params=SimpleNamespace(spec={"ignore_identical_ids": False}),
         wildcards=SimpleNamespace(benchmark="demo", task="demo", model="overlap")))

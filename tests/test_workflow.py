@@ -303,6 +303,7 @@ def test_shipped_default_config_end_to_end(tmp_path):
     assert all(c["verdict"] in VERDICTS and c["statement"] and c["evidence"] for c in claims)
     assert index.index('<section id="leaderboard">') < index.index('<section id="claims">') < index.index(
         '<section id="benchmark-demo">')
+    check_the_readme_subset_sequence(work2)  # work2's report was compared above: now the README's subset runs
     for name in tex:
         check_tex((work / "results" / "tables" / name).read_text(), name)
     compile_tex([work / "results" / "tables" / name for name in tex], tmp_path / "latex")  # fits 1-inch margins
@@ -318,6 +319,33 @@ def test_shipped_default_config_end_to_end(tmp_path):
             for run, styles in svg_run_colours(folder / f"{name}.svg").items():
                 seen.setdefault(run, set()).update(colour for colour, _ in styles)
         assert seen == {r: {want[r]} for r in seen} and len(seen) == len(want), (bench, seen, want)
+
+
+def check_the_readme_subset_sequence(work) -> None:
+    """Issue 48.3: the README's two subset runs in a row (models_to_run, then benchmarks_to_run), then the full run:
+    every step shows the full run's columns, values and significance marks; the caption says where each benchmark's
+    columns come from (its last complete scoring, when, which selection) and what Holm's family is."""
+    def table() -> tuple[str, str]:
+        md = (work / "results" / "leaderboard.md").read_text()
+        return md[:md.index("\n\n", md.index("| model"))], md
+
+    full, _ = table()
+    full_csv = (work / "results" / "leaderboard.csv").read_text()
+    for config, words in ((["models_to_run=[bm25,bm25-paper]"],
+                           ["cliniq-demo: this run scores only some of its runs (models\\_to\\_run), so its columns "
+                            "and marks are those of its last complete scoring, written ",
+                            "demo: this run scores only some of its runs", "(complete, all 7 of its runs; "]),
+                          (["benchmarks_to_run=[demo]"],
+                           ["cliniq-demo: this configuration does not select it (benchmarks\\_to\\_run), so its columns"
+                            " and marks are those of its last scoring, written ", "(complete, all 5 of its runs; "]),
+                          ([], [])):
+        snakemake(work, "--cores", "2", "all", *(["--config", *config] if config else []))
+        shown, md = table()
+        assert shown == full and (work / "results" / "leaderboard.csv").read_text() == full_csv, (config, md)
+        assert "(Holm over each benchmark's (run, task) comparisons)" in md
+        for word in words:
+            assert word in md, (config, word, md)
+    assert "last complete scoring" not in md and "last scoring" not in md
 
 
 def r2med_eval_cli(*args):

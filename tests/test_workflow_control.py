@@ -8,11 +8,11 @@ import pytest
 import yaml
 from conftest import REPO
 
-from r2med_eval.workflow import config, inputs, paths
+from r2med_eval.workflow import config, paths
 from r2med_eval.workflow.code import CodeIndex
 from r2med_eval.workflow.control import Workflow
 from r2med_eval.workflow.params import MODEL_KEYS
-from r2med_eval.workflow.registry import Registry, parse_rerank_name, rerank_name, variant_name
+from r2med_eval.workflow.registry import Registry, job_benchmark_files, parse_rerank_name, rerank_name, variant_name
 
 BASE = yaml.safe_load((REPO / "config.yaml").read_text())
 
@@ -275,7 +275,7 @@ def test_inputs_and_targets():
     assert w.constraint("encoder") == "minilm" and w.constraint("rerank") == r"bm25\-\-minilm@100"
     assert w.constraint("source_task") == "(?!)"
     assert w.gar_methods() == "hyde|lamer|query2doc"
-    files = inputs.job_benchmark_files(reg, "demo", "demo", "rrf-bm25-minilm")
+    files = job_benchmark_files(reg, "demo", "demo", "rrf-bm25-minilm")
     assert ("fuse_runs", "benchmarks/fuse_runs/demo/demo/rrf-bm25-minilm.tsv") in files
 
 

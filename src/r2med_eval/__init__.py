@@ -63,6 +63,45 @@ MOVED = {
 }
 
 
+class _MovedFinder:
+    """``import r2med_eval.stats`` (0.1's spelling) imports the module ``MOVED`` names: the same module object, found
+    by this finder on ``sys.meta_path`` (attribute access, ``from r2med_eval import stats``, goes through
+    ``__getattr__``)."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        import importlib.util
+
+        head, _, tail = fullname.partition(".")
+        if head != __name__ or tail not in MOVED:
+            return None
+        return importlib.util.spec_from_loader(fullname, _MovedFinder)
+
+    specs: dict = {}  # the real module's name -> its own spec, which the import system replaces by the alias's
+
+    @staticmethod
+    def create_module(spec):
+        import importlib
+
+        module = importlib.import_module(f"{__name__}.{MOVED[spec.name.partition('.')[2]]}")
+        _MovedFinder.specs[module.__name__] = module.__spec__
+        return module
+
+    @staticmethod
+    def exec_module(module):
+        module.__spec__ = _MovedFinder.specs[module.__name__]
+
+
+def _install_finder():
+    import sys
+
+    if not any(isinstance(f, type) and f.__name__ == "_MovedFinder" for f in sys.meta_path):
+        sys.meta_path.append(_MovedFinder)
+
+
+_install_finder()
+
+
 def __getattr__(name):
     """The functions of ``r2med_eval.api`` and the modules of ``MOVED``, imported on first use (importing the
     package stays free)."""

@@ -217,20 +217,23 @@ def compare_pairs(runs, qrels, *, metrics=("nDCG@10",), test: str = "student", a
                             permutations=permutations, seed=seed)
 
 
-def evaluate_cliniq(run, judgments, query_types: dict, chunk_ids) -> dict:
+def evaluate_cliniq(run, judgments, query_types: dict, chunk_ids, tie_order: str = "evalpy") -> dict:
     """CliniQ's measures for one run, as rule ``score_cliniq`` does (the formulas of CliniQ's ``eval.py``).
 
-    ``run``: {qid: {chunk_id: score}} or a TREC run path; ``judgments``: (qid, chunk_id, match type) rows, a
-    match type ``irrelevant`` marking a chunk judged not relevant, or the pipeline's ``cliniq_qrels.tsv``;
-    ``query_types``: {qid: disease | drug | procedure} or the pipeline's ``query_types.tsv``; ``chunk_ids``: every
-    chunk id of the corpus (``{HADM_ID}_{i}``) or the pipeline's ``chunk_ids.txt``. Returns {"multi": ...,
-    "single": ..., "condensed": ..., "judged_at_10": ..., "counts": ..., "per_query": ...}."""
+    ``run``: {qid: {chunk_id: score}} or a run file (TREC text or the pipeline's ``.run.npz``); ``judgments``:
+    (qid, chunk_id, match type) rows, a match type ``irrelevant`` marking a chunk judged not relevant, or the
+    pipeline's ``cliniq_qrels.tsv``; ``query_types``: {qid: disease | drug | procedure} or the pipeline's
+    ``query_types.tsv``; ``chunk_ids``: every chunk id of the corpus (``{HADM_ID}_{i}``) or the pipeline's
+    ``chunk_ids.txt``. ``tie_order``: how equal scores are ranked, as ``score_cliniq``'s: ``evalpy`` (the default:
+    in the run's own order, a file's lines or a dict's order; for a dense run the pipeline wrote, or a dict in
+    ``np.argsort(-similarities)`` order, that is eval.py's, as ``score_cliniq`` ranks dense runs), ``corpus`` (corpus
+    order: how ``score_cliniq`` ranks every other run under the benchmark's default ``tie_order``) or ``doc_id``.
+    Returns {"multi": ..., "single": ..., "condensed": ..., "judged_at_10": ..., "counts": ..., "per_query": ...}."""
     from .cliniq import metrics as cliniq
     from .cliniq.corpus import IRRELEVANT
     from .cliniq.files import read_cliniq_qrels, read_query_types
     from .io import read_lines
 
-    run = read_run(run) if isinstance(run, (str, Path)) else run
     if isinstance(judgments, (str, Path)):
         rows, irrelevant = read_cliniq_qrels(judgments)
     else:
@@ -238,7 +241,9 @@ def evaluate_cliniq(run, judgments, query_types: dict, chunk_ids) -> dict:
         irrelevant = {(q, c) for q, c, t in judgments if t == IRRELEVANT}
     types = read_query_types(query_types) if isinstance(query_types, (str, Path)) else dict(query_types)
     ids = read_lines(chunk_ids) if isinstance(chunk_ids, (str, Path)) else list(chunk_ids)
-    return cliniq.evaluate(run, rows, types, ids, irrelevant)
+    if isinstance(run, (str, Path)):  # as score_cliniq reads it: the file's rankings as arrays
+        return cliniq.evaluate_ranked(cliniq.read_ranked_run(run, ids, tie_order), rows, types, ids, irrelevant)
+    return cliniq.evaluate(run, rows, types, ids, irrelevant, tie_order=tie_order)
 
 
 __all__ = ["compare", "compare_pairs", "evaluate", "evaluate_cliniq", "fuse", "load_task", "optimize_fusion",

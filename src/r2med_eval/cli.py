@@ -63,6 +63,21 @@ def _read_qrels(args):
                           duplicate_fix="pass --duplicate-qrels max, first or last to merge them.")
 
 
+def _identity(args, files, names=None) -> None:
+    """With ``--benchmark``: a run that carries what made it (the pipeline's: a binary run's metadata, a TREC run's
+    sidecar) must be the run its file (or ``--names``) names, of that benchmark and ``--task``, over the corpus whose
+    fingerprint lies beside the qrels where the pipeline wrote them (``scoring.identity.verify_given``)."""
+    if not args.benchmark:
+        return
+    from .scoring import identity
+    from .scoring.runfile import regular_file
+
+    corpus = identity.fingerprint_beside(args.qrels)
+    for i, path in enumerate(files):
+        identity.verify_given(regular_file(path), run=names[i] if names else identity.name_of(path),
+                              benchmark=args.benchmark, task=args.task or None, corpus=corpus)
+
+
 def cmd_eval(args) -> int:
     from . import api
     from .scoring import metrics, trec_all, trec_jg, zscores
@@ -70,6 +85,7 @@ def cmd_eval(args) -> int:
     names = _measures(args.metrics or list(DEFAULT_METRICS))
     chosen = metrics.chosen(names)
     _swapped(args.qrels, args.run)
+    _identity(args, [args.run])
     groups = _rel_format(args, chosen)
     table = zscores.read(args.zscores) if args.zscores else None
     qrels = _read_qrels(args) if groups is None else trec_jg.merged(groups)
@@ -77,6 +93,13 @@ def cmd_eval(args) -> int:
     result = api.evaluate(qrels, args.run, metrics=chosen, ignore_identical_ids=args.ignore_identical_ids,
                           level=args.level, depth=args.depth, complete=complete, judged_only=args.judged_only,
                           num_docs=args.num_docs, zscores=table, judgment_groups=groups)
+    c = result["counts"]
+    if args.retrieved_only and not c["judged_queries_scored"]:
+        raise InputError(f"the run retrieved nothing for any of the {c['judged_queries_with_empty_run']} judged "
+                         "queries, so --retrieved-only averages over none (every figure would be NaN).",
+                         path=args.run, fix="check that the run's query ids are those of the judgments, or drop "
+                                            "--retrieved-only (every judged query then counts, scoring 0 where the "
+                                            "run retrieved nothing: trec_eval -c).")
     keys = [m.name for m in chosen]
     if args.format == "json":
         out = {"qrels": args.qrels, "run": args.run, "metrics": result["metrics"], "counts": result["counts"]}
@@ -131,6 +154,7 @@ def cmd_compare(args) -> int:
     if args.names and len(args.names) != len(args.runs):
         raise InputError(f"--names gives {len(args.names)} names for {len(args.runs)} runs.", fix="one name per run.")
     runs = dict(zip(args.names, args.runs)) if args.names else list(args.runs)
+    _identity(args, args.runs, args.names)
     measures = list(dict.fromkeys(args.metric or ["ndcg_at_10"]))
     if args.baseline is None:
         return _compare_pairs(args, runs, measures)
@@ -193,6 +217,9 @@ def cmd_fuse(args) -> int:
     if args.weights is not None and args.method == "rrf":
         raise InputError("--weights applies to the linear methods (minmax, zscore), not to rrf.",
                          fix="drop --weights, or pass --method minmax or zscore.")
+    if args.weights is not None and not any(args.weights):
+        raise InputError(f"--weights are all 0 for the {len(args.runs)} runs: every fused score would be 0, the "
+                         "order that of the document ids alone.", fix="give at least one run a weight other than 0.")
     if args.output != "-":
         _check_output(args.output)
     params = _params(args.param)
@@ -212,6 +239,9 @@ def cmd_fuse(args) -> int:
     else:
         fused = api.fuse(list(args.runs), args.method, k=args.k, weights=args.weights, depth=args.depth,
                          convention=args.convention, norm=args.norm, params=params)
+    if not any(fused.values()):  # fusion keeps every document of every run: only empty runs fuse to nothing
+        raise InputError(f"every run given holds no entry ({', '.join(map(str, args.runs))}): there is nothing "
+                         "to fuse.", fix="give runs with retrieved documents (check the files and their paths).")
     if args.output == "-":
         import tempfile
 
@@ -412,6 +442,9 @@ def parser() -> argparse.ArgumentParser:
                         "judgment groups, for map_avgjg, P_avgjg, Rprec_mult_avgjg)")
     p.add_argument("--format", choices=["trec", "json"], default="trec")
     p.add_argument("--decimals", type=_level, default=4, help="decimals of the trec format (default 4, as trec_eval)")
+    p.add_argument("--benchmark", default="", help="check that a run the pipeline wrote is of this benchmark (its "
+                                                   "name, --task and corpus too)")
+    p.add_argument("--task", default="", help="with --benchmark: the task the run must be of")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("compare", help="significance table against a baseline",
@@ -433,7 +466,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=_count, default=10000, help="bootstrap resamples (default 10000)")
     p.add_argument("--seed", type=_level, default=0)
     p.add_argument("--alpha", type=_alpha, default=0.05)
-    p.add_argument("--benchmark", default="", help="the benchmark column of the table")
+    p.add_argument("--benchmark", default="", help="the benchmark column of the table; a run the pipeline wrote "
+                                                   "must be of it (its name, --task and corpus too)")
     p.add_argument("--task", default="", help="the task column of the table")
     p.add_argument("--format", choices=["md", "csv", "json", "latex"], default="md",
                    help="latex: ranx's LaTeX table of every pair")
@@ -504,20 +538,28 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def _a_file(value: str) -> bool:
+    """Whether a value after ``-m`` names a file rather than a measure: it exists, or it reads as a path (a folder
+    part, or a run or qrels file's ending); no measure name holds a slash or ends so."""
+    return os.path.exists(value) or "/" in value or value.endswith((".trec", ".tsv", ".txt", ".jsonl", ".json",
+                                                                      ".npz", ".qrels", ".run", ".gz", ".csv"))
+
+
 def _metrics_last(argv: list[str]) -> list[str]:
     """``eval -m nDCG@10 R@100 qrels run`` (the options first, as trec_eval's users write them): ``-m`` takes one or
-    more measures, so the files after them would be read as measures too. The values after ``-m`` that name existing
-    files end its list: they are moved before it."""
+    more measures, so the files after them would be read as measures too. The first value after ``-m`` that names a
+    file (``_a_file``) ends its list: it and the values after it are moved before it, so a missing file is named as
+    such rather than read as a measure."""
     if not argv or argv[0] != "eval":
         return argv
     out, i = list(argv), 0
     while i < len(out):
         if out[i] in ("-m", "--metrics"):
             j = i + 1
-            while j < len(out) and not out[j].startswith("-") and not os.path.exists(out[j]):
+            while j < len(out) and not out[j].startswith("-") and not _a_file(out[j]):
                 j += 1
-            k = j
-            while k < len(out) and not out[k].startswith("-") and os.path.exists(out[k]):
+            k = j  # the files end the list: every value after the first file is a file, found or not
+            while k < len(out) and not out[k].startswith("-"):
                 k += 1
             if k > j:
                 out = out[:i] + out[j:k] + out[i:j] + out[k:]

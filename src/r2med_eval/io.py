@@ -9,6 +9,7 @@ file that looks complete. Written files follow the umask (0644 under umask 022),
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import math
@@ -66,17 +67,33 @@ def atomic_path(target, suffix: str = "", private: bool = False):
 
     The file gets the mode a new file gets under the umask, or 0600 if ``private``."""
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent)
+    except OSError as exc:
+        raise unwritable(target, exc) from None
     os.close(fd)
     os.chmod(tmp, file_mode(private))  # mkstemp makes 0600 whatever the umask
     try:
         yield Path(tmp)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.errno in FULL:
+            raise unwritable(target, exc) from None
         raise
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # a full disk, a quota, a read-only file system
+
+
+def unwritable(target, exc: OSError):
+    """The one error (``InputError``) for an output that could not be written: the file and the system's reason."""
+    from .errors import InputError
+
+    return InputError(f"cannot write the file ({exc.strerror or type(exc).__name__}); nothing of it was left.",
+                      path=target, fix="free space on the disk that holds it (or fix its permissions), then rerun.")
 
 
 def write_text(target, text: str) -> None:

@@ -91,25 +91,82 @@ def normalise(text: str) -> str:
 
 
 def read_table(path, name: str):
-    """The columns ``TABLES[name]`` of one code table, as strings (a pandas DataFrame); a missing column stops."""
+    """The columns ``TABLES[name]`` of one code table, as strings (a pandas DataFrame). A missing column, and a table
+    that is not well-formed CSV (a stray double quote, bytes that are not UTF-8, a truncated ``.csv.gz``), stop with
+    one InputError naming the file and the line (``locate``), quoting nothing of it."""
+    import zlib
+
     import pandas as pd
 
     columns = TABLES[name]
     try:
         header = pd.read_csv(path, nrows=0).columns
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read MIMIC-III's {name} table ({type(exc).__name__}).", path=path, line=1,
-                         fix=f"point the benchmark's noteevents at the folder of MIMIC-III v1.4, which holds "
-                             f"{name}.csv.gz, or set cliniq_completion.coded_from: judgments.") from None
+    except (OSError, ValueError, EOFError, zlib.error) as exc:  # ParserError, UnicodeDecodeError: ValueErrors
+        raise unreadable(path, name, exc) from None
     upper = {c.upper(): c for c in header}
     missing = [c for c in columns if c not in upper]
     if missing:
         raise InputError(f"the {name} table lacks the column(s) {', '.join(missing)} (MIMIC-III v1.4's header).",
                          path=path, line=1, fix=f"use MIMIC-III v1.4's {name}, or set cliniq_completion.coded_from: "
                                                 "judgments.")
-    frame = pd.read_csv(path, usecols=[upper[c] for c in columns], dtype=str, keep_default_na=False)
+    try:
+        frame = pd.read_csv(path, usecols=[upper[c] for c in columns], dtype=str, keep_default_na=False)
+    except (OSError, ValueError, EOFError, zlib.error) as exc:
+        raise unreadable(path, name, exc) from None
     frame.columns = [c.upper() for c in frame.columns]
+    for column in frame.columns:  # a stray quote makes pandas join the lines up to the next quote into one field
+        if frame[column].str.contains('[\n"]', regex=True).any():
+            raise unreadable(path, name, None)
     return frame
+
+
+def unreadable(path, name: str, exc) -> InputError:
+    """The one error for a code table that pandas could not read (``exc``) or read into a field spanning lines: the
+    line and the problem found by ``locate``, else the exception's type; never the exception's message, which may
+    quote the file."""
+    line, problem = locate(path)
+    if problem is None:
+        problem = (f"pandas could not read it ({type(exc).__name__})" if exc is not None else
+                   "a field holds a line break or a double quote")
+    return InputError(f"cannot read MIMIC-III's {name} table: {problem}.", path=path, line=line,
+                      fix=f"download {Path(path).name} again from PhysioNet (MIMIC-III v1.4; check it against the "
+                          "SHA256SUMS.txt published there), or set cliniq_completion.coded_from: judgments.")
+
+
+def locate(path) -> tuple[int | None, str | None]:
+    """(line, problem) of the first thing that makes a CSV table (plain or gzip) malformed: bytes that are not UTF-8,
+    a quoted field running over lines (a stray double quote), a quote never closed, a compressed file that ends
+    early or is damaged; (None, None) when none is found. Reads the file once, a line at a time."""
+    import gzip
+    import zlib
+
+    opener = gzip.open if Path(path).name.endswith(".gz") else open
+    lineno, start, open_quote = 0, 0, False
+    try:
+        handle = opener(path, "rb")
+    except OSError as exc:
+        return None, f"it cannot be opened ({exc.strerror})"
+    try:
+        with handle:
+            for raw in handle:
+                lineno += 1
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    return lineno, f"bytes that are not UTF-8 at column {exc.start + 1}"
+                if not open_quote:
+                    start = lineno
+                if raw.count(b'"') % 2:  # an escaped quote ("") keeps the count even
+                    open_quote = not open_quote
+                if not open_quote and start != lineno:
+                    return start, (f"a quoted field runs from this line to line {lineno} (a stray double quote, or a "
+                                   "field with a line break, which MIMIC's code tables do not hold)")
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        what = "ends early" if isinstance(exc, EOFError) else f"is damaged ({type(exc).__name__})"
+        return lineno + 1, f"the compressed file {what} after line {lineno} (a truncated download?)"
+    if open_quote:
+        return start, "a double quote that is never closed"
+    return None, None
 
 
 def _icd9_hierarchy():

@@ -41,6 +41,7 @@ from ..errors import LLMError
 from .cache import Cache
 from .policy import ServerPolicy, base_url, connect_host
 from .requests import CHARS_PER_TOKEN, Answer, Request, Usage, max_answer_chars, max_response_bytes, sampling_params
+from .server import started
 from .transport import Compressed, Expired, Server, TooLarge, env_proxy, exchange
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class Client:
         self.unit = unit
         self.where = "llms.<llm>.generate"  # where the settings are, in messages
         self._warned_model = False
+        self._started = None
 
     def request(self, messages: list[dict], *, top_logprobs: int | None = None, attempt: int = 0,
                 **sampling) -> Request:
@@ -152,6 +154,7 @@ class Client:
         key = _read_env(s["api_key_env"], "API key", "api_key_env", self.where)
         if self.policy is not None:
             self.policy.check(url, s["base_url_env"])
+        self._started = started(url)  # a server this job started: its end is named, not "nothing listens"
         scheme, host, port, path = base_url(url, s["base_url_env"])
         context = ssl.create_default_context() if scheme == "https" else None
         proxy = None if self.policy is not None else env_proxy(scheme, host)
@@ -180,6 +183,7 @@ class Client:
                                f"{self.where}.deadline_seconds if it is merely slow.")
         for attempt in range(retries + 1):
             retry_after = None
+            self._check_started(what)
             try:
                 status, retry_after, body = exchange(server, payload, read_timeout=float(s["timeout_seconds"]),
                                                       deadline=deadline, max_bytes=limit, endpoint=endpoint)
@@ -195,6 +199,7 @@ class Client:
             except TimeoutError:
                 problem = "timed out"
             except ConnectionRefusedError:
+                self._check_started(what, wait=5.0)
                 raise LLMError(f"cannot connect to the server for {what}: the connection was refused (nothing listens "
                                f"at the address in {server.url_env}).", fix=_fix("connect", server)) from None
             except socket.gaierror:
@@ -204,6 +209,7 @@ class Client:
                 raise LLMError(f"cannot connect to the server for {what}: TLS failed ({type(exc).__name__}).",
                                fix=_fix("connect", server)) from None
             except (OSError, http.client.HTTPException) as exc:
+                self._check_started(what, wait=1.0)
                 problem = f"the connection broke before the answer was complete ({type(exc).__name__})"
             except (ValueError, UnicodeError) as exc:  # base_url refuses what could cause these; never a traceback
                 raise LLMError(f"cannot use the server's address in {server.url_env} for {what} "
@@ -224,6 +230,16 @@ class Client:
             log.warning("%s: %s; retry %d of %d in %.1f s", what, problem, attempt + 1, retries, pause)
             time.sleep(pause)
         raise AssertionError("unreachable")
+
+    def _check_started(self, what: str, wait: float = 0.0) -> None:
+        """Stop with one message naming the server this job started and how it ended, once it has ended (waiting up
+        to ``wait`` seconds for a dying process): the job set the address variable itself, so "start the server"
+        would mislead."""
+        gone = self._started.gone(wait) if self._started is not None else None
+        if gone:
+            raise LLMError(f"{gone} (at {what}).", fix="read its output (out of GPU memory? killed by the scheduler "
+                                                       "or the OOM killer?), then rerun: the answers so far are "
+                                                       "cached.")
 
     def _parse(self, body: bytes, what: str, request: Request) -> Answer:
         malformed = LLMError(f"the LLM server sent a malformed response for {what} (no choices[0].message.content "

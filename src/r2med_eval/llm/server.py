@@ -13,19 +13,74 @@ import logging
 import os
 import socket
 import time
+from dataclasses import dataclass
 
 from ..errors import LLMError
 
 log = logging.getLogger(__name__)
 
 
-JOB_OWNED_ARGS = ("--host", "--port", "--api-key", "--served-model-name")
+# What the job sets itself: where the server listens, its key, the model it loads and the name it serves it under;
+# --config would let a file set any of them.
+JOB_OWNED_ARGS = ("--host", "--port", "--api-key", "--served-model-name", "--model", "--config")
+
+
+def option_name(arg) -> str | None:
+    """The option an argument names as vLLM's parser reads it (``FlexibleArgumentParser``, an argparse parser):
+    ``--name`` or ``--name=value``, underscores read as dashes (``--api_key`` is ``--api-key``); None for a value
+    or a short option."""
+    text = str(arg)
+    if not text.startswith("--") or len(text) == 2:
+        return None
+    return "--" + text[2:].split("=", 1)[0].replace("_", "-")
 
 
 def job_owned_args(args) -> list[str]:
-    """The arguments of ``vllm.args`` that the job owns (``--host``, ``--port``, ``--api-key``,
-    ``--served-model-name``, also written ``--host=...``): an entry may not set them."""
-    return [a for a in args if str(a).split("=", 1)[0] in JOB_OWNED_ARGS]
+    """The arguments of ``vllm.args`` that set an option the job owns (``JOB_OWNED_ARGS``) in any spelling vLLM's
+    parser accepts: the full name, any prefix of it (argparse's abbreviations: ``--hos`` is ``--host``), underscores
+    for dashes (``--served_model_name``), with the value after ``=`` (``--port=1``). The last value of an option
+    wins there, so an entry could override the job's: it may not set them."""
+    owned = []
+    for arg in args:
+        name = option_name(arg)
+        if name is not None and any(option.startswith(name) for option in JOB_OWNED_ARGS):
+            owned.append(arg)
+    return owned
+
+
+@dataclass
+class Started:
+    """A server this job started: its process, its command (``vllm``) and where its output is (a sentence)."""
+
+    proc: object
+    name: str
+    where: str
+
+    def gone(self, wait: float = 0.0) -> str | None:
+        """None while the process runs (waiting up to ``wait`` seconds for it to end), else a sentence saying how it
+        ended: ``the LLM server this job started (vllm) was killed by signal 9 ...``."""
+        import subprocess
+
+        try:
+            code = self.proc.wait(timeout=wait) if wait else self.proc.poll()
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is None:
+            return None
+        return f"the LLM server this job started ({self.name}) {ended(code)} while the job was asking it; {self.where}"
+
+
+_STARTED: dict[str, Started] = {}  # base URL -> the server this job started there (local_server)
+
+
+def started(url: str) -> Started | None:
+    """The server this job started at the base URL ``url`` (``local_server``), or None: the server is the user's."""
+    return _STARTED.get(url)
+
+
+def ended(code: int) -> str:
+    """``exited with status 3``, or ``was killed by signal 9`` (a negative return code)."""
+    return f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
 
 
 @contextlib.contextmanager
@@ -90,7 +145,8 @@ def local_server(settings: dict, log_handle=None, log_path=None):
       without the job's key is not asked anything);
     * the child must stay alive while it starts (its exit status and ``log_path`` are named when it dies), and
       ``/v1/models`` must list the served model;
-    * ``vllm.args`` may not set ``--host``, ``--port``, ``--api-key`` or ``--served-model-name``.
+    * ``vllm.args`` may not set ``--host``, ``--port``, ``--api-key``, ``--served-model-name``, ``--model`` or
+      ``--config``, in any spelling vLLM reads (``job_owned_args``).
 
     The server's output goes to ``log_handle`` (an owner-only file on a MIMIC-derived benchmark: it may log
     prompts)."""
@@ -116,14 +172,24 @@ def local_server(settings: dict, log_handle=None, log_path=None):
            "--served-model-name", settings["model"], *v["args"]]
     where = f"its output is in {log_path}" if log_path else "its output is in the job's log"
     log.info("starting the LLM server: %s (port %d, up to %d s)", " ".join(cmd[:2]), port, v["startup_seconds"])
-    proc = subprocess.Popen(cmd, env=env, stdout=log_handle or sys.stderr, stderr=subprocess.STDOUT)
+    try:
+        proc = subprocess.Popen(cmd, env=env, stdout=log_handle or sys.stderr, stderr=subprocess.STDOUT)
+    except OSError as exc:  # no such command, not executable
+        raise LLMError(f"cannot start the LLM server: the command {cmd[0]!r} of vllm.command "
+                       f"{'is not found' if isinstance(exc, FileNotFoundError) else 'cannot run'} ({exc.strerror}); "
+                       "nothing was started or sent.",
+                       fix="install vLLM in the job's environment (pip install vllm), or set "
+                           "llms.<llm>.generate.vllm.command to the full path of its `vllm` command.") from None
     saved = {n: os.environ.get(n) for n in (settings["base_url_env"], settings["api_key_env"])}
+    url = f"http://127.0.0.1:{port}/v1"
     try:
         _wait_ready(proc, port, key, decoy, settings["model"], float(v["startup_seconds"]), cmd[0], where)
-        os.environ[settings["base_url_env"]] = f"http://127.0.0.1:{port}/v1"
+        os.environ[settings["base_url_env"]] = url
         os.environ[settings["api_key_env"]] = key
+        _STARTED[url] = Started(proc, cmd[0], where)
         yield
     finally:
+        _STARTED.pop(url, None)
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -142,8 +208,8 @@ def _wait_ready(proc, port: int, key: str, decoy: str, model: str, seconds: floa
     started = time.monotonic()
     while True:
         if proc.poll() is not None:
-            raise LLMError(f"the LLM server ({name}) exited with status {proc.returncode} before it was ready; "
-                           f"{where}.", fix="read its output; fix the model path, the GPUs or vllm.args.")
+            raise LLMError(f"the LLM server ({name}) {ended(proc.returncode)} before it was ready; {where}.",
+                           fix="read its output; fix the model path, the GPUs or vllm.args.")
         probe = _models(port, decoy)
         if probe is not None:
             if probe[0] == 200:

@@ -4,10 +4,10 @@ Reads the per-query TSVs written by ``score_run`` (``results/per_query/{benchmar
 header ``query_id`` then one column per metric). For each task and each run other than the baseline:
 the paired t-test and the paired randomization test over the queries both runs judged (normally all
 judged queries; where the query sets differ only the common ones are compared, and the table and log
-say how many), Holm's correction within a family of comparisons (``HOLM_FAMILIES``: by default ``all``, the whole
-matrix, every (run, task) comparison of every benchmark; one family per test), and a 95% percentile bootstrap
-confidence interval of each run's mean over its own judged queries (the leaderboard's value). See ``stats`` for the
-exact procedures.
+say how many), Holm's correction within a family of comparisons (``HOLM_FAMILIES``: by default ``benchmark``, every
+(run, task) comparison of one benchmark; one family per test; no family spans benchmarks, so the marks of a
+benchmark do not change with what else is selected), and a 95% percentile bootstrap confidence interval of each
+run's mean over its own judged queries (the leaderboard's value). See ``stats`` for the exact procedures.
 """
 
 from __future__ import annotations
@@ -32,23 +32,24 @@ FIELDS = ["benchmark", "task", "model", "baseline", "metric", "n_queries", "n_mo
           "p_randomization", "p_randomization_holm", "significant", "note"]
 
 
-# Holm's families (``report.holm``): which comparisons are corrected together. With ``all`` a run's marks can change
-# when runs are added anywhere; with ``run`` only when its own tasks change.
-HOLM_FAMILIES = {"all": "every (run, task) comparison of the table",
-                 "benchmark": "the comparisons of each benchmark",
+# Holm's families (``report.holm``): which comparisons are corrected together, never across benchmarks (a benchmark's
+# marks stay as its complete scoring gave them whatever else a run selects). With ``run`` a run's marks change only
+# when its own tasks do.
+HOLM_FAMILIES = {"benchmark": "each benchmark's (run, task) comparisons",
                  "task": "the runs compared on each task",
-                 "run": "each run's comparisons (its tasks)"}
+                 "run": "each run's comparisons on the tasks of its benchmark"}
+DEFAULT_FAMILY = "benchmark"
 
 
 def holm_key(row: dict, family: str):
     """The family of a row's comparison."""
     if family not in HOLM_FAMILIES:
         raise ValueError(f"unknown Holm family {family!r} (one of {', '.join(HOLM_FAMILIES)})")
-    return {"all": (), "benchmark": (row["benchmark"],), "task": (row["benchmark"], row["task"]),
-            "run": (row["model"],)}[family]
+    return {"benchmark": (row["benchmark"],), "task": (row["benchmark"], row["task"]),
+            "run": (row["benchmark"], row["model"])}[family]
 
 
-def legend(alpha: float, baseline: str, permutations: int, family: str = "all") -> str:
+def legend(alpha: float, baseline: str, permutations: int, family: str = DEFAULT_FAMILY) -> str:
     return (f"{MARK_TTEST} paired t-test, {MARK_RANDOMIZATION} paired randomization test "
             f"({permutations} sign flips): differs from the baseline {baseline} at Holm-adjusted p < {alpha:g} "
             f"(Holm over {HOLM_FAMILIES[family]})")
@@ -78,7 +79,7 @@ def read_per_query(path, metric: str) -> dict[str, float]:
 
 
 def compute(files, baseline: str, metric: str = "ndcg_at_10", permutations: int = 10000, resamples: int = 10000,
-            seed: int = 0, alpha: float = 0.05, family: str = "all") -> list[dict]:
+            seed: int = 0, alpha: float = 0.05, family: str = DEFAULT_FAMILY) -> list[dict]:
     """The rows of the significance table (one per run and task, baseline rows included). ``files``: one
     (benchmark, task, model, per-query TSV path) per scored run; ``family``: Holm's (``HOLM_FAMILIES``)."""
     tasks: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
@@ -93,7 +94,8 @@ def stored(value: float) -> float:
 
 
 def compute_values(tasks: dict, baseline: str, metric: str = "ndcg_at_10", permutations: int = 10000,
-                   resamples: int = 10000, seed: int = 0, alpha: float = 0.05, family: str = "all") -> list[dict]:
+                   resamples: int = 10000, seed: int = 0, alpha: float = 0.05,
+                   family: str = DEFAULT_FAMILY) -> list[dict]:
     """:func:`compute` on the values themselves: ``tasks`` {(benchmark, task): {model: {query id: value}}}."""
     holm_key({"benchmark": "", "task": "", "model": ""}, family)  # an unknown family stops before any test
     if not any(baseline in models for models in tasks.values()):
@@ -199,7 +201,8 @@ def intervals(rows, benchmark: str) -> dict[tuple[str, str], tuple[float, float,
             for r in rows if r["benchmark"] == benchmark and r["ci_low"] not in ("", None)}
 
 
-def to_markdown(rows, baseline: str, alpha: float, permutations: int, resamples: int, family: str = "all") -> str:
+def to_markdown(rows, baseline: str, alpha: float, permutations: int, resamples: int,
+                family: str = DEFAULT_FAMILY) -> str:
     def p(v):
         return "" if v is None else ("<0.0001" if v < 1e-4 else f"{v:.4f}")
 

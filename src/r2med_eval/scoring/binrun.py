@@ -4,22 +4,26 @@ each of 1,246 queries are 20.6 M entries: about 8 bytes an entry here, 41 as TRE
 A NumPy ``.npz`` archive (a zip of ``.npy`` arrays, stored without compression, read with ``numpy.load`` and
 ``allow_pickle=False``) holding:
 
-* ``meta``: UTF-8 JSON, {"format": "r2med-eval run 1", "qids": the query ids, "order", "tag"}: ``order`` is
-  ``trec_eval`` (each query's entries by score descending, then document id descending: trec_eval's order, so an
-  entry's place is the rank trec_eval scores) or ``given`` (a ranking made elsewhere whose scores do not increase,
-  e.g. CliniQ's eval.py order of a dense run; ties stay in that order); ``tag`` the run's name (a TREC file's last
-  column);
+* ``meta``: UTF-8 JSON, {"format": "r2med-eval run 1", "qids": the query ids, "order", "tag", "ids_count",
+  "ids_bytes", "ids_sha256", "identity"}: ``order`` is ``trec_eval`` (each query's entries by score descending, then
+  document id descending: trec_eval's order, so an entry's place is the rank trec_eval scores) or ``given`` (a
+  ranking made elsewhere whose scores do not increase, e.g. CliniQ's eval.py order of a dense run; ties stay in that
+  order); ``tag`` the run's name (a TREC file's last column); the id table's count, length and sha256 (its text);
+  ``identity`` what made the run (``scoring.identity``: run name, benchmark, task, corpus fingerprint);
 * ``ids``: the document id table, UTF-8, one per line, zlib-compressed;
 * ``offsets`` (int64, one more than the queries): query ``i`` holds entries ``offsets[i]`` to ``offsets[i+1]``;
 * ``docs`` (int32): each entry's index into ``ids``, each query's entries in rank order;
 * ``scores``: each entry's score as the retriever computed it, float32 where every score is a float32 value (a
   dense model's cosine, Lucene's BM25), float64 otherwise (nothing is rounded).
 
-The zip entries carry a fixed date, so the same run gives the same bytes.
+The zip entries carry a fixed date, so the same run gives the same bytes. Reading is bounded (``read``): every size
+the file declares is checked against the file (and the corpus, where the caller knows it) before anything is
+allocated, the id table inflates to at most its recorded size, the metadata nests no deeper than the format.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import zipfile
 import zlib
@@ -31,6 +35,13 @@ from ..io import atomic_path
 FORMAT = "r2med-eval run 1"
 SUFFIX = ".run.npz"
 ORDERS = ("trec_eval", "given")
+MEMBERS = ("meta", "ids", "offsets", "docs", "scores")
+_DTYPES = {"meta": ("|u1",), "ids": ("|u1",), "offsets": ("<i8",), "docs": ("<i4",), "scores": ("<f4", "<f8")}
+# the metadata's keys and their types (None: any scalar); an unknown key may hold a scalar only
+_META = {"format": str, "order": str, "tag": str, "qids": list, "identity": dict, "ids_count": int, "ids_bytes": int,
+         "ids_sha256": str}
+MAX_META = 64 << 20  # bytes: the query ids of a million queries
+MAX_RATIO = 32  # an id table's text against its zlib bytes (real id tables: 3 to 6)
 _FIX = "write it again with the pipeline (delete it and rerun the rule that made it) or r2med_eval.write_run."
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
@@ -44,8 +55,12 @@ def is_binary(path) -> bool:
         return False
 
 
-def write(target, qids, offsets, docs, ids, scores, tag: str, order: str = "trec_eval") -> int:
-    """Write a run given as arrays (see the module's docstring) atomically; returns the number of entries."""
+def write(target, qids, offsets, docs, ids, scores, tag: str, order: str = "trec_eval", identity=None) -> int:
+    """Write a run given as arrays (see the module's docstring) atomically; returns the number of entries.
+    ``identity``: what made the run (``scoring.identity``: run name, benchmark, task, corpus fingerprint), kept in
+    the metadata."""
+    import hashlib
+
     import numpy as np
 
     if order not in ORDERS:
@@ -54,10 +69,14 @@ def write(target, qids, offsets, docs, ids, scores, tag: str, order: str = "trec
     narrow = scores.astype(np.float32)
     if np.array_equal(narrow.astype(np.float64), scores):
         scores = narrow
-    meta = {"format": FORMAT, "order": order, "tag": tag, "qids": list(qids)}
+    table = "\n".join(ids).encode("utf-8")
+    meta = {"format": FORMAT, "order": order, "tag": tag, "qids": list(qids), "ids_count": len(ids),
+            "ids_bytes": len(table), "ids_sha256": hashlib.sha256(table).hexdigest()}
+    if identity is not None:
+        meta["identity"] = dict(identity)
     members = {
         "meta": np.frombuffer(json.dumps(meta, ensure_ascii=False).encode("utf-8"), dtype=np.uint8),
-        "ids": np.frombuffer(zlib.compress("\n".join(ids).encode("utf-8"), 6), dtype=np.uint8),
+        "ids": np.frombuffer(zlib.compress(table, 6), dtype=np.uint8),
         "offsets": np.asarray(offsets, dtype=np.int64),
         "docs": np.asarray(docs, dtype=np.int32),
         "scores": scores,
@@ -74,52 +93,192 @@ def write(target, qids, offsets, docs, ids, scores, tag: str, order: str = "trec
 
 class BinaryRun:
     """A binary run read back: ``qids``, ``offsets``, ``docs``, ``ids``, ``scores`` (as stored: float32 or
-    float64), ``order``, ``tag``."""
+    float64), ``order``, ``tag``, ``identity`` (what made it, or None for a run written without)."""
 
-    def __init__(self, qids, offsets, docs, ids, scores, order: str, tag: str):
+    def __init__(self, qids, offsets, docs, ids, scores, order: str, tag: str, identity=None):
         self.qids, self.offsets, self.docs, self.ids = qids, offsets, docs, ids
-        self.scores, self.order, self.tag = scores, order, tag
+        self.scores, self.order, self.tag, self.identity = scores, order, tag, identity
 
     def __len__(self) -> int:
         return len(self.docs)
 
 
-def read(path) -> BinaryRun:
-    """A binary run, checked: every member present with its type, offsets that cover the entries in order, document
-    indices within the id table, finite scores that do not increase within a query, no document twice for a query.
-    Anything else stops with an InputError naming the file."""
+class Archive:
+    """A binary run's zip, its members checked before anything of them is read (``members``): the five arrays, each
+    stored without compression (as ``write`` stores them), within the file; ``array(name)`` reads one after its
+    ``.npy`` header's type and shape are checked against the member's size, so that no declared size is allocated
+    before the file is known to hold it. Every problem is one InputError naming the file."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        try:
+            self.size = self.path.stat().st_size
+            self.zip = zipfile.ZipFile(self.path)
+        except (OSError, zipfile.BadZipFile, ValueError, EOFError) as exc:
+            raise self.bad(f"not a readable zip archive ({type(exc).__name__})") from None
+        infos = self.zip.infolist()
+        self.infos = {i.filename: i for i in infos}
+        missing = [n for n in MEMBERS if n + ".npy" not in self.infos]
+        if missing:
+            raise self.bad(f"no {', '.join(missing)} in the archive")
+        if len(infos) != len(self.infos) or len(infos) > 2 * len(MEMBERS):
+            raise self.bad("members repeated, or more members than the format's")
+        for name in MEMBERS:
+            info = self.infos[name + ".npy"]
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise self.bad(f"its {name} member is compressed (the format stores its arrays as they are: a "
+                               "compressed member could inflate to any size)")
+            if info.file_size != info.compress_size or info.header_offset + info.file_size > self.size:
+                raise self.bad(f"its {name} member claims more bytes than the file holds")
+
+    def bad(self, problem: str) -> InputError:
+        return InputError(f"not a readable r2med-eval binary run: {problem}.", path=self.path, fix=_FIX)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.zip.close()
+
+    def header(self, name: str):
+        """(open member positioned at its data, element count, dtype, data bytes) after the checks above."""
+        import numpy as np
+
+        info = self.infos[name + ".npy"]
+        try:
+            handle = self.zip.open(info)
+            version = np.lib.format.read_magic(handle)
+            if version not in ((1, 0), (2, 0)):
+                raise ValueError("npy version")
+            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, _fortran, dtype = reader(handle, max_header_size=4096)
+            start = handle.tell()
+        except (OSError, ValueError, EOFError, SyntaxError, zipfile.BadZipFile) as exc:
+            raise self.bad(f"the {name} member has no readable .npy header ({type(exc).__name__})") from None
+        if dtype.str not in _DTYPES[name] or len(shape) != 1:
+            raise self.bad(f"the {name} member holds {dtype.str} of {len(shape)} dimensions, not one of "
+                           f"{'/'.join(_DTYPES[name])} of one")
+        data = info.file_size - start
+        if shape[0] * dtype.itemsize != data:
+            raise self.bad(f"the {name} member declares {shape[0]:,} values of {dtype.itemsize} bytes, but holds "
+                           f"{data:,} bytes")
+        return handle, shape[0], dtype, data
+
+    def array(self, name: str):
+        """The member as a numpy array, read in blocks into an array of its checked size."""
+        import numpy as np
+
+        handle, count, dtype, data = self.header(name)
+        out = np.empty(count, dtype=dtype)
+        view = memoryview(out).cast("B")
+        try:
+            with handle:
+                at = 0
+                while at < data:
+                    got = handle.readinto(view[at:at + (16 << 20)])
+                    if not got:
+                        raise EOFError
+                    at += got
+        except (OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise self.bad(f"the {name} member is truncated or damaged ({type(exc).__name__})") from None
+        return out
+
+
+def read_meta(path, archive: Archive | None = None) -> dict:
+    """A binary run's metadata, checked: at most ``MAX_META`` bytes, UTF-8 JSON, a mapping of the format's keys with
+    values of their types, nothing nested deeper than the format nests (``identity``: a mapping of strings)."""
+    with contextlib.ExitStack() as stack:
+        archive = archive or stack.enter_context(Archive(path))
+        if archive.header("meta")[3] > MAX_META:
+            raise archive.bad(f"metadata of more than {MAX_META:,} bytes")
+        raw = bytes(archive.array("meta"))
+        try:
+            meta = json.loads(raw.decode("utf-8"))
+        except RecursionError:
+            raise archive.bad("metadata nested too deeply") from None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise archive.bad(f"metadata that is not UTF-8 JSON ({type(exc).__name__})") from None
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise archive.bad(f"the metadata names no format {FORMAT!r}")
+        for key, value in meta.items():
+            kind = _META.get(key)
+            if kind is list:
+                ok = isinstance(value, list) and all(isinstance(q, str) for q in value)
+            elif kind is dict:
+                ok = isinstance(value, dict) and all(isinstance(v, (str, int)) and not isinstance(v, bool)
+                                                     for v in value.values())
+            else:
+                ok = isinstance(value, kind or (str, int, float, bool, type(None))) and not (
+                    kind is int and isinstance(value, bool))
+            if not ok:
+                raise archive.bad(f"the metadata's {str(key)[:40]!r} is not "
+                                  f"{'a scalar' if kind is None else 'of the type the format gives it'}")
+        for key in ("qids", "order", "tag"):
+            if key not in meta:
+                raise archive.bad(f"no {key} in the metadata")
+        if meta["order"] not in ORDERS:
+            raise archive.bad("an order the format does not know")
+        return meta
+
+
+def read(path, max_ids: int | None = None) -> BinaryRun:
+    """A binary run, checked: every member present, stored, and of the size its header declares (``Archive``); the
+    metadata (``read_meta``); the id table inflated to at most the size its metadata records (at most ``MAX_RATIO``
+    times its compressed size; an older run without that record: the ratio alone) and equal to its recorded sha256;
+    at most ``max_ids`` ids (the corpus's, where the caller knows it); offsets that cover the entries in order, no
+    more entries than queries times ids; document indices within the id table, finite scores that do not increase
+    within a query, no document twice for a query. Anything else stops with one InputError naming the file."""
+    import hashlib
+
     import numpy as np
 
-    def bad(problem: str):
-        return InputError(f"not a readable r2med-eval binary run: {problem}.", path=path, fix=_FIX)
-
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            missing = sorted({"meta", "ids", "offsets", "docs", "scores"} - set(archive.files))
-            if missing:
-                raise bad(f"no {', '.join(missing)} in the archive")
-            meta = json.loads(bytes(archive["meta"]).decode("utf-8"))
-            if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-                raise bad(f"format {str(meta.get('format') if isinstance(meta, dict) else meta)[:40]!r}, "
-                          f"expected {FORMAT!r}")
-            qids, order, tag = meta.get("qids"), meta.get("order"), meta.get("tag")
-            if not isinstance(qids, list) or not all(isinstance(q, str) for q in qids) or not isinstance(tag, str):
-                raise bad("query ids or tag of the wrong type")
-            ids = zlib.decompress(bytes(archive["ids"])).decode("utf-8")
-            ids = ids.split("\n") if ids else []
-            offsets, docs, scores = archive["offsets"], archive["docs"], archive["scores"]
-    except InputError:
-        raise
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error, UnicodeDecodeError) as exc:
-        raise bad(f"{type(exc).__name__}: {str(exc)[:200]}") from None
-    if offsets.dtype != np.int64 or docs.dtype != np.int32 or scores.dtype not in (np.float32, np.float64):
-        raise bad(f"array types {offsets.dtype}/{docs.dtype}/{scores.dtype}")
-    n = len(docs)
-    if (offsets.ndim != 1 or len(offsets) != len(qids) + 1 or docs.ndim != 1 or scores.shape != docs.shape
-            or (len(offsets) and (offsets[0] != 0 or offsets[-1] != n)) or bool((np.diff(offsets) < 0).any())):
-        raise bad("offsets, entries and scores do not agree")
-    if order not in ORDERS:
-        raise bad(f"order {order!r}")
+    with Archive(path) as archive:
+        bad = archive.bad
+        meta = read_meta(path, archive)
+        qids, order, tag = meta["qids"], meta["order"], meta["tag"]
+        declared = meta.get("ids_count")
+        if max_ids is not None and declared is not None and declared > max_ids:
+            raise bad(f"its id table holds {declared:,} ids, more than the corpus's {max_ids:,}")
+        compressed = bytes(archive.array("ids"))
+        cap = MAX_RATIO * len(compressed) + 4096
+        limit = meta.get("ids_bytes", cap)
+        if limit < 0 or limit > cap:
+            raise bad(f"its id table claims {limit:,} bytes from {len(compressed):,} compressed, more than "
+                      f"{MAX_RATIO} times as many (a real id table compresses 3 to 6 times)")
+        inflate = zlib.decompressobj()
+        try:
+            table = inflate.decompress(compressed, limit + 1)
+        except zlib.error:
+            raise bad("its id table is not a zlib stream") from None
+        if len(table) > limit or inflate.unconsumed_tail:
+            raise bad(f"its id table inflates beyond {limit:,} bytes"
+                      + ("" if "ids_bytes" in meta else f", {MAX_RATIO} times its compressed size"))
+        if not inflate.eof or ("ids_bytes" in meta and len(table) != limit):
+            raise bad("its id table is truncated")
+        if "ids_sha256" in meta and hashlib.sha256(table).hexdigest() != meta["ids_sha256"]:
+            raise bad("its id table differs from the one it was written with (its sha256 does not match the "
+                      "metadata's: the table was replaced or reordered)")
+        try:
+            ids = table.decode("utf-8")
+        except UnicodeDecodeError:
+            raise bad("an id table that is not UTF-8") from None
+        del table
+        ids = ids.split("\n") if ids else []
+        if (declared is not None and len(ids) != declared) or (max_ids is not None and len(ids) > max_ids):
+            raise bad(f"an id table of {len(ids):,} ids where {declared if declared is not None else max_ids:,} "
+                      "were expected")
+        if len(set(ids)) != len(ids):
+            raise bad("an id table naming a document twice")
+        n_offsets, n = archive.header("offsets")[1], archive.header("docs")[1]
+        if n_offsets != len(qids) + 1 or archive.header("scores")[1] != n:
+            raise bad("offsets, entries and scores do not agree")
+        if n > len(qids) * len(ids):
+            raise bad("more entries than queries times documents")
+        offsets = archive.array("offsets")
+        if offsets[0] != 0 or offsets[-1] != n or bool((np.diff(offsets) < 0).any()):
+            raise bad("offsets, entries and scores do not agree")
+        docs, scores = archive.array("docs"), archive.array("scores")
     if len(set(qids)) != len(qids):
         raise bad("a query holds two blocks")
     if n and (int(docs.min()) < 0 or int(docs.max()) >= len(ids)):
@@ -138,7 +297,7 @@ def read(path) -> BinaryRun:
     del same
     if _repeats(q, docs, len(ids)):
         raise bad("a document twice for one query")
-    return BinaryRun(qids, offsets, docs, ids, scores, order, tag)
+    return BinaryRun(qids, offsets, docs, ids, scores, order, tag, meta.get("identity"))
 
 
 def id_rank(ids: list[str]):
@@ -159,7 +318,7 @@ def _repeats(q, d, n_docs: int) -> bool:
     if not n:
         return False
     cells = (int(q.max()) + 1) * max(n_docs, 1)
-    if cells <= 1 << 30:
+    if cells <= 4 * n + (1 << 24):  # a flag per pair only where the pairs are about as many as the entries
         seen = np.zeros(cells, dtype=bool)
         for lo in range(0, n, 1 << 22):
             seen[q[lo:lo + (1 << 22)].astype(np.int64) * n_docs + d[lo:lo + (1 << 22)]] = True

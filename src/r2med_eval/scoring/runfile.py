@@ -12,9 +12,10 @@ apart by the file's first bytes. Text is read as trec_eval 10.0 reads it, with t
   ``nan``, ``inf``, ``1e400`` and ``0x1p3`` stop, where trec_eval would read something else than was written;
 * no document twice for one query.
 
-The first problem stops with one ``InputError`` naming the file, the line and the fix. A well-formed file (fields
-separated by single spaces or single tabs, six to a line, no comment lines) is read by pyarrow in a fraction of
-a second per million lines; any other is read line by line, which also names the line of a problem.
+The first problem stops with one ``InputError`` naming the file, the line and the fix, and quoting nothing of the
+file (any file may be given as a run, a note-bearing one too: the line number points at the field). A well-formed
+file (fields separated by single spaces or single tabs, six to a line, no comment lines) is read by pyarrow in a
+fraction of a second per million lines; any other is read line by line, which also names the line of a problem.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import re
 import stat
 from pathlib import Path
 
-from ..bounds import shown
 from ..errors import InputError
 from . import binrun
 from .binrun import numpy_of
@@ -50,25 +50,39 @@ SCORE_FIX = ("write the retriever's score as a decimal number in the fifth colum
 
 def score(text: str, path=None, lineno: int | None = None) -> float:
     """The score field of a run line as a finite float, in the grammar above; anything else stops with an InputError
-    saying what trec_eval would have read instead."""
+    saying what is wrong with it and what trec_eval would do. The field itself is never quoted: a file given as a
+    run may be any file, a note-bearing one too (``what_is_wrong``)."""
     import math
 
     if _SCORE.fullmatch(text):
         value = float(text)
         if math.isfinite(value):
             return value
-        raise InputError(f"score {shown(text)} is beyond a double's range (trec_eval reads it as infinite).",
+        raise InputError("the score (5th field) is beyond a double's range (trec_eval reads it as infinite).",
                          path=path, line=lineno, fix=SCORE_FIX)
-    lower = text.lower().lstrip("+-")
-    if lower.startswith(("nan", "inf")):
-        problem = "is not a finite number"
-    elif lower.startswith("0x"):
-        problem = "is a hexadecimal float, which Python's float does not read"
-    else:
-        prefix = _SCORE.match(text)
-        read = float(prefix.group(0)) if prefix else 0.0
-        problem = f"is not a finite number in trec_eval's format (trec_eval, with C's atof, would read it as {read!r})"
-    raise InputError(f"score {shown(text)} {problem}.", path=path, line=lineno, fix=SCORE_FIX)
+    raise InputError(f"the score (5th field, {len(text):,} characters) {what_is_wrong(text)}.", path=path,
+                     line=lineno, fix=SCORE_FIX)
+
+
+_SPECIAL = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+
+
+def what_is_wrong(text: str) -> str:
+    """Why a score field is refused, in words that quote none of it (``is NaN or infinite``, ``holds an
+    underscore``...), with what trec_eval (C's ``atof``) would read where that is no number of the field."""
+    if _SPECIAL.fullmatch(text):
+        return "is NaN or infinite"
+    if text.lstrip("+-").lower().startswith("0x"):
+        return "is a hexadecimal float, which Python's float does not read"
+    if "_" in text and _SCORE.fullmatch(text.replace("_", "")):
+        return ("holds an underscore between digits, which Python's float skips and trec_eval's atof stops at "
+                "(it would read only the digits before it)")
+    if any(ch.isdigit() and not ch.isascii() for ch in text):
+        return "holds digits other than ASCII 0-9 (trec_eval's atof does not read them)"
+    if _SCORE.match(text):
+        return ("has other characters after its number (trec_eval, with C's atof, would read only the number and "
+                "ignore the rest)")
+    return "is not a number (trec_eval, with C's atof, would read it as 0)"
 
 
 def regular_file(path, what: str = "run file", fix: str = "check the path.") -> Path:
@@ -157,19 +171,35 @@ def read(path, what: str = "run file", duplicates: bool = True) -> RunTable:
 
 def _delimiter(path) -> bytes | None:
     """The one separator of the file (a space or a tab), or None where pyarrow's reader would split a line otherwise
-    than trec_eval: other white space (carriage return, vertical tab, form feed), a NUL, or both spaces and tabs.
+    than trec_eval: other white space (carriage return, vertical tab, form feed), a NUL, or both spaces and tabs; and
+    None where a line is longer than ``MAX_LINE`` (the line-by-line reader names it).
     (Two separators in a row, or one at a line's end, make an empty field, which :func:`_fast` refuses.)"""
     if os.path.getsize(path) == 0:
         return b" "
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
         if data[:3] == BOM:  # pyarrow drops it; trec_eval reads it as part of the first query id
             return None
-        if any(data.find(c) >= 0 for c in (b"\r", b"\x0b", b"\x0c", b"\x00")):
+        if any(data.find(c) >= 0 for c in (b"\r", b"\x0b", b"\x0c", b"\x00")) or _longest_line(data) > MAX_LINE:
             return None
         tab, space = data.find(b"\t") >= 0, data.find(b" ") >= 0
     if tab and space:
         return None
     return b"\t" if tab else b" "
+
+
+def _longest_line(data) -> int:
+    """The most bytes of a line of ``data`` (a file's bytes, mapped), its line break included: every field counts,
+    the rank and tag too. Read in blocks of 16 MiB."""
+    import numpy as np
+
+    longest, start, block = 0, 0, 1 << 24
+    for lo in range(0, len(data), block):
+        ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8, count=min(block, len(data) - lo), offset=lo) == 10)
+        if len(ends):
+            ends += lo
+            longest = max(longest, int(ends[0]) + 1 - start, int(np.diff(ends).max()) if len(ends) > 1 else 0)
+            start = int(ends[-1]) + 1
+    return max(longest, len(data) - start)
 
 
 def _fast(path) -> RunTable | None:
@@ -204,15 +234,11 @@ def _fast(path) -> RunTable | None:
     value = numpy_of(score_column)
     if not np.isfinite(value).all():  # nan, inf (pyarrow reads them)
         return None
-    length = 0
-    for name in text:
-        lengths = pc.binary_length(table.column(name))
-        if pc.min(lengths).as_py() == 0:  # two separators in a row, or one at a line's end
+    for name in text:  # every line at most MAX_LINE bytes: checked on the file's bytes (_delimiter)
+        if pc.min(pc.binary_length(table.column(name))).as_py() == 0:  # two separators in a row, or one at a line's end
             return None
-        if name in ("qid", "doc"):
-            length += pc.max(lengths).as_py()
     qid = table.column("qid")
-    if length > MAX_LINE or pc.any(pc.starts_with(qid, "#")).as_py():  # a comment line of 6 fields
+    if pc.any(pc.starts_with(qid, "#")).as_py():  # a comment line of 6 fields
         return None
     encoded = pc.dictionary_encode(qid).combine_chunks()
     q = numpy_of(encoded.indices).astype(np.int32, copy=False)
@@ -271,7 +297,7 @@ def _exact(path) -> RunTable:
         value = score(parts[4], path, lineno)
         first = seen.setdefault(qid, {}).setdefault(did, lineno)
         if first != lineno:
-            raise InputError(f"document {shown(did)} appears twice for query {shown(qid)} (first on line {first}).",
+            raise InputError(f"the document of this line appears twice for its query (first on line {first}).",
                              path=path, line=lineno, fix="keep one line per (query, document): the retriever's "
                                                          "score for it.")
         if qid not in index:

@@ -12,10 +12,10 @@ ending in ``.run.npz`` is written in the binary format; ``read_run`` and every r
 
 from __future__ import annotations
 
-from ..bounds import shown
 from ..errors import InputError
 from ..io import atomic_path
 from . import binrun, runfile
+from . import identity as id_check
 from .runfile import RunTable, query_blocks
 
 Run = dict  # qid -> {docid: score}
@@ -45,22 +45,25 @@ def _check_tag(tag: str) -> None:
         raise InputError(f"run tag {tag!r} is empty or holds white space.", fix="use a model name without spaces.")
 
 
-def write_run(run: Run, target, tag: str, decimals: int = 6, query_order=None, keep_order: bool = False) -> int:
+def write_run(run: Run, target, tag: str, decimals: int = 6, query_order=None, keep_order: bool = False,
+              identity: dict | None = None) -> int:
     """Write ``run`` atomically; queries in ``query_order`` (default: sorted ids). ``keep_order``: each query's
     documents in the order of its dict (a ranking made elsewhere, e.g. CliniQ's eval.py order), whose scores must
     not increase; otherwise trec_eval's order. A ``.run.npz`` target is written in the binary format (the scores
-    as they are, ``decimals`` unused), anything else as TREC text. Returns the number of lines (entries)."""
+    as they are, ``decimals`` unused), anything else as TREC text. ``identity`` (``scoring.identity.make``): what
+    made the run, in a binary run's metadata or a TREC run's sidecar. Returns the number of lines (entries)."""
     order = list(query_order) if query_order is not None else sorted(run)
-    return write_run_stream(((qid, run.get(qid, {})) for qid in order), target, tag, decimals, keep_order)
+    return write_run_stream(((qid, run.get(qid, {})) for qid in order), target, tag, decimals, keep_order, identity)
 
 
-def write_run_stream(queries, target, tag: str, decimals: int = 6, keep_order: bool = False) -> int:
+def write_run_stream(queries, target, tag: str, decimals: int = 6, keep_order: bool = False,
+                     identity: dict | None = None) -> int:
     """:func:`write_run` of ``(qid, docs)`` pairs made one at a time, in the order given: a TREC run that is never
     held whole (a fusion of full-depth runs); a binary run is gathered as arrays first."""
     _check_tag(tag)
     if binrun.suffix_is_binary(target):
         qids, offsets, docs, ids, scores, order = binrun.from_queries(queries, keep_order)
-        return binrun.write(target, qids, offsets, docs, ids, scores, tag, order=order)
+        return binrun.write(target, qids, offsets, docs, ids, scores, tag, order=order, identity=identity)
     lines = 0
     with atomic_path(target) as tmp:
         with open(tmp, "w", encoding="utf-8") as handle:
@@ -69,11 +72,13 @@ def write_run_stream(queries, target, tag: str, decimals: int = 6, keep_order: b
                 handle.write("".join(f"{qid} Q0 {did} {rank} {score:.{decimals}f} {tag}\n"
                                      for rank, (did, score) in enumerate(items, start=1)))
                 lines += len(items)
+    if identity is not None:
+        id_check.write_sidecar(target, identity)
     return lines
 
 
 def write_arrays(target, qids, offsets, docs, ids, scores, tag: str, keep_order: bool = False,
-                 decimals: int = 6) -> int:
+                 decimals: int = 6, identity: dict | None = None) -> int:
     """Write a run given as arrays (a full-depth search's output, never held as dicts): ``offsets`` (one more than
     ``qids``), each entry's index into ``ids`` and its score. Entries within a query in trec_eval's order, or as
     given (``keep_order``, scores not increasing). Binary or TREC text by the target's name."""
@@ -82,13 +87,15 @@ def write_arrays(target, qids, offsets, docs, ids, scores, tag: str, keep_order:
     _check_tag(tag)
     if binrun.suffix_is_binary(target):
         if keep_order:
-            return binrun.write(target, qids, offsets, docs, ids, scores, tag, order="given")
+            return binrun.write(target, qids, offsets, docs, ids, scores, tag, order="given", identity=identity)
         rank = binrun.id_rank(list(ids))
         order = binrun.trec_order(offsets, scores, rank[np.asarray(docs)])
-        return binrun.write(target, qids, offsets, np.asarray(docs)[order], ids, np.asarray(scores)[order], tag)
+        return binrun.write(target, qids, offsets, np.asarray(docs)[order], ids, np.asarray(scores)[order], tag,
+                            identity=identity)
     bounds = np.asarray(offsets).tolist()
     return write_run_stream(((q, dict(zip([ids[i] for i in docs[lo:hi].tolist()], scores[lo:hi].tolist())))
-                             for q, lo, hi in zip(qids, bounds[:-1], bounds[1:])), target, tag, decimals, keep_order)
+                             for q, lo, hi in zip(qids, bounds[:-1], bounds[1:])), target, tag, decimals, keep_order,
+                            identity)
 
 
 def read_run(path) -> Run:
@@ -224,15 +231,18 @@ def validate_external_run(path, doc_ids, query_ids, missing: str = "error", quer
         qid, did, score = parts[0], parts[2], parts[4]
         value = trec_score(score, path, lineno)
         if qid not in known_q:
-            raise InputError(f"query id {shown(qid)} is not a query of this task.", path=path, line=lineno,
+            raise InputError("the query id of this line (its 1st field) is not a query of this task.", path=path,
+                             line=lineno,
                              fix=f"{_FIX}; a run of another task or split does not fit (check the path "
                                  "pattern's {benchmark}/{task}).")
         if did not in docs:
-            raise InputError(f"document id {shown(did)} (query {shown(qid)}) is not in the task's corpus.", path=path,
+            raise InputError("the document id of this line (its 3rd field) is not in the task's corpus.", path=path,
                              line=lineno, fix=f"{_FIX}; a run over another corpus or version does not fit.")
         entry = run.setdefault(qid, {})
         if did in entry:
-            raise InputError(f"document {shown(did)} appears twice for query {shown(qid)}.", path=path, line=lineno,
+            first = next(n for n, p in runfile.lines(path) if p[0] == qid and p[2] == did)
+            raise InputError(f"the document of this line appears twice for its query (first on line {first}).",
+                             path=path, line=lineno,
                              fix="keep one line per (query, document): the retriever's best score.")
         entry[did] = value
         decimals = max(decimals, _decimals(score))

@@ -30,6 +30,18 @@ def prepare_task(sm) -> None:
              st["qrels_unknown_document_dropped"], st["qrels_on_dropped_documents"])
 
 
+def fingerprint_corpus(sm) -> None:
+    """The fingerprint of a task's corpus ids (``scoring.identity``), from its corpus (CliniQ: its chunk ids, no
+    text): every run writer records it, every run reader checks it."""
+    from ..io import write_json
+    from ..scoring import identity
+
+    fp = identity.fingerprint(identity.corpus_ids(sm.input[0]))
+    write_json(sm.output[0], fp)
+    log.info("%s/%s: %d document ids, sha256 %s", sm.wildcards.benchmark, sm.wildcards.task, fp["documents"],
+             fp["sha256"])
+
+
 def _r2med_task_checks(spec, ds) -> None:
     """A downloaded task's files against its manifest; an R2MED task's counts against the paper's."""
     from ..benchmarks import r2med
@@ -138,7 +150,7 @@ def _generate_variant(sm, cache: str | None = None, policy=None, private_root: s
     from ..expansion import generate
     from ..llm.requests import sampling_params
     from ..llm.server import serving
-    from ..scoring import runs
+    from ..scoring import identity, runs
     from ..workflow import paths
 
     spec = sm.params.spec
@@ -149,6 +161,8 @@ def _generate_variant(sm, cache: str | None = None, policy=None, private_root: s
         examples = generate.read_examples(sm.input.examples, task) if hasattr(sm.input, "examples") else None
     if method == "lamer":
         corpus = {d: doc["text"] for d, doc in datasets.read_corpus(sm.input.corpus).items()}
+        identity.verify_files([sm.input.run], [spec["lamer_retriever"]], sm.wildcards.benchmark, sm.wildcards.task,
+                              identity.fingerprint(corpus))  # the first stage's run, checked
         run = runs.read_run(sm.input.run)
         passages = {}
         for q in queries:

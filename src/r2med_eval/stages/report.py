@@ -16,9 +16,11 @@ def significance(sm) -> None:
 
     rep = sm.params.spec
     files = [(*paths.parse(paths.PER_QUERY, p).values(), p) for p in sm.input]
-    family = rep.get("holm", "all")
+    family = rep.get("holm", sig.DEFAULT_FAMILY)
+    # no file: every selected benchmark is kept at its last complete scoring (workflow.earlier.kept), whose marks
+    # stay in its own per-benchmark table
     rows = sig.compute(files, rep["baseline"], metric=rep["metric"], permutations=rep["permutations"],
-                       resamples=rep["bootstrap"], seed=rep["seed"], alpha=rep["alpha"], family=family)
+                       resamples=rep["bootstrap"], seed=rep["seed"], alpha=rep["alpha"], family=family) if files else []
     io.write_text(sm.output.csv, sig.to_csv(rows))
     io.write_text(sm.output.md, sig.to_markdown(rows, rep["baseline"], rep["alpha"], rep["permutations"],
                                                 rep["bootstrap"], family))
@@ -45,18 +47,12 @@ def leaderboard(sm) -> None:
     from ..workflow import paths
 
     rep = sm.params.spec
-    family = rep.get("holm", "all")
+    family = rep.get("holm", sig.DEFAULT_FAMILY)
     marks = sig.marks(sig.read_csv(sm.input.significance))
     earlier = list(getattr(sm.input, "earlier", []))
     for board in getattr(sm.input, "earlier_boards", []):
         marks.update(lb.read_board_marks(board, paths.parse(paths.BENCHMARK_LEADERBOARD, board)["benchmark"]))
-    notes = []
-    if earlier:
-        shown = [paths.parse(paths.METRICS_TABLE, t)["benchmark"] for t in earlier]
-        notes.append(f"Also shown: {', '.join(shown)}, scored by an earlier run in this folder "
-                     f"({', '.join(earlier)}); this configuration does not select "
-                     f"{'it' if len(shown) == 1 else 'them'} (benchmarks_to_run), so those columns are as that run "
-                     "left them, with the significance marks of its own per-benchmark table.")
+    notes = _selection_notes(sm.input.metrics, earlier, getattr(sm.input, "selections", []), rep.get("kept", []))
     from ..report import synthetic
 
     notes += synthetic.note(rep.get("synthetic", ()), rep.get("synthetic", ()))
@@ -82,12 +78,51 @@ def leaderboard(sm) -> None:
              len(sm.input.metrics) + len(earlier), len(earlier))
 
 
+def _selection_notes(tables, earlier, selections, kept) -> list[str]:
+    """The caption's sentences on where each benchmark's columns come from: a benchmark this run scores in part
+    (no complete scoring of it here), a benchmark kept at its last complete scoring (this run scores a part of it),
+    a benchmark this configuration does not select (its last scoring, complete or not, and when)."""
+    from datetime import UTC, datetime
+
+    from ..io import read_json
+    from ..workflow import paths
+
+    chosen = {paths.parse(paths.METRICS_SELECTION, p)["benchmark"]: read_json(p) for p in selections}
+
+    def made(table) -> tuple[str, str]:
+        b = paths.parse(paths.METRICS_TABLE, table)["benchmark"]
+        sel = chosen.get(b) or {}
+        runs = len(sel.get("runs") or [])
+        how = (f"complete, all {runs} of its runs" if sel.get("complete") else
+               f"partial, {runs} run{'s' if runs != 1 else ''} chosen by models_to_run: "
+               f"{', '.join(sel.get('models_to_run') or [])}"
+               if sel else "selection not recorded (an older version)")
+        return b, how
+
+    notes = []
+    for table in tables:
+        b, how = made(table)
+        if not (chosen.get(b) or {}).get("complete", True):
+            notes.append(f"{b}: scored by this run in part ({how}); no complete scoring of it lies here, so the runs "
+                         "left out are not shown and its marks are those of this part.")
+    for table in earlier:
+        b, how = made(table)
+        when = datetime.fromtimestamp(Path(table).stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        why = ("this run scores only some of its runs (models_to_run), so its columns and marks are those of its last "
+               "complete scoring" if b in kept else
+               "this configuration does not select it (benchmarks_to_run), so its columns and marks are those of its "
+               "last scoring")
+        notes.append(f"{b}: {why}, written {when} ({how}; {table}), with the significance marks of its own "
+                     "per-benchmark table.")
+    return notes
+
+
 def leaderboard_benchmark(sm) -> None:
     from ..report import leaderboard as lb
     from ..report import significance as sig
 
     rep = sm.params.spec
-    family = rep.get("holm", "all")
+    family = rep.get("holm", sig.DEFAULT_FAMILY)
     rows = sig.read_csv(sm.input.significance)
     bench = sm.wildcards.benchmark
     notes = sorted({f"{r['task']}/{r['model']}: {r['note']}" for r in rows
@@ -271,8 +306,13 @@ def report_cliniq(sm) -> None:
     from ..io import read_json, read_lines, write_text
     from ..report.synthetic import titled
     from ..report.tables import tex_label
+    from ..scoring import identity
+    from ..workflow import paths
 
     spec = sm.params.spec
+    ids = read_lines(sm.input.ids)
+    identity.verify_files(sm.input.runs, spec["models"], sm.wildcards.benchmark,  # before anything is written
+                          paths.parse(paths.CHUNK_IDS, sm.input.ids)["task"], identity.fingerprint(ids))
     models = list(spec["models"])
     bench = sm.wildcards.benchmark
     results = {m: read_json(p) for m, p in zip(models, sm.input.metrics)}
@@ -289,8 +329,7 @@ def report_cliniq(sm) -> None:
     judged = judged_chunks(rows, irrelevant)
     qtypes = read_query_types(sm.input.query_types)
     orders = spec["tie_orders"]  # the runs' tie orders: evalpy and corpus, or all corpus, or all doc_id
-    pooled = cliniq.pool_files(dict(zip(models, sm.input.runs)), orders, read_lines(sm.input.ids), judged,
-                               spec["depth"], qtypes)
+    pooled = cliniq.pool_files(dict(zip(models, sm.input.runs)), orders, ids, judged, spec["depth"], qtypes)
     lines = ["query_id\tchunk_id\tquery_type\tbest_rank\tn_systems\tsystems"]
     lines += [f"{p['query_id']}\t{p['chunk_id']}\t{qtypes[p['query_id']]}\t{p['best_rank']}\t{len(p['systems'])}\t"
               f"{','.join(p['systems'])}" for p in pooled]
@@ -420,10 +459,19 @@ def report_index(sm) -> None:
         path = paths.fill(paths.TABLE, name=name)
         return [path] if path in files and "\\begin{table}" in Path(path).read_text(encoding="utf-8") else []
 
-    earlier = list(spec.get("earlier") or ())
-    earlier_note = [h.paragraph("Scored by an earlier run in this folder: this configuration does not select this "
-                                "benchmark (benchmarks_to_run), so these tables and plots are as that run left them.",
-                                "legend")]
+    earlier, kept = list(spec.get("earlier") or ()), set(spec.get("kept") or ())
+    notes = {False: [h.paragraph("Scored by an earlier run in this folder: this configuration does not select this "
+                                 "benchmark (benchmarks_to_run), so these tables and plots are as that run left them.",
+                                 "legend")],
+             True: [h.paragraph("Kept from its last complete scoring: this configuration scores only some of this "
+                                "benchmark's runs (models_to_run), so these tables and plots are as that complete "
+                                "scoring left them.", "legend")]}
+
+    def earlier_note(b):
+        return notes[b in kept][:] if b in earlier else []
+
+    def suffix(b):
+        return (" (last complete scoring)" if b in kept else " (earlier run)") if b in earlier else ""
     board = {e: paths.fill(paths.LEADERBOARD, ext=e) for e in ("md", "csv", "html")}
     sections = [("leaderboard", "Leaderboard", rendered(board["md"]) + [
         links(board["csv"], board["md"], board["html"], paths.fill(paths.TABLE, name="leaderboard"))])]
@@ -437,9 +485,8 @@ def report_index(sm) -> None:
             links(claims["json"], claims["md"], paths.fill(paths.TABLE, name="claims"))]))
     for b in spec["benchmarks"] + earlier:
         per = {e: paths.fill(paths.BENCHMARK_LEADERBOARD, benchmark=b, ext=e) for e in ("md", "csv", "html")}
-        sections.append((f"benchmark-{b}", f"Benchmark {titled(b, spec.get('synthetic'))}"
-                         + (" (earlier run)" if b in earlier else ""),
-                         (earlier_note if b in earlier else []) + rendered(per["md"]) + [
+        sections.append((f"benchmark-{b}", f"Benchmark {titled(b, spec.get('synthetic'))}" + suffix(b),
+                         earlier_note(b) + rendered(per["md"]) + [
             links(per["csv"], per["md"], per["html"], paths.fill(paths.TABLE, name=f"leaderboard-{b}"),
                   paths.fill(paths.PALETTE, benchmark=b))]
             + plots(b, ("by_task", "heatmap", "rerank_depth", "scatter"))))
@@ -448,15 +495,14 @@ def report_index(sm) -> None:
     cliniq_earlier = [b for b in earlier if paths.fill(paths.CLINIQ_TABLE, benchmark=b, grouping="match_type",
                                                        ext="md") in files]
     for b in spec["cliniq"] + cliniq_earlier:
-        body = earlier_note[:] if b in earlier else []
+        body = earlier_note(b)
         for g in ("match_type", "query_type"):
             table = {e: paths.fill(paths.CLINIQ_TABLE, benchmark=b, grouping=g, ext=e) for e in ("md", "csv")}
             body += rendered(table["md"]) + [links(table["csv"], table["md"],
                                                    paths.fill(paths.TABLE, name=f"cliniq-{b}-by_{g}"))]
             body += plots(b, (f"cliniq_by_{g}",))
         body.append(links(paths.fill(paths.CLINIQ_POOL, benchmark=b)))
-        sections.append((f"cliniq-{b}", f"CliniQ tables: {titled(b, spec.get('synthetic'))}"
-                         + (" (earlier run)" if b in earlier else ""), body))
+        sections.append((f"cliniq-{b}", f"CliniQ tables: {titled(b, spec.get('synthetic'))}" + suffix(b), body))
     completion_earlier = [b for b in earlier if paths.fill(paths.COMPLETION_FILE, benchmark=b, name="verdict",
                                                            ext="md") in files]
     for b in list(spec.get("completion") or ()) + completion_earlier:  # the judgment completion: the verdict first

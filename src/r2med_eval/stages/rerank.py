@@ -16,6 +16,8 @@ def rerank_run(sm) -> None:
     from ..scoring import runs
 
     job = sm.params.spec
+    corpus = datasets.read_corpus(sm.input.corpus)
+    ident = _checked(sm, corpus)
     spec = job["reranker_spec"]
     truncate = bool(spec["truncate"]) if "truncate" in spec else False  # a dense reranker has no truncate key
     if truncate:  # only each query's top k is read, not the whole run (a full-depth CliniQ run is 20 M lines)
@@ -37,17 +39,26 @@ def rerank_run(sm) -> None:
                                                 sm.input.query_ids, sm.input.corpus)
         batch_size = max(1, int(job["depth"]))  # cached embeddings: one product per query
     queries = datasets.read_queries(sm.input.queries)
-    corpus = datasets.read_corpus(sm.input.corpus)
     merged, raw, info = rerank.rerank_run(run, int(job["depth"]), scorer, queries, corpus, batch_size=batch_size,
                                           truncate=truncate)
     if truncate:
         log.info("truncate: the reranked run holds only the re-scored top %d (as R2MED's reranked runs)", job["depth"])
-    runs.write_run(merged, sm.output.run, tag=sm.wildcards.model)
+    runs.write_run(merged, sm.output.run, tag=sm.wildcards.model, identity=ident)
     _write_rescored(sm.output.scores, {q: sorted(raw[q], key=lambda d: (-raw[q][d], d)) for q in raw}, raw)
     io.write_json(sm.output.info, {"kind": "rerank", "input_run": job["run"], "reranker": job["reranker"],
                                    "depth": int(job["depth"]), "reranker_type": spec["type"], "truncate": truncate,
                                    **info,
                                    **({"note": note} if note else {})})
+
+
+def _checked(sm, corpus: dict) -> dict:
+    """The input run checked against what the job expects (``scoring.identity``: its name, benchmark, task and the
+    fingerprint of ``corpus``, the task's, read by the job anyway); the identity of the job's run."""
+    from ..scoring import identity
+
+    fingerprint, w = identity.fingerprint(corpus), sm.wildcards
+    identity.verify_files([sm.input.run], [sm.params.spec["run"]], w.benchmark, w.task, fingerprint)
+    return identity.make(w.model, w.benchmark, w.task, fingerprint)
 
 
 def _write_rescored(path, orders: dict[str, list[str]], raw: dict[str, dict[str, float]]) -> None:
@@ -84,12 +95,13 @@ def llm_rerank_run(sm) -> None:
     spec, settings, reasoning = job["reranker_spec"], job["generate"], job["reasoning"]
     w = {k: getattr(sm.wildcards, k) for k in ("benchmark", "task", "model")}
     depth, private = int(job["depth"]), bool(job["private"])
+    corpus = datasets.read_corpus(sm.input.corpus)
+    ident = _checked(sm, corpus)
     run = runs.read_run(sm.input.run)
     note = rerank_merge.check_depth(run, depth, job["run"])
     if note:
         log.warning("note: %s", note)
     queries = datasets.read_queries(sm.input.queries)
-    corpus = datasets.read_corpus(sm.input.corpus)
     tops = {q: [d for d, _ in runs.ranked(run[q])[:depth]] for q in sorted(run)}
     mode, count_tokens = llm_rerank.prompt_mode(spec), None
     if mode in reasonrank.MODES:
@@ -146,7 +158,7 @@ def llm_rerank_run(sm) -> None:
         log.warning("%d of %d %s (%.1f%%, within max_unusable %.1f%%): counted in the lineage (unusable_answers)",
                     bad, answers, what, 100 * share, 100 * spec["max_unusable"])
     merged = {q: rerank_merge.merge(run[q], llm_rerank.positional(o), spec["truncate"]) for q, o in orders.items()}
-    runs.write_run(merged, sm.output.run, tag=sm.wildcards.model)
+    runs.write_run(merged, sm.output.run, tag=sm.wildcards.model, identity=ident)
     _write_rescored(sm.output.scores, orders, raw)
     io.write_json(sm.output.info, {
         "kind": "rerank", "input_run": job["run"], "reranker": job["reranker"], "depth": depth,

@@ -29,15 +29,27 @@ def retrieve_bm25_lucene(sm) -> None:
     queries = _variant_queries(sm, datasets.read_queries(sm.input.queries)) if spec.get("variant") else None
     run = lucene.search(sm.input.index, sm.input.queries, k1=spec["k1"], b=spec["b"], k=spec["top_k"],  # None: all
                         threads=sm.threads, queries=queries)
-    lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model)
+    lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model, identity=_identity(sm))
     log.info("wrote %d lines for %d queries to %s", lines, len(run), sm.output.run)
+
+
+def _identity(sm) -> dict:
+    """What the job's run is (``scoring.identity``): its name, benchmark, task and corpus fingerprint."""
+    from ..scoring import identity
+
+    try:
+        fingerprint = sm.input.fingerprint
+    except (AttributeError, KeyError):  # the stage called outside its rule (a test): the run gets no identity
+        fingerprint = None
+    return identity.of_job(sm.wildcards, fingerprint)
 
 
 def export_trec_run(sm) -> None:
     """On request: a binary run's top ``depth`` documents of each query as TREC text for other tools, in the run's
     order (trec_eval's, or the given order of a ranking made elsewhere), the scores to 9 decimals."""
-    from ..scoring import runfile, runs
+    from ..scoring import identity, runfile, runs
 
+    identity.verify_job_run(sm.input.run, sm.wildcards, sm.input.fingerprint)
     table = runfile.read(sm.input.run)
     depth = int(sm.wildcards.depth)
     docs, d = table.codes()
@@ -76,7 +88,7 @@ def retrieve_dense(sm) -> None:
             else np.zeros(0, dtype=np.int64)
         lines = runs.write_arrays(sm.output.run, [query_ids[i] for i in order],
                                   np.r_[0, np.cumsum(ends - starts)], docs[rows], doc_ids, scores[rows],
-                                  tag=sm.wildcards.model, keep_order=True)
+                                  tag=sm.wildcards.model, keep_order=True, identity=_identity(sm))
         log.info("wrote %d entries for %d queries to %s", lines, len(query_ids), sm.output.run)
     else:
         run, info = dense_search.search(corpus_emb, doc_ids, query_emb, query_ids, top_k, spec["index"],
@@ -84,7 +96,7 @@ def retrieve_dense(sm) -> None:
         if "identical_ids_dropped" in info:
             log.info("dropped %d retrieved documents whose id equals the query's id (the protocol's search)",
                      info["identical_ids_dropped"])
-        runs.write_run(run, sm.output.run, tag=sm.wildcards.model, query_order=sorted(run))
+        runs.write_run(run, sm.output.run, tag=sm.wildcards.model, query_order=sorted(run), identity=_identity(sm))
     if spec.get("protocol"):  # the evaluation protocol that made the run (benchmarks.protocols)
         info["protocol"] = spec["protocol"]
     io.write_json(sm.output.info, info)
@@ -142,7 +154,7 @@ def retrieve_bm25_paper(sm) -> None:
     texts = None if query_tokens is not None else list(queries.values())
     run, info = bm25_paper.search_run(model, doc_ids, list(queries), texts, query_tokens=query_tokens, top_k=top_k,
                                       fill_zero=spec["fill_zero"], corpus_fallback_batches=fallback)
-    lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model, decimals=8)
+    lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model, decimals=8, identity=_identity(sm))
     io.write_json(sm.output.info, info)
     log.info("paper-faithful BM25: %s", {k: v for k, v in info.items() if k != "queries_without_known_terms"})
     if info["queries_without_known_terms"]:
@@ -172,7 +184,7 @@ def import_run(sm) -> None:
         log.warning("%d queries have no line in %s and retrieve nothing (missing_queries: empty): %s",
                     info["queries_missing"], source, ", ".join(info["missing_query_ids"][:20]))
     lines = runs.write_run(run, sm.output.run, tag=sm.wildcards.model, decimals=info["decimals"],
-                           query_order=sorted(run))
+                           query_order=sorted(run), identity=_identity(sm))
     io.write_json(sm.output.info, {"source": str(source), "source_sha256": io.sha256_file(source),
                                    "run_sha256": io.sha256_file(sm.output.run), **info})
     log.info("imported %s: %d lines for %d queries (scores kept to %d decimals)", source, lines, len(run),

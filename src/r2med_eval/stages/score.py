@@ -12,8 +12,9 @@ def score_run(sm) -> None:
     from .. import io
     from ..benchmarks import datasets
     from ..errors import InputError
-    from ..scoring import metrics, runfile
+    from ..scoring import identity, metrics, runfile
 
+    identity.verify_job_run(sm.input.run, sm.wildcards, sm.input.fingerprint)
     qrels = datasets.read_qrels(sm.input.qrels)
     queries = datasets.read_queries(sm.input.queries)
     training = _training_queries(sm)
@@ -71,6 +72,7 @@ def score_cliniq(sm) -> None:
     rows, irrelevant = read_cliniq_qrels(sm.input.cliniq_qrels)
     qtypes = read_query_types(sm.input.query_types)
     ids = read_lines(sm.input.ids)
+    _check_runs(sm, [sm.input.run], [sm.wildcards.model], ids)
     tie_order = sm.params.spec["tie_order"]
     ranked = cliniq.read_ranked_run(sm.input.run, ids, tie_order)  # full-depth runs: arrays, not a dict per query
     result = cliniq.evaluate_ranked(ranked, rows, qtypes, ids, irrelevant)
@@ -97,11 +99,27 @@ def score_cliniq(sm) -> None:
              {k: v for k, v in c.items() if k != "unjudged_query_ids"})
 
 
+def _check_runs(sm, files, names, ids) -> None:
+    """CliniQ's runs checked against what the job expects (``scoring.identity``): the runs ``names``, of the
+    job's benchmark and its task, over the corpus of its chunk ids."""
+    from ..scoring import identity
+    from ..workflow import paths
+
+    task = getattr(sm.wildcards, "task", None) or paths.parse(paths.CHUNK_IDS, sm.input.ids)["task"]
+    identity.verify_files(files, names, sm.wildcards.benchmark, task, identity.fingerprint(ids))
+
+
 def collect_metrics(sm) -> None:
+    """A benchmark's metric JSONs in one file, and beside it what this scoring selected (complete or not): the
+    report shows a benchmark from its last complete scoring (``workflow.earlier``)."""
+    from ..io import write_json
     from ..scoring import metric_table
 
     n = metric_table.write(list(sm.input), sm.output[0])
-    log.info("collected the metrics of %d runs of %s", n, sm.wildcards.benchmark)
+    selection = sm.params.spec["selection"]
+    write_json(sm.output.selection, selection)
+    log.info("collected the metrics of %d runs of %s (%s)", n, sm.wildcards.benchmark,
+             "complete" if selection["complete"] else "partial: models_to_run " + ", ".join(selection["models_to_run"]))
 
 
 # ------------------------------------------------------------------ CliniQ's judgment completion (cliniq_completion)
@@ -147,6 +165,7 @@ def cliniq_completion_sample(sm) -> None:
                                     counts if from_codes is not None else None)
     selected = comp.select_queries(spec["queries"], coded, qtypes, by_judgments)
     tops = {}
+    _check_runs(sm, sm.input.runs, spec["runs"] if spec["pool_depth"] else [], ids)  # the pool's runs
     if spec["pool_depth"]:
         tops = {name: comp.top_chunks(cliniq.read_ranked_run(path, ids, spec["tie_orders"][name]), selected,
                                       spec["pool_depth"])
@@ -335,6 +354,7 @@ def cliniq_completion_rescore(sm) -> None:
     qtypes = read_query_types(sm.input.query_types)
     ids = read_lines(sm.input.ids)
     full_rows, full_irrelevant, added = comp.completed_judgments(rows, irrelevant, labels)
+    _check_runs(sm, sm.input.runs, spec["runs"], ids)
     original, completed = {}, {}
     for name, path in zip(spec["runs"], sm.input.runs):
         ranked = cliniq.read_ranked_run(path, ids, spec["tie_orders"][name])

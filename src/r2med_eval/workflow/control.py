@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import inputs, paths, registry
+from . import earlier, inputs, paths, registry
 from .cache import PlanningCache
 from .code import CodeIndex
 from .config import validate
@@ -104,6 +104,8 @@ class Workflow:
             "llm_rerank": lambda: [n for n in reg.rerank_jobs if reg.llm_reranked(n)],
             "fusion": lambda: list(reg.fusion_jobs),
             "cliniq_benchmark": lambda: reg.cliniq_benchmarks,
+            "reported_benchmark": lambda: earlier.reported(reg),
+            "reported_cliniq_benchmark": lambda: [b for b in earlier.reported(reg) if reg.is_cliniq(b)],
             "completion_benchmark": lambda: reg.completion_benchmark(),
             "generic_benchmark": lambda: [b for b in reg.benchmarks if not reg.is_cliniq(b)],
             "r2med_benchmark": lambda: [b for b, e in reg.claims().items() if e["kind"] == "r2med"],

@@ -1,14 +1,16 @@
 """What earlier runs left in the working directory, for the report (docs/report.md#what-the-report-shows): the
-report is the union of what is scored. A benchmark with collected metrics on disk that this configuration does not
-select is shown as the run that scored it left it; report files nothing shows are listed; runs of a selected task
-that this configuration does not select are named. Read when the workflow is planned: no rule of this run writes
-these files, so Snakemake takes them as given."""
+report is the union of what is scored, each benchmark from its last complete scoring. A benchmark with collected
+metrics on disk that this configuration does not select is shown as the run that scored it left it, and so is a
+selected benchmark that this configuration scores only in part (``models_to_run``) when a complete scoring of it
+lies here (``kept``); report files nothing shows are listed; runs of a selected task that this configuration does
+not select are named. Read when the workflow is planned: no rule of this run writes these files, so Snakemake takes
+them as given."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .paths import INDEX_PAGE, METRICS, METRICS_TABLE, fill
+from .paths import INDEX_PAGE, METRICS, METRICS_SELECTION, METRICS_TABLE, fill
 
 REPORT_EXTENSIONS = (".md", ".csv", ".html", ".tex", ".png", ".svg", ".tsv", ".json")
 
@@ -22,10 +24,43 @@ def benchmarks(reg) -> list[str]:
     return sorted(b for b in names if b not in reg.benchmarks)
 
 
+def selection(benchmark: str) -> dict | None:
+    """What the scoring whose collected metrics lie here selected (``results/metrics/<benchmark>.selection.json``,
+    rule collect_metrics: complete or not, its runs); None where there is none (or an older version wrote them)."""
+    import json
+
+    try:
+        with open(fill(METRICS_SELECTION, benchmark=benchmark), encoding="utf-8") as handle:
+            data = json.load(handle)
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def kept(reg) -> list[str]:
+    """Selected benchmarks whose selection is not complete (``models_to_run`` leaves some of their runs out) while
+    a complete scoring of them lies here: the report keeps that scoring (its columns, marks, tables and plots) rather
+    than show a part of the benchmark; this run still scores the runs it selects."""
+    return [b for b in reg.benchmarks if not reg.complete(b) and Path(fill(METRICS_TABLE, benchmark=b)).is_file()
+            and (selection(b) or {}).get("complete") is True]
+
+
+def shown(reg) -> list[str]:
+    """The benchmarks the report shows as an earlier scoring left them: those not selected (``benchmarks``) and
+    those ``kept``."""
+    return sorted(set(benchmarks(reg)) | set(kept(reg)))
+
+
+def reported(reg) -> list[str]:
+    """The selected benchmarks whose report this run writes: all of them but the ``kept``."""
+    keep = set(kept(reg))
+    return [b for b in reg.benchmarks if b not in keep]
+
+
 def files(reg) -> list[str]:
-    """Every report file of the earlier benchmarks: their leaderboards, tables, plots and CliniQ tables (the index
-    shows them in sections of their own)."""
-    earlier = set(benchmarks(reg))
+    """Every report file of the benchmarks shown as an earlier scoring left them: their leaderboards, tables, plots and
+    CliniQ tables (the index shows them in sections of their own)."""
+    earlier = set(shown(reg))
     return [f for f in report_files() if benchmark_of(f) in earlier]
 
 
@@ -40,7 +75,10 @@ def unselected_runs(reg) -> dict[str, list[str]]:
     """{benchmark/task: [run...]}: runs with a metrics file on a selected task that ``reg`` does not select (the
     leaderboard names them as not shown)."""
     out = {}
+    report = set(reported(reg))
     for b, t in reg.tasks:
+        if b not in report:  # a kept benchmark shows its complete scoring's runs
+            continue
         folder = Path(fill(METRICS, benchmark=b, task=t, model="x")).parent
         if not folder.is_dir():
             continue

@@ -41,6 +41,7 @@ from .paths import (
     INDEX_PAGE,
     LEADERBOARD,
     METRICS,
+    METRICS_SELECTION,
     METRICS_TABLE,
     MODEL_MANIFEST,
     MTEB_EXPORT,
@@ -61,7 +62,6 @@ from .paths import (
     STATS,
     TABLE,
     VARIANT,
-    benchmark_file,
     bm25_float,
     fill,
 )
@@ -263,7 +263,9 @@ class Inputs:
         return self._per_run(METRICS)
 
     def per_query_files(self) -> list[str]:
-        return self._per_run(PER_QUERY)
+        """The per-query files of the runs of the benchmarks whose report this run writes (the significance)."""
+        report = set(earlier.reported(self.reg))
+        return [p for b in self.reg.benchmarks if b in report for p in self._per_run(PER_QUERY, b)]
 
     def stats_files(self) -> list[str]:
         return [fill(STATS, benchmark=b, task=t) for b, t in self.reg.tasks]
@@ -272,10 +274,13 @@ class Inputs:
         """The metric JSONs of a benchmark's runs (rule collect_metrics)."""
         return self._per_run(METRICS, wildcards.benchmark)
 
+    def scored(self) -> list[str]:
+        """Every benchmark with a scored run, in the registry's order."""
+        return list(dict.fromkeys(b for b, _, _ in self.reg.run_tasks()))
+
     def metric_tables(self) -> list[str]:
         """The collected metrics of every benchmark with a scored run, in the registry's order."""
-        scored = dict.fromkeys(b for b, _, _ in self.reg.run_tasks())
-        return [fill(METRICS_TABLE, benchmark=b) for b in scored]
+        return [fill(METRICS_TABLE, benchmark=b) for b in self.scored()]
 
     def empty_hydoc_variants(self) -> list[str]:
         """The expansion files of the runs whose paper comparison counts empty hypothetical documents."""
@@ -316,9 +321,13 @@ class Inputs:
     def leaderboard(self) -> dict:
         """The combined leaderboard: every benchmark's collected metrics, the significance table, the LLM-reranked
         runs' lineage, and what earlier runs left of benchmarks this configuration does not select."""
-        return {"metrics": self.metric_tables(), "significance": fill(SIGNIFICANCE, ext="csv"),
-                "mteb_reference": self.mteb_reference(), "lineage": self.llm_lineage(),
-                "earlier": self.earlier_tables(), "earlier_boards": self.earlier_boards()}
+        report, shown = earlier.reported(self.reg), earlier.shown(self.reg)
+        return {"metrics": [fill(METRICS_TABLE, benchmark=b) for b in report if b in self.scored()],
+                "significance": fill(SIGNIFICANCE, ext="csv"), "mteb_reference": self.mteb_reference(),
+                "lineage": self.llm_lineage(), "earlier": self.earlier_tables(),
+                "earlier_boards": self.earlier_boards(),
+                "selections": [fill(METRICS_SELECTION, benchmark=b) for b in report] + earlier.existing(
+                    fill(METRICS_SELECTION, benchmark=b) for b in shown)}
 
     def leaderboard_benchmark(self, wildcards) -> dict:
         return {"metrics": self.benchmark_metric_table(wildcards), "significance": fill(SIGNIFICANCE, ext="csv"),
@@ -451,12 +460,12 @@ class Inputs:
 
     # what earlier runs left: the report is the union of what is scored (workflow.earlier)
     def earlier_tables(self) -> list[str]:
-        return [fill(METRICS_TABLE, benchmark=b) for b in earlier.benchmarks(self.reg)]
+        return [fill(METRICS_TABLE, benchmark=b) for b in earlier.shown(self.reg)]
 
     def earlier_boards(self) -> list[str]:
         """The per-benchmark leaderboard CSVs of the earlier benchmarks (their significance marks), where present."""
         return earlier.existing(fill(BENCHMARK_LEADERBOARD, benchmark=b, ext="csv")
-                                for b in earlier.benchmarks(self.reg))
+                                for b in earlier.shown(self.reg))
 
 
 def prompt_file(spec: dict) -> str:
@@ -482,7 +491,7 @@ def report_targets(reg: Registry) -> list[str]:
     targets = [fill(LEADERBOARD, ext="html"), fill(TABLE, name="leaderboard")]
     targets += [fill(SIGNIFICANCE, ext=e) for e in ("csv", "md")] + [PROVENANCE]
     targets += [fill(CLAIMS, ext=e) for e in ("json", "md")] + [fill(TABLE, name="claims")]
-    for b in reg.benchmarks:
+    for b in earlier.reported(reg):
         targets += [fill(BENCHMARK_LEADERBOARD, benchmark=b, ext=e) for e in ("csv", "md", "html")]
         targets.append(fill(TABLE, name=f"leaderboard-{b}"))
         targets += [fill(PLOT, benchmark=b, name=n, ext=e) for n in plot_names(reg, b) for e in ("png", "svg")]
@@ -492,7 +501,7 @@ def report_targets(reg: Registry) -> list[str]:
 
 def cliniq_targets(reg: Registry) -> list[str]:
     out = []
-    for b in reg.cliniq_benchmarks:
+    for b in [b for b in reg.cliniq_benchmarks if b in earlier.reported(reg)]:
         out += [fill(CLINIQ_TABLE, benchmark=b, grouping=g, ext=e) for g in ("match_type", "query_type")
                 for e in ("csv", "md")]
         out += [fill(TABLE, name=f"cliniq-{b}-by_{g}") for g in ("match_type", "query_type")]
@@ -544,57 +553,3 @@ def mteb_targets(reg: Registry) -> list[str]:
 def all_targets(reg: Registry) -> list[str]:
     return ([fill(LEADERBOARD, ext=e) for e in ("csv", "md")] + [R2MED_VS_PAPER, fill(TABLE, name="r2med_vs_paper")]
             + report_targets(reg) + cliniq_targets(reg) + completion_targets(reg) + mteb_targets(reg) + [INDEX_PAGE])
-
-
-def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> list[tuple[str, str]]:
-    """(rule, benchmark file) of every job in a run's branch, shared jobs (task preparation, the Lucene
-    index, corpus encoding) included."""
-    cfg = reg.cfg
-    w = {"benchmark": benchmark, "task": task}
-
-    def bench(rule, **more):
-        return rule, fill(benchmark_file(rule), **w, **more)
-
-    out = [bench("prepare_task")]
-
-    def encoder(model):
-        n = cfg["models"][model]["shards"]
-        if n == 1:
-            return [bench("encode_corpus", model=model)]
-        return [bench("encode_corpus_shard", model=model, shard=i, nshards=n) for i in range(1, n + 1)] + [
-            bench("gather_embeddings", model=model)]
-
-    for name, job in reg.branch(benchmark, task, run)["runs"].items():
-        kind = job["kind"]
-        if kind in ("retriever", "query_variant"):
-            model = job["model"]
-            mtype = cfg["models"][model]["type"]
-            if mtype == "bm25_lucene":
-                out += [bench("lucene_index"), bench("retrieve_bm25_lucene", model=name)]
-            elif mtype == "bm25_paper":
-                spec = cfg["models"][model]
-                out += [bench("analyse_bm25_paper"),
-                        bench("fit_bm25_paper", k1=bm25_float(spec["k1"]), b=bm25_float(spec["b"])),
-                        bench("retrieve_bm25_paper", model=name)]
-            elif mtype == "run":
-                out.append(bench("import_run", model=name))
-            else:
-                out += encoder(model)
-                if kind == "retriever":
-                    out.append(bench("encode_queries", model=model))
-                else:
-                    out.append(bench("encode_query_variant", model=model, method=job["method"], llm=job["llm"]))
-                out.append(bench("retrieve_dense", model=name))
-            if kind == "query_variant":
-                rule = "prepare_private_query_variant" if reg.is_private(benchmark) else "prepare_query_variant"
-                out.append(bench(rule, method=job["method"], llm=job["llm"]))
-                if reg.generated(job["llm"]):
-                    out.append(bench("generate_query_variant", method=job["method"], llm=job["llm"]))
-        elif kind == "rerank":
-            if cfg["models"][job["reranker"]]["type"] in ENCODER_TYPES:
-                out += encoder(job["reranker"]) + [bench("encode_queries", model=job["reranker"])]
-            out.append(bench("llm_rerank_run" if reg.llm_reranked(name) else "rerank_run", model=name))
-        else:
-            out.append(bench("fuse_runs", model=name))
-    out.append(bench("score_run", model=run))
-    return list(dict.fromkeys(out))

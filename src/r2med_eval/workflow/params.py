@@ -378,6 +378,10 @@ class Params:
 
     # ------------------------------------------------------------ report
 
+    def collect_metrics(self, wildcards) -> dict:
+        """What this scoring of the benchmark selects (complete or not), recorded beside its collected metrics."""
+        return {"selection": self.reg.selection(wildcards.benchmark)}
+
     def _report(self) -> dict:
         rep = self.cfg["report"]
         return {"baseline": self.reg.report_baseline(), "metric": self.cfg["leaderboard"]["metric"],
@@ -390,6 +394,7 @@ class Params:
         from . import earlier
 
         out = {**self._report_leaderboard(), "unselected": earlier.unselected_runs(self.reg),
+               "kept": earlier.kept(self.reg),
                "synthetic": self.reg.synthetic(list(self.reg.benchmarks) + earlier.benchmarks(self.reg))}
         folder = self.cfg["leaderboard"].get("mteb_reference")
         if folder:
@@ -458,7 +463,7 @@ class Params:
         return {"a": a, "b": b, "metric": self.cfg["leaderboard"]["metric"]}
 
     def provenance(self, wildcards) -> dict:
-        from .inputs import job_benchmark_files
+        from .registry import job_benchmark_files
 
         runs = []
         for b, t, r in self.reg.run_tasks():
@@ -508,11 +513,11 @@ class Params:
         from . import earlier
         from .inputs import all_targets
 
-        shown = earlier.benchmarks(self.reg)
-        return {"benchmarks": list(self.reg.benchmarks), "cliniq": list(self.reg.cliniq_benchmarks),
-                "completion": self.reg.completion_benchmark(), "earlier": shown,
-                "stale": earlier.stale(self.reg, all_targets(self.reg)),
-                "synthetic": self.reg.synthetic(list(self.reg.benchmarks) + shown)}
+        reported = earlier.reported(self.reg)
+        return {"benchmarks": reported, "cliniq": [b for b in self.reg.cliniq_benchmarks if b in reported],
+                "completion": self.reg.completion_benchmark(), "earlier": earlier.shown(self.reg),
+                "kept": earlier.kept(self.reg), "stale": earlier.stale(self.reg, all_targets(self.reg)),
+                "synthetic": self.reg.synthetic(list(self.reg.benchmarks) + earlier.benchmarks(self.reg))}
 
     # ------------------------------------------------------------ CliniQ's judgment completion
 

@@ -22,6 +22,7 @@ CHUNK_IDS = DATA + "/chunk_ids.txt"
 CHUNK_STATS = DATA + "/chunk_stats.json"
 CLINIQ_QRELS = DATA + "/cliniq_qrels.tsv"
 QUERY_TYPES = DATA + "/query_types.tsv"
+CORPUS_IDS = DATA + "/corpus_ids.json"  # the corpus's id fingerprint (scoring.identity), which every run records
 
 DOWNLOAD = "resources/{benchmark}/{task}"
 DOWNLOAD_FILES = {"corpus": DOWNLOAD + "/corpus.jsonl", "queries": DOWNLOAD + "/query.jsonl",
@@ -70,6 +71,7 @@ RUN = "results/runs/{benchmark}/{task}/{model}.trec"
 # TREC file of such a run's top {depth} for other tools (rule export_trec_run)
 RUN_BINARY = "results/runs/{benchmark}/{task}/{model}.run.npz"
 RUN_TREC_TOP = "results/runs/{benchmark}/{task}/{model}.top{depth}.trec"
+RUN_IDENTITY = RUN + ".json"  # what made a TREC run (scoring.identity; a binary run holds it in its metadata)
 RUN_SEARCH_INFO = "results/runs/{benchmark}/{task}/{model}.search.json"
 RUN_BM25_PAPER_INFO = "results/runs/{benchmark}/{task}/{model}.bm25_paper.json"
 RUN_IMPORT_INFO = "results/runs/{benchmark}/{task}/{model}.import.json"  # a type: run model's source and checksums
@@ -78,6 +80,7 @@ RUN_RESCORED = "results/runs/{benchmark}/{task}/{model}.rescored.tsv"
 
 METRICS = "results/metrics/{benchmark}/{task}/{model}.json"
 METRICS_TABLE = "results/metrics/{benchmark}.jsonl"  # a benchmark's metric JSONs in one file (r2med_eval.metric_table)
+METRICS_SELECTION = "results/metrics/{benchmark}.selection.json"  # which runs that scoring selected, complete or not
 PER_QUERY = "results/per_query/{benchmark}/{task}/{model}.tsv"
 CLINIQ_METRICS = "results/cliniq/{benchmark}/{task}/{model}.json"
 CLINIQ_PER_QUERY = "results/cliniq/{benchmark}/{task}/{model}.by_match_type.tsv"  # per query, cliniq.per_query
@@ -114,6 +117,7 @@ MTEB_EXPORT = "results/mteb"  # MTEB's results layout (results/<model>/<revision
 # Wildcards of each rule's log and benchmark files (logs/<rule>/<key>.log, benchmarks/<rule>/<key>.tsv).
 JOB_KEYS = {
     "prepare_task": "{benchmark}/{task}",
+    "fingerprint_corpus": "{benchmark}/{task}",
     "prepare_query_variant": "{benchmark}/{task}/{method}--{llm}",
     "download_task": "{benchmark}/{task}",
     "download_query_variant": "{benchmark}/{task}/{method}--{llm}",

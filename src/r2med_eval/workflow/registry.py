@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..confidential import mimic_benchmark
+from .paths import benchmark_file, bm25_float, fill
 
 RETRIEVER_TYPES = ("bm25_lucene", "dense", "bm25_paper", "run", "python", "mteb")
 ENCODER_TYPES = ("dense", "python", "mteb")  # embeddings cached, sharded and searched alike (rule retrieve_dense)
@@ -147,6 +148,20 @@ class Registry:
             kept = self._close(base) & set(self.derived)
             self._runs_of[benchmark] = self.retrievers + variants + [n for n in self.derived if n in kept]
         return self._runs_of[benchmark]
+
+    def complete(self, benchmark: str) -> bool:
+        """Whether this configuration scores every run it defines on ``benchmark`` (``models_to_run`` leaves none of
+        them out): a complete scoring, whose collected metrics stand for the benchmark in the report."""
+        if not self.cfg.get("models_to_run"):
+            return True
+        every = Registry({**self.cfg, "models_to_run": None, "benchmarks_to_run": [benchmark]})
+        return set(every.runs_of(benchmark)) <= set(self.runs_of(benchmark))
+
+    def selection(self, benchmark: str) -> dict:
+        """What a scoring of ``benchmark`` selects: complete or not, its runs, the ``models_to_run`` that chose
+        them (rule collect_metrics records it beside the collected metrics)."""
+        return {"benchmark": benchmark, "complete": self.complete(benchmark), "runs": self.runs_of(benchmark),
+                "models_to_run": list(self.cfg.get("models_to_run") or []) or None}
 
     def run_tasks(self):
         """(benchmark, task, run) of every run that is scored."""
@@ -517,3 +532,57 @@ class Registry:
         if first:
             out["first_stage"] = first
         return out
+
+
+def job_benchmark_files(reg: Registry, benchmark: str, task: str, run: str) -> list[tuple[str, str]]:
+    """(rule, benchmark file) of every job in a run's branch, shared jobs (task preparation, the Lucene
+    index, corpus encoding) included."""
+    cfg = reg.cfg
+    w = {"benchmark": benchmark, "task": task}
+
+    def bench(rule, **more):
+        return rule, fill(benchmark_file(rule), **w, **more)
+
+    out = [bench("prepare_task")]
+
+    def encoder(model):
+        n = cfg["models"][model]["shards"]
+        if n == 1:
+            return [bench("encode_corpus", model=model)]
+        return [bench("encode_corpus_shard", model=model, shard=i, nshards=n) for i in range(1, n + 1)] + [
+            bench("gather_embeddings", model=model)]
+
+    for name, job in reg.branch(benchmark, task, run)["runs"].items():
+        kind = job["kind"]
+        if kind in ("retriever", "query_variant"):
+            model = job["model"]
+            mtype = cfg["models"][model]["type"]
+            if mtype == "bm25_lucene":
+                out += [bench("lucene_index"), bench("retrieve_bm25_lucene", model=name)]
+            elif mtype == "bm25_paper":
+                spec = cfg["models"][model]
+                out += [bench("analyse_bm25_paper"),
+                        bench("fit_bm25_paper", k1=bm25_float(spec["k1"]), b=bm25_float(spec["b"])),
+                        bench("retrieve_bm25_paper", model=name)]
+            elif mtype == "run":
+                out.append(bench("import_run", model=name))
+            else:
+                out += encoder(model)
+                if kind == "retriever":
+                    out.append(bench("encode_queries", model=model))
+                else:
+                    out.append(bench("encode_query_variant", model=model, method=job["method"], llm=job["llm"]))
+                out.append(bench("retrieve_dense", model=name))
+            if kind == "query_variant":
+                rule = "prepare_private_query_variant" if reg.is_private(benchmark) else "prepare_query_variant"
+                out.append(bench(rule, method=job["method"], llm=job["llm"]))
+                if reg.generated(job["llm"]):
+                    out.append(bench("generate_query_variant", method=job["method"], llm=job["llm"]))
+        elif kind == "rerank":
+            if cfg["models"][job["reranker"]]["type"] in ENCODER_TYPES:
+                out += encoder(job["reranker"]) + [bench("encode_queries", model=job["reranker"])]
+            out.append(bench("llm_rerank_run" if reg.llm_reranked(name) else "rerank_run", model=name))
+        else:
+            out.append(bench("fuse_runs", model=name))
+    out.append(bench("score_run", model=run))
+    return list(dict.fromkeys(out))

@@ -165,7 +165,7 @@ LOCAL_LIGHT_RULES = ("score_run", "score_cliniq", "collect_metrics", "fuse_runs"
                      "plot_cliniq", "provenance", "r2med_vs_paper", "report_cliniq", "report_index",
                      "link_cliniq_corpus", "import_run", "mteb_export", "cliniq_completion_sample",
                      "cliniq_completion_estimate", "cliniq_completion_rescore", "plot_cliniq_completion",
-                     "claims", "export_trec_run")
+                     "claims", "export_trec_run", "fingerprint_corpus")
 LOCAL_DOWNLOAD_RULES = ("download_task", "download_query_variant", "download_cliniq_annotations", "prefetch_model")
 
 
