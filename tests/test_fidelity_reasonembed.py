@@ -29,12 +29,13 @@ transformers = pytest.importorskip("transformers")
 
 import flagembedding_ref as fe  # noqa: E402
 import r2med_dense_ref as ref  # noqa: E402
-from conftest import make_r2med  # noqa: E402
+from conftest import fingerprint_file, make_r2med  # noqa: E402
 from tiny_models import causal_dir, reasoning_decoder_dir, sentence_transformer_dir  # noqa: E402
 
 from r2med_eval.benchmarks import datasets  # noqa: E402
 from r2med_eval.dense import encode as dense_encode  # noqa: E402
 from r2med_eval.errors import InputError  # noqa: E402
+from r2med_eval.scoring import identity  # noqa: E402
 from r2med_eval.stages import retrieve, score  # noqa: E402
 from r2med_eval.workflow import config  # noqa: E402
 from r2med_eval.workflow.params import Params  # noqa: E402
@@ -150,14 +151,15 @@ def ours(task, tmp: Path, name: str, entry: dict, path: Path):
                                TASK, storage=doc["storage"])
     dense_encode.encode_queries(task.int / "queries.jsonl", tmp / "q.npy", tmp / "q.ids", params.encode_queries(w),
                                 name, TASK)
+    fingerprint = fingerprint_file(tmp, identity.corpus_ids(task.int / "corpus.jsonl"))
     sm = SimpleNamespace(
         input=SimpleNamespace(emb=str(tmp / "c.npy"), ids=str(tmp / "c.ids"), emb_info=str(tmp / "c.json"),
-                              query_emb=str(tmp / "q.npy"), query_ids=str(tmp / "q.ids")),
+                              query_emb=str(tmp / "q.npy"), query_ids=str(tmp / "q.ids"), fingerprint=fingerprint),
         output=SimpleNamespace(run=str(tmp / "run.trec"), info=str(tmp / "run.json")),
         params=SimpleNamespace(spec=params.retrieve_dense(w)), wildcards=w, threads=1)
     retrieve.retrieve_dense(sm)
     scored = SimpleNamespace(input=SimpleNamespace(run=str(tmp / "run.trec"), qrels=str(task.int / "qrels.tsv"),
-                                                   queries=str(task.int / "queries.jsonl")),
+                                                   queries=str(task.int / "queries.jsonl"), fingerprint=fingerprint),
                              output=SimpleNamespace(metrics=str(tmp / "m.json"), per_query=str(tmp / "pq.tsv")),
                              params=SimpleNamespace(spec=params.score_run(w)), wildcards=w)
     score.score_run(scored)

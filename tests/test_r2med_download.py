@@ -207,7 +207,7 @@ def test_workflow_on_the_r2med_biology_demo_as_local_override(tmp_path):
     assert "kept 2 judgments naming documents that are not in the corpus" in log
     assert stats["queries"] == 2 and "loaded 2 queries / 2 documents, the paper reports 103 / 57359" in log
     report = (work / "results" / "r2med_vs_paper.md").read_text()
-    assert "| r2med/Biology | Biology | bm25-paper | 0.00 | 19.19 | -19.19 | **> 0.5** |" in report
+    assert "| r2med/Biology | Biology | bm25-paper | - | 0.00 | 19.19 | r2med | r2med | -19.19 | **> 0.5** |" in report
     assert "WARNING: differs from the paper" in report
     metrics = json.loads((work / "results" / "metrics" / "r2med" / "Biology" / "bm25-paper.json").read_text())
     assert "identical_ids_dropped" not in metrics["counts"]  # the official BM25 path keeps them
