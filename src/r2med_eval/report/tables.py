@@ -108,6 +108,19 @@ def text_width(text: str, size: float, bold: bool = False) -> float:
             * (_BOLD if bold else 1.0))
 
 
+def wrapped_lines(text: str, size: float, width: float) -> int:
+    """The lines ``text`` takes in a paragraph ``width`` pt wide, broken between words where the next word would
+    overflow (TeX's breaks fit as many words or more: its spaces shrink), a word wider than the line alone on it."""
+    lines, used, space = 1, 0.0, text_width(" ", size)
+    for word in text.split():
+        w = text_width(word, size)
+        if used and used + space + w > width:
+            lines, used = lines + 1, w
+        else:
+            used += (space if used else 0.0) + w
+    return lines
+
+
 def header_lines(name: str) -> list[str]:
     """A column name on two lines, broken after the ``-``, ``_``, ``/`` or space nearest its middle (one line
     when it has none)."""
@@ -236,8 +249,9 @@ def _fit(table: _Table, caption_text: str) -> _Fit:
                 parts[-1].append(j)
     skip = _SIZES[size_name][2]
     header = (2 if any(g for g, _ in table.columns) else 1) + max((len(x) for x in names), default=1) - 1
-    caption = text_width(f"Table 99: {caption_text} {legend} Continued: part 9 of 9.", size) / TEXT_WIDTH_PT
-    fixed = (header + math.ceil(caption) + 1) * skip + 30.0  # rules and their spacing, the caption's skip
+    # LaTeX sets a caption in \normalsize (10 pt on 12 pt), whatever size the table's body is in
+    caption = wrapped_lines(f"Table 99: {caption_text} {legend} Continued: part 9 of 9.", 10.0, TEXT_WIDTH_PT)
+    fixed = (header + 1) * skip + caption * 12.0 + 30.0  # rules and their spacing, the caption's skip
     per_part = max(1, int((TEXT_HEIGHT_PT - 10.0 - fixed) // skip))
     n = len(table.values)
     step = math.ceil(n / max(1, math.ceil(n / per_part))) if n else 1
