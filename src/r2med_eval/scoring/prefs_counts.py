@@ -61,6 +61,7 @@ class Counts:
     counts: object = None
     njr: int = 0
     num_judged: int = 0
+    pairs: tuple | None = None  # the pair measures' terms, once (_pair_terms)
 
 
 def form(qid: str, entries: list, docs: list, depth: int | None = None) -> Counts:
@@ -244,26 +245,30 @@ def _pair(q: Counts, variant: str) -> float:
     the run fulfils; ``_ret`` pairs both retrieved, ``_imp`` at least one, plain all (a pair neither retrieved: 0)."""
     import numpy as np
 
-    c, njr, n = q.counts.astype(np.float64), q.njr, q.num_judged
-    terms = []
-    num_pairs = 0
-    blocks = [(slice(0, njr), slice(0, njr), True)]
-    if variant != "_ret":
-        blocks.append((slice(0, njr), slice(njr, n), False))
-    for rows, cols, upper in blocks:
-        fwd, back = c[rows, cols], c[cols, rows].T
-        has = (fwd > 0) | (back > 0)
-        if upper:
-            has = np.triu(has, 1)
-        i, j = np.nonzero(has)  # row-major: trec_eval's loop order
-        num_pairs += len(i)
-        terms.append(fwd[i, j] / (fwd[i, j] + back[i, j]))
-    if not variant:
-        rest = c[njr:, njr:]
-        num_pairs += int(np.count_nonzero(np.triu((rest > 0) | (rest.T > 0), 1)))
-    flat = np.concatenate(terms) if terms else np.zeros(0)
-    total = float(np.cumsum(flat)[-1]) if len(flat) else 0.0  # added one by one, as trec_eval's loop
+    if q.pairs is None:
+        q.pairs = _pair_terms(q)
+    both, one, neither = q.pairs
+    terms = both if variant == "_ret" else np.concatenate([both, one])
+    num_pairs = len(terms) + (neither if not variant else 0)
+    total = float(np.cumsum(terms)[-1]) if len(terms) else 0.0  # added one by one, as trec_eval's loops
     return total / num_pairs if num_pairs else 0.0
+
+
+def _pair_terms(q: Counts) -> tuple:
+    """Each pair's fraction, in trec_eval's loop order (row-major), for the pairs both retrieved and those one
+    retrieved; the number of pairs neither retrieved."""
+    import numpy as np
+
+    c, njr = q.counts, q.njr
+    out = []
+    for fwd, back, upper in ((c[:njr, :njr], c[:njr, :njr].T, True), (c[:njr, njr:], c[njr:, :njr].T, False)):
+        has = (fwd > 0) | (back > 0)
+        i, j = np.nonzero(np.triu(has, 1) if upper else has)
+        f, b = fwd[i, j].astype(np.float64), back[i, j].astype(np.float64)
+        out.append(f / (f + b))
+    rest = c[njr:, njr:]
+    out.append(int(np.count_nonzero(np.triu((rest > 0) | (rest.T > 0), 1))))
+    return tuple(out)
 
 
 def _rnonrel(q: Counts, x: Group, ret: bool) -> tuple[int, int]:
