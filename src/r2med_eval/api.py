@@ -88,7 +88,8 @@ def _records(data, value: str, what: str) -> dict:
 
 def evaluate(qrels, run, queries=None, *, metrics=None, ignore_identical_ids: bool = False,
              k_values=_metrics.K_VALUES, level: int = 1, depth: int | None = None, complete: bool | None = None,
-             judged_only: bool = False, num_docs: int = 0, zscores=None, judgment_groups=None) -> dict:
+             judged_only: bool = False, num_docs: int = 0, zscores=None, judgment_groups=None,
+             preferences=None) -> dict:
     """Score a run as rule ``score_run`` does (trec_eval's measures through pytrec_eval).
 
     ``qrels``: {qid: {docid: grade}} or a path (``read_qrels``); ``run``: {qid: {docid: score}} or a TREC run
@@ -101,11 +102,14 @@ def evaluate(qrels, run, queries=None, *, metrics=None, ignore_identical_ids: bo
     query's first documents only), ``complete`` (``-c``, the default: every judged query counts, one the run misses
     scoring 0; False: only the judged queries the run retrieved for, as trec_eval 9 without ``-c``, pytrec_eval and
     ir_measures). Returns {"metrics": means over the judged queries, "per_query": {qid: {metric: value}}, "counts":
-    which queries were scored, "run_depth": the run's most documents for one query}."""
-    qrels = _qrels(qrels)
+    which queries were scored, "run_depth": the run's most documents for one query}. ``preferences``: trec_eval's
+    ``-R prefs`` or ``-R qrels_prefs`` judgments (``scoring.trec_prefs.read(path, "prefs")``, or {qid: [(jg, jsg,
+    docno, level), ...]}) for its preference measures (``prefs``, ``all_prefs``, ``prefs_simp``, ...); ``qrels`` is
+    then not read (None)."""
+    qrels = _qrels(qrels) if preferences is None else {}
     run = _run(run) if _is_records(run) and not isinstance(run, runs.RunTable) else run
     table = runs.as_table(run, duplicates=False)  # a path is read as columns, never as dicts; duplicates: in rank
-    if not qrels:
+    if not qrels and preferences is None:
         raise InputError("the judgments are empty: every metric would be undefined.", fix="pass the task's qrels.")
     if isinstance(metrics, str):
         metrics = [metrics]
@@ -119,7 +123,7 @@ def evaluate(qrels, run, queries=None, *, metrics=None, ignore_identical_ids: bo
         zscores = _zscores.read(zscores)
     return _metrics.evaluate(table, qrels, queries, k_values, measures=metrics, level=level, depth=depth,
                              complete=complete, ignore_identical_ids=ignore_identical_ids, judged_only=judged_only,
-                             num_docs=num_docs, zscores=zscores, groups=judgment_groups)
+                             num_docs=num_docs, zscores=zscores, groups=judgment_groups, prefs=preferences)
 
 
 def _named_runs(runs_) -> dict:

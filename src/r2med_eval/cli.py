@@ -86,13 +86,13 @@ def cmd_eval(args) -> int:
     chosen = metrics.chosen(names)
     _swapped(args.qrels, args.run)
     _identity(args, [args.run])
-    groups = _rel_format(args, chosen)
+    groups, prefs = _rel_format(args, chosen)
     table = zscores.read(args.zscores) if args.zscores else None
-    qrels = _read_qrels(args) if groups is None else trec_jg.merged(groups)
+    qrels = None if prefs is not None else _read_qrels(args) if groups is None else trec_jg.merged(groups)
     complete = False if args.retrieved_only else True if args.complete else None
     result = api.evaluate(qrels, args.run, metrics=chosen, ignore_identical_ids=args.ignore_identical_ids,
                           level=args.level, depth=args.depth, complete=complete, judged_only=args.judged_only,
-                          num_docs=args.num_docs, zscores=table, judgment_groups=groups)
+                          num_docs=args.num_docs, zscores=table, judgment_groups=groups, preferences=prefs)
     c = result["counts"]
     if args.retrieved_only and not c["judged_queries_scored"]:
         raise InputError(f"the run retrieved nothing for any of the {c['judged_queries_with_empty_run']} judged "
@@ -130,21 +130,24 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def _rel_format(args, chosen) -> dict | None:
-    """trec_eval's ``-R``: ``qrels`` (None: the judgments as read_qrels reads them) or ``qrels_jg`` (the judgments in
-    groups, ``scoring.trec_jg``: only its measures, num_q and runid read them, as in trec_eval)."""
-    from .scoring import trec_jg
+def _rel_format(args, chosen) -> tuple:
+    """trec_eval's ``-R``: (judgments in groups, preferences), None where not given: ``qrels`` (the judgments as
+    read_qrels reads them), ``qrels_jg`` (judgments in groups, ``scoring.trec_jg``), ``prefs`` or ``qrels_prefs``
+    (preferences, ``scoring.trec_prefs``); only the format's measures, num_q and runid read it, as in trec_eval."""
+    from .scoring import trec_jg, trec_prefs
 
     if args.rel_format == "qrels":
-        return None
-    if args.rel_format != "qrels_jg":
-        raise InputError(f"-R {args.rel_format}: trec_eval's preference formats (prefs, qrels_prefs) are not read.",
-                         fix="use -R qrels (the default) or -R qrels_jg.")
-    other = [m.name for m in chosen if m.family not in trec_jg.FAMILIES + ("num_q", "runid")]
+        return None, None
+    if args.rel_format not in ("qrels_jg", *trec_prefs.FORMATS):
+        raise InputError(f"-R {args.rel_format}: not a format of trec_eval's judgments.",
+                         fix="use -R qrels (the default), qrels_jg, prefs or qrels_prefs.")
+    grouped = args.rel_format == "qrels_jg"
+    module = trec_jg if grouped else trec_prefs
+    other = [m.name for m in chosen if m.family not in module.FAMILIES + ("num_q", "runid")]
     if other:
-        raise InputError(f"-R qrels_jg: {other[0]} does not read judgments in groups (trec_eval cannot compute it "
-                         "either).", fix="name map_avgjg, P_avgjg, Rprec_mult_avgjg, num_q, runid or qrels_jg.")
-    return trec_jg.read(args.qrels)
+        raise InputError(f"-R {args.rel_format}: {other[0]} does not read {module.WHAT} (trec_eval cannot compute it "
+                         "either).", fix=f"name {module.NAMES}.")
+    return (trec_jg.read(args.qrels), None) if grouped else (None, trec_prefs.read(args.qrels, args.rel_format))
 
 
 def cmd_compare(args) -> int:
@@ -438,8 +441,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-Z", "--zscores", metavar="FILE",
                    help="print each value as a z-score against FILE's `qid measure mean stddev` lines (trec_eval -Z)")
     p.add_argument("-R", "--rel-format", default="qrels", metavar="FORMAT",
-                   help="the judgments' format (trec_eval -R): qrels (the default) or qrels_jg (qid jg docno rel: "
-                        "judgment groups, for map_avgjg, P_avgjg, Rprec_mult_avgjg)")
+                   help="the judgments' format (trec_eval -R): qrels (the default), qrels_jg (qid jg docno rel: "
+                        "judgment groups, for map_avgjg, P_avgjg, Rprec_mult_avgjg), prefs (qid jg jsg docno level: "
+                        "preferences) or qrels_prefs (TREC qrels as preferences), for the preference measures "
+                        "(prefs, all_prefs)")
     p.add_argument("--format", choices=["trec", "json"], default="trec")
     p.add_argument("--decimals", type=_level, default=4, help="decimals of the trec format (default 4, as trec_eval)")
     p.add_argument("--benchmark", default="", help="check that a run the pipeline wrote is of this benchmark (its "

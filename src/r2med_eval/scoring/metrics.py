@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import InputError, did_you_mean
-from . import ranx_measures, trec, trec_all, trec_jg
+from . import ranx_measures, trec, trec_all, trec_jg, trec_prefs
 
 K_VALUES = (1, 10, 25, 50, 100)
 FAMILIES = (("ndcg_at_{k}", "ndcg_cut_{k}"), ("map_at_{k}", "map_cut_{k}"),
@@ -242,7 +242,7 @@ def chosen(names) -> list[Measure]:
 
 def score(table, qrels: dict, measures_, *, level: int = 1, depth: int | None = None, complete: bool | None = None,
           ignore_identical_ids: bool = False, queries=None, judged_only: bool = False, num_docs: int = 0,
-          zscores: dict | None = None, groups: dict | None = None) -> dict:
+          zscores: dict | None = None, groups: dict | None = None, prefs=None) -> dict:
     """Score a run held as a ``runfile.RunTable``: {"metrics": {name: figure}, "per_query": {qid: {name: value}},
     "counts": which queries were scored, "run_depth": the run's most documents for one query}. trec_eval's options:
     ``level`` ``-l``; ``depth`` ``-M`` (each query's first documents only); ``complete`` ``-c`` (None, the default,
@@ -250,8 +250,9 @@ def score(table, qrels: dict, measures_, *, level: int = 1, depth: int | None = 
     sum counts every judgment graded above 0; False: the judged queries the run retrieved for); ``judged_only``
     ``-J`` (unjudged documents dropped before ranking); ``num_docs`` ``-N`` (the collection's size: ``utility``);
     ``zscores`` ``-Z`` (``zscores.read``'s table: every value as a z-score); ``groups``: ``-R qrels_jg``'s judgments
-    in groups (``trec_jg.read``; ``qrels`` is then ``trec_jg.merged(groups)``), which its measures read; ``queries``:
-    the task's query ids, to count unjudged ones."""
+    in groups (``trec_jg.read``; ``qrels`` is then ``trec_jg.merged(groups)``), which its measures read; ``prefs``:
+    ``-R prefs`` or ``-R qrels_prefs`` (``trec_prefs.read``: ``qrels`` is not read), for the preference measures
+    alone; ``queries``: the task's query ids, to count unjudged ones."""
     import numpy as np
 
     from . import irm
@@ -259,6 +260,13 @@ def score(table, qrels: dict, measures_, *, level: int = 1, depth: int | None = 
 
     if depth is not None and depth < 1:
         raise ValueError("depth (-M) must be 1 or more")
+    if prefs is not None:
+        return trec_prefs.score(table, prefs, measures_, depth=depth, complete=complete, zscores=zscores,
+                                ignore_identical_ids=ignore_identical_ids, queries=queries)
+    preferring = [m for m in measures_ if m.family in trec_prefs.FAMILIES]
+    if preferring:
+        raise InputError(f"{preferring[0].name} reads preferences.", fix="pass -R prefs (qid jg jsg docno level) or "
+                                                                          "-R qrels_prefs (TREC qrels) and that file.")
     judgments = trec.Judgments(qrels)
     ranked, run_depth, dropped = trec.rank(table, judgments, ignore_identical_ids)
     if depth is not None:
@@ -348,5 +356,5 @@ def per_query_tsv(rows: dict[str, dict[str, float]], names) -> str:
     return "\n".join(lines) + "\n"
 
 
-COUNT_FAMILIES = trec.SUMMED + ("num_q",)  # printed as integers, as trec_eval prints them
+COUNT_FAMILIES = trec.SUMMED + ("num_q",) + trec_prefs.COUNTS  # printed as integers, as trec_eval prints them
 PER_QUERY_SILENT = ("gm_map", "gm_bpref", "num_q", "runid")  # trec_eval prints no per-query line for these

@@ -10,7 +10,8 @@ of 0 or more (``levels``). Loops run in trec_eval's order, so sums round as trec
   ``G``, ``ndcg`` with gains (``ndcg.1=3,2=9``), ``ndcg_rel``, ``Rndcg``, ``relative_P``, ``set_P``,
   ``set_relative_P``, ``set_recall``, ``set_map``, ``set_F`` (its beta), ``num_nonrel_judged_ret``, ``rbp`` and
   ``rbp_resid`` (``p=``), ``unj`` (cutoffs), ``relstring`` (a string per query), ``runid`` (the run's tag), and
-  ``yaap`` (not in ``all_trec``); the ``-R qrels_jg`` measures are ``scoring.trec_jg``'s.
+  ``yaap`` (not in ``all_trec``); the ``-R qrels_jg`` measures are ``scoring.trec_jg``'s, the ``-R prefs`` ones
+  ``scoring.trec_prefs``'s.
 
 ``rbp`` reads two variables trec_eval leaves uninitialised (the smallest and largest gain); this module takes them
 as the gains' true minimum and maximum, which is what trec_eval's own test outputs show and what the built trec_eval
@@ -58,6 +59,12 @@ ROOTS = {r.name: r for r in (
     Root("relative_P", "cut", CUTS), Root("success", "cut", (1, 5, 10)), Root("set_P", "double"),
     Root("set_relative_P", "double"), Root("set_recall", "double"), Root("set_map", "double"),
     Root("set_F", "pdouble", (1.0,)), Root("num_nonrel_judged_ret", "long"),
+    # -R prefs's and -R qrels_prefs's measures (scoring.trec_prefs)
+    Root("prefs_num_prefs_poss", "long"), Root("prefs_num_prefs_ful", "long"), Root("prefs_num_prefs_ful_ret", "long"),
+    Root("prefs_simp", "double"), Root("prefs_pair", "double"), Root("prefs_avgjg", "double"),
+    Root("prefs_avgjg_Rnonrel", "double"), Root("prefs_simp_ret", "double"), Root("prefs_pair_ret", "double"),
+    Root("prefs_avgjg_ret", "double"), Root("prefs_avgjg_Rnonrel_ret", "double"), Root("prefs_simp_imp", "double"),
+    Root("prefs_pair_imp", "double"), Root("prefs_avgjg_imp", "double"),
     # -R qrels_jg's measures (scoring.trec_jg)
     Root("map_avgjg", "double"), Root("P_avgjg", "cut", CUTS),
     Root("Rprec_mult_avgjg", "cutd", (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)),
@@ -75,6 +82,11 @@ NICKNAMES = {
     "set": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "utility", "set_P", "set_recall",
             "set_relative_P", "set_map", "set_F"),
     "qrels_jg": ("runid", "num_q", "map_avgjg", "P_avgjg", "Rprec_mult_avgjg"),
+    "all_prefs": ("runid", "num_q", "prefs_num_prefs_poss", "prefs_num_prefs_ful", "prefs_num_prefs_ful_ret",
+                  "prefs_simp", "prefs_pair", "prefs_avgjg", "prefs_avgjg_Rnonrel", "prefs_simp_ret", "prefs_pair_ret",
+                  "prefs_avgjg_ret", "prefs_avgjg_Rnonrel_ret", "prefs_simp_imp", "prefs_pair_imp", "prefs_avgjg_imp"),
+    "prefs": ("runid", "num_q", "prefs_num_prefs_poss", "prefs_num_prefs_ful", "prefs_num_prefs_ful_ret", "prefs_simp",
+              "prefs_pair", "prefs_avgjg"),
 }
 # the measures of this module (the others are scoring.trec's), by the trec_eval root a Measure's family names
 COMPUTED_HERE = {"infAP", "gm_bpref", "utility", "11pt_avg", "binG", "G", "ndcg_rel", "Rndcg",

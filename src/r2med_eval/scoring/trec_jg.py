@@ -14,6 +14,7 @@ from ..errors import InputError
 from . import trec, trec_all
 
 FAMILIES = ("map_avgjg", "P_avgjg", "Rprec_mult_avgjg")
+WHAT, NAMES = "judgments in groups", "map_avgjg, P_avgjg, Rprec_mult_avgjg, num_q, runid or qrels_jg"
 FIX = "write one judgment per line: `qid jg docno rel` (trec_eval's qrels_jg; jg names the judgment group)."
 
 
